@@ -1,0 +1,26 @@
+"""The library's one exception family.
+
+Every error streamtree raises on purpose derives from :class:`StreamtreeError`, and also from
+the built-in exception a caller would naturally catch (``ValueError`` for bad input), so both
+``except StreamtreeError`` and ``except ValueError`` work.
+"""
+
+from __future__ import annotations
+
+__all__ = ["StreamtreeError", "ConfigError", "InputError", "FormatError"]
+
+
+class StreamtreeError(Exception):
+    """Base class of every error raised by streamtree."""
+
+
+class ConfigError(StreamtreeError, ValueError):
+    """A constructor parameter is invalid: names the parameter, what was expected, what was given."""
+
+
+class InputError(StreamtreeError, ValueError):
+    """An example (features or label) cannot be learned or predicted; nothing was changed."""
+
+
+class FormatError(StreamtreeError, ValueError):
+    """Serialised bytes are not a streamtree model this version can read."""
