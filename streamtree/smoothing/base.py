@@ -1,0 +1,60 @@
+"""The one interface every leaf-probability estimator implements.
+
+A smoother maps the class counts kept at every node of a tree to class probabilities at a
+node (usually a leaf; an internal node when an example stopped there because a feature was
+missing). Counts are a float array ``counts[node, class]``; the tree is a
+:class:`~streamtree.topology.Topology`. The same smoother serves the online tree (one path at
+a time, :meth:`Smoother.path_proba`) and batch use on any fitted tree
+(:meth:`Smoother.node_proba`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from streamtree.topology import Topology
+from streamtree.typing import FloatArray, IntArray
+
+__all__ = ["Smoother", "State"]
+
+State = dict[str, Any]  # numpy arrays and JSON scalars only: what the safe format can store
+
+
+class Smoother(ABC):
+    """Maps node counts to class probabilities.
+
+    Subclasses implement :meth:`node_proba`; those with fitted parameters override
+    :meth:`refit`, :meth:`get_state` and :meth:`set_state`; those that can do better than
+    computing every node override :meth:`path_proba`.
+    """
+
+    name: ClassVar[str]
+
+    def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
+        """Update fitted parameters. ``fit_counts`` are the counts an objective should read
+        (honest counts), ``counts`` those predictions use; closed-form estimators ignore both."""
+
+    @abstractmethod
+    def node_proba(self, topology: Topology, counts: FloatArray) -> FloatArray:
+        """Probabilities ``(S, K)`` at every node, each node treated as the leaf it would be."""
+
+    def predict(self, topology: Topology, counts: FloatArray, nodes: IntArray) -> FloatArray:
+        """Probabilities ``(len(nodes), K)`` at the given nodes."""
+        return self.node_proba(topology, counts)[np.asarray(nodes, dtype=np.int64)]
+
+    def path_proba(self, topology: Topology, counts: FloatArray, path: IntArray) -> FloatArray:
+        """Probabilities ``(K,)`` at ``path[-1]``; ``path`` runs from the root to that node."""
+        return self.node_proba(topology, counts)[int(path[-1])]
+
+    def get_state(self) -> State:
+        """Fitted parameters as numpy arrays and JSON scalars (empty for closed forms)."""
+        return {}
+
+    def set_state(self, state: State) -> None:
+        """Restore what :meth:`get_state` returned."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
