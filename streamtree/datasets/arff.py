@@ -1,0 +1,520 @@
+"""A reader for Weka's ARFF files, tolerant of the quirks found in real UCI exports.
+
+The grammar follows Weka's own ``ArffLoader`` tokenizer rather than the letter of the ARFF
+specification, because that is what the files were written for:
+
+- header tokens are separated by whitespace *or commas* (``@attribute age,{f,t}`` names
+  the attribute ``age``); ``%`` starts a comment outside quotes; ``'...'`` and ``"..."`` quote
+  names and values (with backslash escapes); ``{`` and ``}`` delimit nominal value lists;
+- keywords (``@relation``, ``@attribute``, ``@data``, ``numeric``/``real``/``integer``,
+  ``string``, ``date``) are case-insensitive;
+- line endings may be ``\\n``, ``\\r\\n``, ``\\r`` or ``\\r\\r\\n``; blank lines and comment
+  lines may appear anywhere, including between data rows; the text is UTF-8 (Latin-1 is
+  accepted when it is not), with an optional byte-order mark;
+- in data rows a bare ``?`` is a missing value, while a *quoted* ``'?'`` is an ordinary
+  nominal value (Weka reads it that way, and some files declare ``'?'`` as a category);
+  whitespace around fields is ignored; a line holding only commas is blank; sparse rows ``{index value, ...}`` are supported, and
+  an instance weight ``,{w}`` after a dense row is read and returned.
+
+Values are encoded as floats: numeric attributes as their value, nominal (and string)
+attributes as the index of the value in the attribute's value list, NaN for missing, dates as
+seconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from streamtree.exceptions import ConfigError, FormatError
+from streamtree.typing import FloatArray, IntArray
+
+__all__ = ["Attribute", "ArffDataset", "parse_arff", "read_arff"]
+
+Kind = Literal["numeric", "nominal", "string", "date"]
+
+_NUMERIC_TYPES = {"numeric", "real", "integer"}
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One ``@attribute`` declaration.
+
+    ``values`` lists the nominal values in declaration order (for ``string`` attributes, the
+    distinct values in order of first appearance); it is empty for numeric and date
+    attributes. ``date_format`` is the declared Java date pattern, if any.
+    """
+
+    name: str
+    kind: Kind
+    values: tuple[str, ...] = ()
+    date_format: str | None = None
+
+
+@dataclass(frozen=True)
+class ArffDataset:
+    """The contents of one ARFF file, split into features and a class attribute.
+
+    Attributes
+    ----------
+    name
+        The ``@relation`` name (``relation``) or, when read from a file, the file's stem.
+    relation
+        The ``@relation`` name as written.
+    attributes
+        The feature attributes, in file order, without the class attribute.
+    class_attribute
+        The class attribute (nominal).
+    X
+        ``(n, d)`` float array: numeric values, nominal codes, NaN where missing.
+    y
+        ``(n,)`` int array of class codes into ``classes``; ``-1`` where the class is missing.
+    weights
+        ``(n,)`` instance weights (1 unless the file gives ``{w}`` after a row).
+    """
+
+    name: str
+    relation: str
+    attributes: tuple[Attribute, ...]
+    class_attribute: Attribute
+    X: FloatArray
+    y: IntArray
+    weights: FloatArray = field(repr=False)
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The class names; ``y`` indexes into them."""
+        return self.class_attribute.values
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    @property
+    def nominal_mask(self) -> np.ndarray:
+        """Boolean ``(d,)``: which columns of ``X`` hold nominal (or string) codes."""
+        return np.array([a.kind in ("nominal", "string") for a in self.attributes], dtype=bool)
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.y.shape[0])
+
+    def labelled(self) -> ArffDataset:
+        """The instances whose class is known (learners cannot use the others)."""
+        keep = self.y >= 0
+        return ArffDataset(
+            self.name, self.relation, self.attributes, self.class_attribute,
+            self.X[keep], self.y[keep], self.weights[keep],
+        )
+
+
+# ----------------------------------------------------------------------------- tokenizing
+
+_HEADER_TOKEN = re.compile(
+    r"""
+      (?P<ws>[\s,]+)
+    | (?P<comment>%[^\n]*)
+    | (?P<brace>[{}])
+    | '(?P<sq>(?:[^'\\\n]|\\.)*)'
+    | "(?P<dq>(?:[^"\\\n]|\\.)*)"
+    | (?P<word>[^\s,{}'"%]+)
+    """,
+    re.VERBOSE,
+)
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "%": "%"}
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), text)
+
+
+def _header_tokens(line: str, lineno: int) -> list[tuple[str, bool]]:
+    """Tokens of a header line as ``(text, quoted)``; braces are returned as bare tokens."""
+    out: list[tuple[str, bool]] = []
+    pos = 0
+    while pos < len(line):
+        m = _HEADER_TOKEN.match(line, pos)
+        if m is None:
+            raise FormatError(f"line {lineno}: unterminated quote in header: {line.strip()!r}")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind in ("ws", "comment"):
+            continue
+        if kind == "sq" or kind == "dq":
+            out.append((_unescape(m.group(kind)), True))
+        else:
+            out.append((m.group(kind), False))
+    return out
+
+
+def _split_row(line: str, lineno: int) -> list[tuple[str, bool]]:
+    """Fields of a dense data row as ``(text, quoted)``, whitespace around fields removed.
+
+    A ``%`` outside quotes starts a comment. The fast path (no quotes, no comment) is a plain
+    ``str.split``.
+    """
+    if "'" not in line and '"' not in line and "%" not in line:
+        return [(f.strip(), False) for f in line.split(",")]
+    fields: list[tuple[str, bool]] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in " \t":
+            i += 1
+        if i < n and line[i] in "'\"":
+            quote = line[i]
+            j = i + 1
+            buf: list[str] = []
+            while j < n and line[j] != quote:
+                if line[j] == "\\" and j + 1 < n:
+                    buf.append(_ESCAPES.get(line[j + 1], line[j + 1]))
+                    j += 2
+                else:
+                    buf.append(line[j])
+                    j += 1
+            if j >= n:
+                raise FormatError(f"line {lineno}: unterminated quote in data row")
+            fields.append(("".join(buf), True))
+            j += 1
+            while j < n and line[j] in " \t":
+                j += 1
+            if j < n and line[j] == "%":
+                return fields
+            if j < n and line[j] != ",":
+                raise FormatError(f"line {lineno}: text after a quoted value: {line[j:]!r}")
+            if j >= n:
+                return fields
+            i = j + 1
+        else:
+            j = i
+            while j < n and line[j] not in ",%":
+                j += 1
+            fields.append((line[i:j].strip(), False))
+            if j >= n or line[j] == "%":
+                return fields
+            i = j + 1
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` with any mix of ``\\r\\n``, ``\\r`` and ``\\n`` endings.
+
+    ``\\r\\r\\n`` (seen in the wild) counts as one line end followed by a blank line, which is
+    harmless because blank lines are skipped everywhere.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for number, line in enumerate(text.split("\n"), start=1):
+        yield number, line
+
+
+# ----------------------------------------------------------------------------- the header
+
+
+def _parse_attribute(tokens: list[tuple[str, bool]], lineno: int) -> Attribute:
+    if len(tokens) < 3:
+        raise FormatError(f"line {lineno}: @attribute needs a name and a type")
+    name = tokens[1][0]
+    type_text, type_quoted = tokens[2]
+    if type_text == "{" and not type_quoted:
+        values: list[str] = []
+        for text, quoted in tokens[3:]:
+            if text == "}" and not quoted:
+                break
+            values.append(text)
+        else:
+            raise FormatError(f"line {lineno}: nominal attribute {name!r} has no closing '}}'")
+        if len(set(values)) != len(values):
+            raise FormatError(f"line {lineno}: nominal attribute {name!r} repeats a value")
+        return Attribute(name, "nominal", tuple(values))
+    kind = type_text.lower()
+    if kind in _NUMERIC_TYPES:
+        return Attribute(name, "numeric")
+    if kind == "string":
+        return Attribute(name, "string")
+    if kind == "date":
+        fmt = tokens[3][0] if len(tokens) > 3 else "yyyy-MM-dd'T'HH:mm:ss"
+        return Attribute(name, "date", date_format=fmt)
+    raise FormatError(
+        f"line {lineno}: attribute {name!r} has type {type_text!r}; "
+        "expected numeric, real, integer, string, date or a {nominal, list}"
+    )
+
+
+# ----------------------------------------------------------------------------- the data
+
+_JAVA_DATE = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
+              ("mm", "%M"), ("ss", "%S"), ("SSS", "%f"), ("Z", "%z")]
+
+
+def _java_to_strptime(fmt: str) -> str:
+    out = ""
+    parts = re.split(r"('[^']*')", fmt)
+    for part in parts:
+        if part.startswith("'"):
+            out += part[1:-1].replace("%", "%%")
+            continue
+        for java, py in _JAVA_DATE:
+            part = part.replace(java, py)
+        out += part
+    return out
+
+
+def _encode_column(
+    attr: Attribute, raw: Sequence[tuple[str, bool]], first_line: Sequence[int]
+) -> tuple[FloatArray, Attribute]:
+    """Float codes of one column; returns the (possibly extended) attribute for strings."""
+    n = len(raw)
+    out = np.full(n, np.nan)
+    if attr.kind == "numeric":
+        texts = [t for t, q in raw]
+        present = [i for i, (t, q) in enumerate(raw) if not (t == "?" and not q)]
+        if len(present) == n:
+            try:
+                return np.array(texts, dtype=np.float64), attr
+            except ValueError:
+                pass
+        for i in present:
+            try:
+                out[i] = float(texts[i])
+            except ValueError:
+                raise FormatError(
+                    f"line {first_line[i]}: attribute {attr.name!r} is numeric but the value "
+                    f"is {texts[i]!r}"
+                ) from None
+        return out, attr
+    if attr.kind == "date":
+        from datetime import datetime, timezone
+
+        pattern = _java_to_strptime(attr.date_format or "")
+        for i, (t, q) in enumerate(raw):
+            if t == "?" and not q:
+                continue
+            try:
+                stamp = datetime.strptime(t, pattern)
+            except ValueError:
+                raise FormatError(
+                    f"line {first_line[i]}: attribute {attr.name!r} expects dates like "
+                    f"{attr.date_format!r}; got {t!r}"
+                ) from None
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            out[i] = stamp.timestamp()
+        return out, attr
+    index = {v: float(i) for i, v in enumerate(attr.values)}
+    growing = attr.kind == "string"
+    for i, (t, q) in enumerate(raw):
+        if t == "?" and not q:
+            continue
+        code = index.get(t)
+        if code is None:
+            if not growing:
+                raise FormatError(
+                    f"line {first_line[i]}: value {t!r} is not declared for nominal attribute "
+                    f"{attr.name!r} (declared: {', '.join(attr.values)})"
+                )
+            code = index[t] = float(len(index))
+        out[i] = code
+    if growing:
+        attr = Attribute(attr.name, "string", tuple(index))
+    return out, attr
+
+
+def _parse_sparse(line: str, lineno: int, n_attr: int) -> tuple[list[tuple[str, bool]], str | None]:
+    body, _, rest = line.strip()[1:].partition("}")
+    row: list[tuple[str, bool]] = [("0", False)] * n_attr
+    for item in filter(None, (p.strip() for p in body.split(","))):
+        idx_text, _, value = item.partition(" ")
+        try:
+            idx = int(idx_text)
+        except ValueError:
+            raise FormatError(f"line {lineno}: sparse entry {item!r} has no integer index") from None
+        if not 0 <= idx < n_attr:
+            raise FormatError(f"line {lineno}: sparse index {idx} outside 0..{n_attr - 1}")
+        value = value.strip()
+        quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+        row[idx] = (value[1:-1] if quoted else value, quoted)
+    weight = rest.strip().lstrip(",").strip()
+    if weight.startswith("{") and weight.endswith("}"):
+        weight = weight[1:-1].strip()
+    return row, weight or None
+
+
+def _take_weight(fields: list[tuple[str, bool]]) -> str | None:
+    """Strip a trailing instance weight ``{w}`` from a dense row."""
+    last, quoted = fields[-1]
+    if not quoted and last.startswith("{") and last.endswith("}"):
+        fields.pop()
+        return last[1:-1].strip()
+    return None
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def parse_arff(
+    text: str,
+    *,
+    name: str | None = None,
+    class_attribute: int | str = -1,
+) -> ArffDataset:
+    """Parse the text of an ARFF file.
+
+    Parameters
+    ----------
+    text
+        The file's contents.
+    name
+        The dataset's name; defaults to the ``@relation`` name.
+    class_attribute
+        Index (negative counts from the end) or name of the class attribute, which must be
+        nominal. Weka's convention, the last attribute, is the default.
+
+    Returns
+    -------
+    ArffDataset
+
+    Raises
+    ------
+    FormatError
+        The text is not ARFF this reader understands; the message gives the line number.
+    ConfigError
+        ``class_attribute`` names no attribute, or a non-nominal one.
+
+    Examples
+    --------
+    >>> ds = parse_arff('''@relation toy
+    ... @attribute 'x 1' real
+    ... @attribute colour {red, 'light blue'}
+    ... @attribute class {yes,no}
+    ... @data
+    ... 1.5, 'light blue', yes
+    ... ?,red,no
+    ... ''')
+    >>> ds.feature_names, ds.classes
+    (('x 1', 'colour'), ('yes', 'no'))
+    >>> ds.X.tolist(), ds.y.tolist()
+    ([[1.5, 1.0], [nan, 0.0]], [0, 1])
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    relation: str | None = None
+    attributes: list[Attribute] = []
+    lines = _lines(text)
+    for lineno, line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("%"):
+            continue
+        tokens = _header_tokens(line, lineno)
+        if not tokens:
+            continue
+        keyword = tokens[0][0].lower()
+        if keyword == "@relation":
+            relation = tokens[1][0] if len(tokens) > 1 else ""
+        elif keyword == "@attribute":
+            attributes.append(_parse_attribute(tokens, lineno))
+        elif keyword == "@data":
+            break
+        else:
+            raise FormatError(f"line {lineno}: expected @relation, @attribute or @data; got {stripped[:60]!r}")
+    else:
+        raise FormatError("no @data section")
+    if relation is None:
+        raise FormatError("no @relation line before @data")
+    if not attributes:
+        raise FormatError("no @attribute declarations")
+    n_attr = len(attributes)
+
+    columns: list[list[tuple[str, bool]]] = [[] for _ in range(n_attr)]
+    row_line: list[int] = []
+    weights: list[float] = []
+    for lineno, line in lines:
+        stripped = line.strip()
+        # a line of nothing but commas separates rows in some exports (bupa, page-blocks):
+        # Weka's tokenizer treats commas as whitespace, so such a line is blank
+        if not stripped.strip(", \t") or stripped.startswith("%"):
+            continue
+        weight: str | None
+        if stripped.startswith("{"):
+            fields, weight = _parse_sparse(stripped, lineno, n_attr)
+        else:
+            fields = _split_row(line, lineno)
+            weight = _take_weight(fields) if len(fields) == n_attr + 1 else None
+        if len(fields) != n_attr:
+            raise FormatError(f"line {lineno}: {len(fields)} values for {n_attr} attributes")
+        for col, value in zip(columns, fields):
+            col.append(value)
+        row_line.append(lineno)
+        try:
+            weights.append(1.0 if weight is None else float(weight))
+        except ValueError:
+            raise FormatError(f"line {lineno}: instance weight {weight!r} is not a number") from None
+
+    encoded: list[FloatArray] = []
+    for j, attr in enumerate(attributes):
+        values, attributes[j] = _encode_column(attr, columns[j], row_line)
+        encoded.append(values)
+
+    names = [a.name for a in attributes]
+    if isinstance(class_attribute, str):
+        if class_attribute not in names:
+            raise ConfigError(
+                f"The 'class_attribute' parameter must name an attribute ({', '.join(names)}). "
+                f"Got {class_attribute!r} instead."
+            )
+        c = names.index(class_attribute)
+    elif isinstance(class_attribute, (int, np.integer)) and -n_attr <= class_attribute < n_attr:
+        c = int(class_attribute) % n_attr
+    else:
+        raise ConfigError(
+            f"The 'class_attribute' parameter must be an attribute name or an index in "
+            f"[{-n_attr}, {n_attr}). Got {class_attribute!r} instead."
+        )
+    if attributes[c].kind != "nominal":
+        raise ConfigError(
+            f"The 'class_attribute' parameter must select a nominal attribute; "
+            f"{attributes[c].name!r} is {attributes[c].kind}."
+        )
+    n = len(row_line)
+    features = [j for j in range(n_attr) if j != c]
+    X = np.column_stack([encoded[j] for j in features]) if features else np.zeros((n, 0))
+    y_float = encoded[c]
+    y = np.where(np.isnan(y_float), -1, np.nan_to_num(y_float, nan=-1.0)).astype(np.int64)
+    return ArffDataset(
+        name=name if name is not None else relation,
+        relation=relation,
+        attributes=tuple(attributes[j] for j in features),
+        class_attribute=attributes[c],
+        X=np.ascontiguousarray(X, dtype=np.float64).reshape(n, len(features)),
+        y=y,
+        weights=np.asarray(weights, dtype=np.float64),
+    )
+
+
+def read_arff(path: str | os.PathLike[str], *, class_attribute: int | str = -1) -> ArffDataset:
+    """Read an ARFF file; the dataset is named after the file (``abalone.arff`` -> ``abalone``).
+
+    UTF-8 is tried first, then Latin-1 (which accepts any byte sequence).
+
+    Raises
+    ------
+    FormatError
+        As :func:`parse_arff`, with the file name prefixed to the message.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    name = path.name[: -len(".arff")] if path.name.lower().endswith(".arff") else path.stem
+    try:
+        return parse_arff(text, name=name, class_attribute=class_attribute)
+    except FormatError as exc:
+        raise FormatError(f"{path.name}: {exc}") from None
