@@ -46,6 +46,9 @@ class Topology:
     order: IntArray  # order[j] = the node at preorder position j
     start: IntArray  # preorder position of each node
     end: IntArray  # one past the last preorder position of its subtree
+    by_end: IntArray  # preorder positions of the nodes, sorted by the end of their subtree
+    ended_before: IntArray  # at preorder position j: how many subtrees end at or before j
+    end_preorder: IntArray  # end of the node at each preorder position
 
     @classmethod
     def from_parent(cls, parent: IntArray) -> Topology:
@@ -53,7 +56,7 @@ class Topology:
         n = parent.shape[0]
         if n == 0:
             empty = np.zeros(0, dtype=np.int64)
-            return cls(parent, empty, (), np.zeros(0, bool), empty, empty, empty)
+            return cls(parent, empty, (), np.zeros(0, bool), empty, empty, empty, empty, empty, empty)
         if parent[0] != -1 or (n > 1 and np.any(parent[1:] >= np.arange(1, n))) or np.any(parent[1:] < 0):
             raise ValueError(
                 "parent must have parent[0] == -1 and 0 <= parent[i] < i for every other node"
@@ -89,24 +92,50 @@ class Topology:
             start[nodes] = start[par] + 1 + (csum - group_base)
         order = np.empty(n, dtype=np.int64)
         order[start] = np.arange(n)
-        return cls(parent, depth, levels, is_leaf, order, start, start + size)
+        end = start + size
+        by_end = np.argsort(end, kind="stable")
+        ended_before = np.searchsorted(end[by_end], np.arange(n), side="right")
+        by_end = start[by_end]
+        return cls(parent, depth, levels, is_leaf, order, start, end, by_end, ended_before, end[order])
 
     @property
     def n_nodes(self) -> int:
         return int(self.parent.shape[0])
 
+    # Preorder space: position j holds node order[j]; a subtree is a contiguous range.
+    def to_preorder(self, values: FloatArray) -> FloatArray:
+        """Values per node rearranged by preorder position."""
+        return np.take(values, self.order, axis=0)
+
+    def from_preorder(self, values: FloatArray) -> FloatArray:
+        """Inverse of :meth:`to_preorder`."""
+        return np.take(values, self.start, axis=0)
+
+    def preorder_subtree_sum(self, values: FloatArray) -> FloatArray:
+        """:meth:`subtree_sum` with values and result in preorder space."""
+        csum = np.cumsum(values, axis=0)
+        zero = np.zeros((1,) + values.shape[1:])
+        csum = np.concatenate([zero, csum])
+        return np.take(csum, self.end_preorder, axis=0) - csum[:-1]
+
+    def preorder_ancestor_sum(self, values: FloatArray) -> FloatArray:
+        """:meth:`ancestor_sum` with values and result in preorder space.
+
+        Position ``j`` is below node ``p`` when ``start[p] <= j < end[p]``: the sum over nodes
+        started at or before ``j`` minus the sum over nodes whose subtree ended at or before it.
+        """
+        started = np.cumsum(values, axis=0)
+        ended = np.concatenate(
+            [np.zeros((1,) + values.shape[1:]), np.cumsum(np.take(values, self.by_end, axis=0), axis=0)]
+        )
+        return started - np.take(ended, self.ended_before, axis=0) - values
+
     def subtree_sum(self, values: FloatArray) -> FloatArray:
-        """Sum of ``values`` over each node's subtree (the node included); works on (S,) or (S, K)."""
+        """Sum of ``values`` over each node's subtree (the node included); (S,) or (S, K)."""
         values = np.asarray(values, dtype=np.float64)
-        pre = values[self.order]
-        csum = np.concatenate([np.zeros((1,) + values.shape[1:]), np.cumsum(pre, axis=0)])
-        return csum[self.end] - csum[self.start]
+        return self.from_preorder(self.preorder_subtree_sum(self.to_preorder(values)))
 
     def ancestor_sum(self, values: FloatArray) -> FloatArray:
-        """Sum of ``values`` over each node's strict ancestors; works on (S,) or (S, K)."""
+        """Sum of ``values`` over each node's strict ancestors; (S,) or (S, K)."""
         values = np.asarray(values, dtype=np.float64)
-        diff = np.zeros((self.n_nodes + 1,) + values.shape[1:])
-        diff[self.start] += values
-        np.subtract.at(diff, self.end, values)
-        inclusive = np.cumsum(diff, axis=0)[:-1][self.start]  # sum over ancestors and the node
-        return inclusive - values
+        return self.from_preorder(self.preorder_ancestor_sum(self.to_preorder(values)))

@@ -45,9 +45,14 @@ class Smoother(ABC):
         """Probabilities ``(len(nodes), K)`` at the given nodes."""
         return self.node_proba(topology, counts)[np.asarray(nodes, dtype=np.int64)]
 
-    def path_proba(self, topology: Topology, counts: FloatArray, path: IntArray) -> FloatArray:
-        """Probabilities ``(K,)`` at ``path[-1]``; ``path`` runs from the root to that node."""
-        return self.node_proba(topology, counts)[int(path[-1])]
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+        """Probabilities ``(K,)`` at ``path[-1]``; ``path`` runs from the root to that node.
+
+        The per-event hot path: it takes the bare ``parent`` array (no :class:`Topology`, which
+        costs O(S) to build after every split) and should cost O(len(path) K). The default
+        builds the topology and computes every node: override it.
+        """
+        return self.node_proba(Topology.from_parent(parent), counts)[int(path[-1])]
 
     def get_state(self) -> State:
         """Fitted parameters as numpy arrays and JSON scalars (empty for closed forms)."""

@@ -65,7 +65,7 @@ class MBranch(Smoother):
             out[targets] = theta[targets]
         return out
 
-    def path_proba(self, topology: Topology, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
         k = counts.shape[1]
         n_root = counts[0].sum()
         theta = np.full(k, 1.0 / k)

@@ -54,7 +54,7 @@ class MLE(Smoother):
             out[empty] = out[topology.parent[empty]]
         return out
 
-    def path_proba(self, topology: Topology, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
         for node in reversed(path):
             row = counts[int(node)]
             total = row.sum()
@@ -80,7 +80,7 @@ class Laplace(Smoother):
         counts = np.asarray(counts, dtype=np.float64)
         return (counts + 1.0) / (counts.sum(axis=1, keepdims=True) + counts.shape[1])
 
-    def path_proba(self, topology: Topology, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
         row = counts[int(path[-1])]
         return (row + 1.0) / (row.sum() + row.shape[0])
 
@@ -128,7 +128,7 @@ class MEstimate(Smoother):
         b = self._base_rate(counts)
         return (counts + self.m * b) / (counts.sum(axis=1, keepdims=True) + self.m)
 
-    def path_proba(self, topology: Topology, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
         row = counts[int(path[-1])]
         return (row + self.m * self._base_rate(counts)) / (row.sum() + self.m)
 
