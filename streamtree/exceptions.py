@@ -15,11 +15,25 @@ class StreamtreeError(Exception):
 
 
 class ConfigError(StreamtreeError, ValueError):
-    """A constructor parameter is invalid: names the parameter, what was expected, what was given."""
+    """A constructor parameter is invalid: names the parameter, what was expected, what was given.
+
+    ``param`` holds the parameter's name.
+    """
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class InputError(StreamtreeError, ValueError):
-    """An example (features or label) cannot be learned or predicted; nothing was changed."""
+    """An example (features or label) cannot be learned or predicted; nothing was changed.
+
+    ``field`` holds the offending feature's name, or ``"label"`` / ``"features"``.
+    """
+
+    def __init__(self, message: str, field: object = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class FormatError(StreamtreeError, ValueError):

@@ -1,0 +1,21 @@
+"""Leaf-probability estimators behind one interface (:class:`Smoother`).
+
+``SMOOTHERS`` maps the option strings accepted by ``ProbabilityTree(smoothing=...)`` to classes.
+"""
+
+from __future__ import annotations
+
+from streamtree.smoothing.base import Smoother
+from streamtree.smoothing.hgs import HGS, loocv
+from streamtree.smoothing.mbranch import MBranch
+from streamtree.smoothing.simple import MLE, Laplace, MEstimate
+
+__all__ = ["HGS", "MBranch", "MEstimate", "MLE", "Laplace", "SMOOTHERS", "Smoother", "loocv"]
+
+SMOOTHERS: dict[str, type[Smoother]] = {
+    "mle": MLE,
+    "laplace": Laplace,
+    "mestimate": MEstimate,
+    "mbranch": MBranch,
+    "hgs": HGS,
+}

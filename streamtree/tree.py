@@ -1,0 +1,547 @@
+"""``ProbabilityTree``: an online probability estimation tree with hierarchical smoothing.
+
+Every example increments the class counts of every node on its path, so each internal node
+holds an up-to-date estimate; a :class:`~streamtree.smoothing.Smoother` turns those counts
+into leaf probabilities (HGS by default: each leaf backed off to all its ancestors at once).
+The tree grows Hoeffding-style: a leaf tries to split every ``grace_period`` examples it sees,
+and splits when the best split's merit beats the runner-up's by more than the Hoeffding bound
+(or the bound falls below ``tau``).
+
+The structure is a set of parallel arrays (``parent``, ``left``, ``right``, split feature and
+threshold, ``counts[node, class]``); the per-event paths walk Python lists mirrored from them,
+batch paths use numpy over whole levels.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from river import base
+
+from streamtree.config import validate_config
+from streamtree.criteria import RANGES, hoeffding_bound
+from streamtree.exceptions import InputError
+from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry
+from streamtree.observers import LeafStats
+from streamtree.smoothing import HGS, SMOOTHERS, MEstimate, Smoother
+from streamtree.topology import Topology
+from streamtree.typing import ClassLabel, FloatArray, IntArray
+
+__all__ = ["ProbabilityTree"]
+
+LEAF = -1
+_MIN_PROBA = 1e-15  # only MLE can produce exact zeros; a served 0 makes log loss infinite
+
+
+def _check_label(y: Any) -> ClassLabel:
+    if isinstance(y, np.generic):
+        y = y.item()
+    if isinstance(y, (bool, str)):
+        return y
+    if isinstance(y, numbers.Integral):
+        return int(y)
+    if isinstance(y, float) and y.is_integer():
+        return int(y)
+    raise InputError(f"The label must be a str, an int or a bool. Got {y!r} instead.", field="label")
+
+
+class ProbabilityTree(base.MiniBatchClassifier):
+    """Online decision tree with calibrated, hierarchically smoothed class probabilities.
+
+    Parameters
+    ----------
+    smoothing
+        How node counts become leaf probabilities: ``"hgs"`` (hierarchical gradient smoothing,
+        the default), ``"mbranch"``, ``"mestimate"``, ``"laplace"`` or ``"mle"``.
+    split_criterion
+        ``"info_gain"``, ``"gini"`` or ``"hellinger"``.
+    grace_period
+        Examples a leaf sees between split attempts.
+    delta
+        Allowed probability that the Hoeffding test picks the wrong split, in (0, 1).
+    tau
+        Split anyway when the Hoeffding bound falls below ``tau`` (ties).
+    max_depth
+        The deepest a leaf may be (the root has depth 0); ``None`` for no limit.
+    max_nodes
+        Growth stops cleanly at this many nodes: leaves keep learning counts, split
+        statistics are freed.
+    n_split_points
+        Candidate thresholds per numeric feature at each split attempt.
+    min_branch_fraction
+        A split must send more than this fraction of a leaf's examples each way.
+    nominal_features
+        Names of features whose numbers are categories, not quantities.
+    leaf_init
+        What a new leaf's counts start from: ``"inherit"`` (the split statistics' estimate of
+        the examples that would have reached it) or ``"zero"``.
+    loocv_counts
+        Which counts the HGS objective reads: ``"honest"`` (only examples a node saw after it
+        was created, never the ones that chose its split) or ``"all"``.
+    refit_every
+        Smoothing parameters are refreshed every this many examples.
+    refit_steps
+        Optimiser steps per refresh (HGS).
+    prior_weight
+        HGS: initial weight of the uniform pseudo-node above the root.
+    m
+        M-estimation: weight of the base rate, in pseudo-examples.
+
+    Examples
+    --------
+    >>> from river import datasets, metrics
+    >>> from streamtree import ProbabilityTree
+    >>> model = ProbabilityTree()
+    >>> metric = metrics.LogLoss()
+    >>> for x, y in datasets.Phishing():
+    ...     metric.update(y, model.predict_proba_one(x))
+    ...     model.learn_one(x, y)
+    >>> metric.get() < 0.4
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        smoothing: str = "hgs",
+        split_criterion: str = "info_gain",
+        grace_period: int = 30,
+        delta: float = 0.05,
+        tau: float = 0.1,
+        max_depth: int | None = None,
+        max_nodes: int = 20_000,
+        n_split_points: int = 10,
+        min_branch_fraction: float = 0.01,
+        nominal_features: tuple[Hashable, ...] = (),
+        leaf_init: str = "inherit",
+        loocv_counts: str = "honest",
+        refit_every: int = 100,
+        refit_steps: int = 3,
+        prior_weight: float = 1.0,
+        m: float = 1.0,
+    ) -> None:
+        self.smoothing = smoothing
+        self.split_criterion = split_criterion
+        self.grace_period = grace_period
+        self.delta = delta
+        self.tau = tau
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self.n_split_points = n_split_points
+        self.min_branch_fraction = min_branch_fraction
+        self.nominal_features = tuple(nominal_features)
+        self.leaf_init = leaf_init
+        self.loocv_counts = loocv_counts
+        self.refit_every = refit_every
+        self.refit_steps = refit_steps
+        self.prior_weight = prior_weight
+        self.m = m
+        validate_config(self.get_config())
+        self._reset()
+
+    # -- configuration ------------------------------------------------------------------
+    def get_config(self) -> dict[str, Any]:
+        """The complete configuration as JSON-able data: ``ProbabilityTree(**config)``."""
+        config = {name: getattr(self, name) for name in self._get_params()}
+        config["nominal_features"] = list(self.nominal_features)
+        return config
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    def _make_smoother(self) -> Smoother:
+        if self.smoothing == "hgs":
+            return HGS(steps=self.refit_steps, prior_weight=self.prior_weight)
+        if self.smoothing == "mestimate":
+            return MEstimate(m=self.m)
+        return SMOOTHERS[self.smoothing]()
+
+    def _reset(self) -> None:
+        self.registry = FeatureRegistry(self.nominal_features)
+        self.classes_: list[ClassLabel] = []
+        self._class_index: dict[ClassLabel, int] = {}
+        self.n_examples = 0
+        # structure: Python lists for the per-event walk, mirrored in numpy on demand
+        self._parent: list[int] = [-1]
+        self._left: list[int] = [LEAF]
+        self._right: list[int] = [LEAF]
+        self._kind: list[int] = [LEAF]  # LEAF, NUMERIC or NOMINAL
+        self._col: list[int] = [0]
+        self._thr: list[float] = [0.0]
+        self._depth: list[int] = [0]
+        self._slot: list[int] = [-1]
+        self._parent_arr = np.full(16, -1, dtype=np.int64)
+        self.counts_ = np.zeros((16, 0))
+        self._inherited = np.zeros((16, 0))
+        self._stats = LeafStats()
+        self._slot[0] = self._stats.allocate()
+        self._smoother = self._make_smoother()
+        self._topology: Topology | None = None
+        self.growth_stopped = False
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self._parent)
+
+    @property
+    def parent_(self) -> IntArray:
+        """Parent of every node (-1 for the root)."""
+        return self._parent_arr[: self.n_nodes]
+
+    @property
+    def topology_(self) -> Topology:
+        if self._topology is None:
+            self._topology = Topology.from_parent(self.parent_)
+        return self._topology
+
+    def _node_counts(self) -> FloatArray:
+        return self.counts_[: self.n_nodes, : len(self.classes_)]
+
+    # -- learning -----------------------------------------------------------------------
+    def _class_id(self, y: ClassLabel) -> int:
+        k = self._class_index.get(y)
+        if k is None:
+            k = len(self.classes_)
+            self.classes_.append(y)
+            self._class_index[y] = k
+            self.counts_ = np.pad(self.counts_, ((0, 0), (0, 1)))
+            self._inherited = np.pad(self._inherited, ((0, 0), (0, 1)))
+            self._sync_stats_shape()
+        return k
+
+    def _sync_stats_shape(self) -> None:
+        reg = self.registry
+        self._stats.resize(len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
+
+    def _register_row(self, x: Mapping[Hashable, Any]) -> Any:
+        """Encode ``x``, registering new features and values; a new numeric feature's first
+        value becomes its statistics' shift."""
+        reg = self.registry
+        n_numeric, n_nominal, n_values = reg.n_numeric, reg.n_nominal, reg.max_values
+        row = reg.encode(x, learn=True)
+        if (reg.n_numeric, reg.n_nominal, reg.max_values) != (n_numeric, n_nominal, n_values):
+            self._sync_stats_shape()
+            for col, value in zip(row.num_cols, row.num_vals):
+                if col >= n_numeric:
+                    self._stats.set_shift(col, value)
+        return row
+
+    def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
+        """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
+        label or a feature value cannot be used."""
+        y = _check_label(y)
+        self.registry.check(x)
+        k = self._class_id(y)
+        row = self._register_row(x)
+        num = dict(zip(row.num_cols, row.num_vals))
+        nom = dict(zip(row.nom_cols, row.nom_codes))
+        path = self._route(num, nom)
+        node = path[-1]
+        self.counts_[path, k] += 1.0
+        self.n_examples += 1
+        slot = self._slot[node]
+        if self._kind[node] == LEAF and slot >= 0:
+            self._stats.update_one(slot, k, row.num_cols, row.num_vals, row.nom_cols, row.nom_codes)
+            if self._stats.seen[slot] - self._stats.last_attempt[slot] >= self.grace_period:
+                self._attempt_split(node)
+        if self.n_examples % self.refit_every == 0:
+            self._refit()
+
+    def _route(self, num: Mapping[int, float], nom: Mapping[int, int]) -> list[int]:
+        """Root-to-node path of one encoded example; it stops where a split feature is missing."""
+        kind, col, thr, left, right = self._kind, self._col, self._thr, self._left, self._right
+        node = 0
+        path = [0]
+        while True:
+            kd = kind[node]
+            if kd == LEAF:
+                return path
+            if kd == NUMERIC:
+                v = num.get(col[node])
+                if v is None:
+                    return path
+                node = left[node] if v <= thr[node] else right[node]
+            else:
+                c = nom.get(col[node])
+                if c is None:
+                    return path
+                node = left[node] if c == thr[node] else right[node]
+            path.append(node)
+
+    def _attempt_split(self, node: int) -> None:
+        stats = self._stats
+        slot = self._slot[node]
+        stats.last_attempt[slot] = stats.seen[slot]
+        suggestion = stats.best_split(slot, self.split_criterion, self.n_split_points, self.min_branch_fraction)
+        if suggestion is None or suggestion.merit <= 0:
+            return
+        eps = hoeffding_bound(RANGES[self.split_criterion](len(self.classes_)), self.delta, stats.seen[slot])
+        if suggestion.merit - suggestion.second_merit > eps or eps < self.tau:
+            self._split(node, suggestion)
+
+    def _split(self, node: int, suggestion: Any) -> None:
+        if self.n_nodes + 2 > self.max_nodes:
+            self._stop_growth()
+            return
+        depth = self._depth[node] + 1
+        children = []
+        for counts in (suggestion.left, suggestion.right):
+            child = self.n_nodes
+            self._parent.append(node)
+            self._left.append(LEAF)
+            self._right.append(LEAF)
+            self._kind.append(LEAF)
+            self._col.append(0)
+            self._thr.append(0.0)
+            self._depth.append(depth)
+            can_grow = self.max_depth is None or depth < self.max_depth
+            self._slot.append(self._stats.allocate() if can_grow else -1)
+            if child >= self._parent_arr.shape[0]:
+                grow = self._parent_arr.shape[0]
+                self._parent_arr = np.concatenate([self._parent_arr, np.full(grow, -1, dtype=np.int64)])
+                self.counts_ = np.concatenate([self.counts_, np.zeros_like(self.counts_)])
+                self._inherited = np.concatenate([self._inherited, np.zeros_like(self._inherited)])
+            self._parent_arr[child] = node
+            if self.leaf_init == "inherit":
+                self.counts_[child, : len(counts)] = counts
+                self._inherited[child, : len(counts)] = counts
+            children.append(child)
+        self._left[node], self._right[node] = children
+        self._kind[node] = suggestion.kind
+        self._col[node] = suggestion.col
+        self._thr[node] = suggestion.threshold
+        self._stats.release(self._slot[node])
+        self._slot[node] = -1
+        self._topology = None
+
+    def _stop_growth(self) -> None:
+        """Free every leaf's split statistics: the tree keeps counting but no longer splits."""
+        for node, slot in enumerate(self._slot):
+            if slot >= 0:
+                self._stats.release(slot)
+                self._slot[node] = -1
+        self._stats = LeafStats()
+        self._sync_stats_shape()
+        self.growth_stopped = True
+
+    def _refit(self) -> None:
+        counts = self._node_counts()
+        fit_counts = counts - self._inherited[: self.n_nodes, : counts.shape[1]] if self.loocv_counts == "honest" else counts
+        self._smoother.refit(self.topology_, counts, fit_counts)
+
+    # -- prediction ---------------------------------------------------------------------
+    def _path_of(self, x: Mapping[Hashable, Any]) -> list[int]:
+        row = self.registry.encode(x, learn=False)
+        return self._route(dict(zip(row.num_cols, row.num_vals)), dict(zip(row.nom_cols, row.nom_codes)))
+
+    def _finish(self, proba: FloatArray) -> FloatArray:
+        """Guarantee strictly positive rows summing to one (see ``_MIN_PROBA``)."""
+        if proba.size and proba.min() < _MIN_PROBA:
+            proba = np.maximum(proba, _MIN_PROBA)
+        return proba / proba.sum(axis=-1, keepdims=True)
+
+    def predict_proba_one(self, x: Mapping[Hashable, Any]) -> dict[ClassLabel, float]:
+        """Probability of every class seen so far (``{}`` before any label); each > 0."""
+        if not self.classes_:
+            return {}
+        path = self._path_of(x)
+        proba = self._smoother.path_proba(self.parent_, self._node_counts(), np.array(path))
+        return dict(zip(self.classes_, self._finish(proba).tolist()))
+
+    def predict_one(self, x: Mapping[Hashable, Any]) -> ClassLabel | None:
+        proba = self.predict_proba_one(x)
+        return max(proba, key=proba.__getitem__) if proba else None
+
+    # -- batches ------------------------------------------------------------------------
+    @staticmethod
+    def _rows(X: Any) -> Iterable[Mapping[Hashable, Any]]:
+        if isinstance(X, pd.DataFrame):
+            columns = list(X.columns)
+            return (dict(zip(columns, values)) for values in X.itertuples(index=False, name=None))
+        if isinstance(X, np.ndarray):
+            if X.ndim != 2:
+                raise InputError(f"X must be 2-dimensional. Got an array of shape {X.shape} instead.", field="X")
+            return (dict(enumerate(values)) for values in X.tolist())
+        if isinstance(X, Sequence):
+            return X
+        raise InputError(
+            f"X must be a pandas DataFrame, a 2-D numpy array or a list of dicts. Got {type(X).__name__} instead.",
+            field="X",
+        )
+
+    def learn_many(self, X: Any, y: Any) -> None:
+        """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives."""
+        labels = list(y.tolist() if hasattr(y, "tolist") else y)
+        rows = list(self._rows(X))
+        if len(rows) != len(labels):
+            raise InputError(f"X and y must have the same length. Got {len(rows)} and {len(labels)}.", field="y")
+        for x, label in zip(rows, labels):
+            self.learn_one(x, label)
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
+        rows = list(self._rows(X))
+        k = len(self.classes_)
+        if not k:
+            return np.zeros((len(rows), 0))
+        nodes = self._route_many(rows)
+        proba = self._smoother.predict(self.topology_, self._node_counts(), nodes)
+        return self._finish(proba)
+
+    def predict_proba_many(self, X: Any) -> pd.DataFrame:
+        """:meth:`predict_proba` as a DataFrame indexed like ``X``, one column per class."""
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        return pd.DataFrame(self.predict_proba(X), columns=list(self.classes_), index=index)
+
+    def predict_many(self, X: Any) -> pd.Series:
+        proba = self.predict_proba_many(X)
+        if proba.shape[1] == 0:
+            return pd.Series([None] * len(proba), index=proba.index, dtype=object)
+        return proba.idxmax(axis=1)
+
+    def _encode_many(self, rows: Sequence[Mapping[Hashable, Any]]) -> tuple[FloatArray, IntArray]:
+        """Numeric matrix (NaN missing) and nominal code matrix (-1 missing) for known features."""
+        reg = self.registry
+        num = np.full((len(rows), reg.n_numeric), np.nan)
+        nom = np.full((len(rows), reg.n_nominal), -1, dtype=np.int64)
+        for i, x in enumerate(rows):
+            row = reg.encode(x, learn=False)
+            num[i, row.num_cols] = row.num_vals
+            nom[i, row.nom_cols] = row.nom_codes
+        return num, nom
+
+    def _route_many(self, rows: Sequence[Mapping[Hashable, Any]]) -> IntArray:
+        """The node each row ends at, one numpy pass per depth level."""
+        num, nom = self._encode_many(rows)
+        s = self.n_nodes
+        kind = np.array(self._kind)
+        col = np.array(self._col)
+        thr = np.array(self._thr)
+        left = np.array(self._left)
+        right = np.array(self._right)
+        node = np.zeros(len(rows), dtype=np.int64)
+        active = np.flatnonzero(kind[node] != LEAF)
+        while active.size and s > 1:
+            nd = node[active]
+            kd = kind[nd]
+            c = col[nd]
+            is_num = kd == NUMERIC
+            v_num = np.where(is_num, num[active, np.where(is_num, c, 0)] if num.shape[1] else np.nan, np.nan)
+            v_nom = np.where(~is_num, nom[active, np.where(~is_num, c, 0)] if nom.shape[1] else -1, -1)
+            missing = np.where(is_num, np.isnan(v_num), v_nom < 0)
+            go_left = np.where(is_num, v_num <= thr[nd], v_nom == thr[nd])
+            nxt = np.where(go_left, left[nd], right[nd])
+            moving = ~missing
+            node[active[moving]] = nxt[moving]
+            active = active[moving]
+            active = active[kind[node[active]] != LEAF]
+        return node
+
+    # -- introspection ------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """Size and state of the model as JSON-able data."""
+        n_leaves = sum(1 for k in self._kind if k == LEAF)
+        out: dict[str, Any] = {
+            "n_nodes": self.n_nodes,
+            "n_leaves": n_leaves,
+            "depth": max(self._depth),
+            "n_examples": self.n_examples,
+            "classes": list(self.classes_),
+            "n_features": len(self.registry.names),
+            "smoothing": self.smoothing,
+            "growth_stopped": self.growth_stopped,
+            "memory_bytes": int(self.counts_.nbytes + self._inherited.nbytes + self._stats.nbytes),
+        }
+        if isinstance(self._smoother, HGS):
+            out["hgs"] = {"prior_weight": self._smoother.alpha0, "n_refits": self._smoother.n_refits}
+        return out
+
+    def _split_description(self, node: int) -> dict[str, Any] | None:
+        kind = self._kind[node]
+        if kind == LEAF:
+            return None
+        feature = self.registry.feature_of(kind, self._col[node])
+        if kind == NUMERIC:
+            return {"feature": feature, "operator": "<=", "value": self._thr[node]}
+        value = self.registry.values[self._col[node]][int(self._thr[node])]
+        return {"feature": feature, "operator": "==", "value": value}
+
+    def explain_one(self, x: Mapping[Hashable, Any]) -> dict[str, Any]:
+        """The path ``x`` takes, each node's counts, MLE, weight and share of the probability.
+
+        With HGS the leaf's probability is a mixture: the leaf's own relative frequencies
+        with share ``n_l / Z``, each ancestor's with share ``alpha_p / Z`` and the uniform
+        pseudo-node with share ``alpha0 / Z``, ``Z = n_l + sum alpha_p + alpha0``; the shares
+        sum to one.
+        """
+        path = self._path_of(x) if self.classes_ else [0]
+        counts = self._node_counts()
+        totals = counts[path].sum(axis=1)
+        shares: list[float | None] = [None] * len(path)
+        prior_share = None
+        if isinstance(self._smoother, HGS) and self.classes_:
+            alpha = self._smoother.alpha
+            # ancestors weigh alpha (0 without counts), the node itself its own count
+            weights = [float(alpha[p]) if totals[i] > 0 else 0.0 for i, p in enumerate(path[:-1])]
+            weights.append(float(totals[-1]))
+            z = sum(weights) + self._smoother.alpha0
+            if z > 0:
+                shares = [w / z for w in weights]
+                prior_share = self._smoother.alpha0 / z
+        nodes = [
+            {
+                "node": node,
+                "depth": self._depth[node],
+                "split": self._split_description(node),
+                "counts": dict(zip(self.classes_, counts[node].tolist())),
+                "mle": dict(zip(self.classes_, (counts[node] / totals[i]).tolist())) if totals[i] > 0 else None,
+                "alpha": float(self._smoother.alpha[node]) if isinstance(self._smoother, HGS) and i < len(path) - 1 else None,
+                "share": shares[i],
+            }
+            for i, node in enumerate(path)
+        ]
+        return {
+            "path": nodes,
+            "leaf": path[-1],
+            "stopped_early": self._kind[path[-1]] != LEAF,
+            "prior_share": prior_share,
+            "proba": self.predict_proba_one(x),
+        }
+
+    @property
+    def tree_(self) -> dict[str, Any]:
+        """The tree as plain data (lists), one entry per node."""
+        alpha = self._smoother.alpha[: self.n_nodes].tolist() if isinstance(self._smoother, HGS) else None
+        if alpha is not None and len(alpha) < self.n_nodes:
+            alpha += [None] * (self.n_nodes - len(alpha))
+        return {
+            "classes": list(self.classes_),
+            "parent": list(self._parent),
+            "left": [c if c != LEAF else None for c in self._left],
+            "right": [c if c != LEAF else None for c in self._right],
+            "depth": list(self._depth),
+            "split": [self._split_description(i) for i in range(self.n_nodes)],
+            "counts": self._node_counts().tolist(),
+            "alpha": alpha,
+            "prior_weight": self._smoother.alpha0 if isinstance(self._smoother, HGS) else None,
+        }
+
+    # -- persistence --------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The model in streamtree's safe, versioned format (no pickle)."""
+        from streamtree.persistence import dump
+
+        return dump(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ProbabilityTree:
+        """Read a model written by :meth:`to_bytes`."""
+        from streamtree.persistence import load
+
+        return load(cls, data)
