@@ -1,3 +1,65 @@
-"""Console script placeholder until the service lands."""
-def main() -> None:
-    raise SystemExit("streamtree serve: the service is not built yet")
+"""The ``streamtree`` console script: ``streamtree serve --data-dir DIR --host H --port P``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamtree", description="streamtree service.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser(
+        "serve", help="Run the HTTP service (one worker that owns the models).",
+        description="Every option also reads STREAMTREE_<OPTION> from the environment; flags win.",
+    )
+    serve.add_argument("--data-dir", help="Directory of the SQLite event log and snapshots (default ./data).")
+    serve.add_argument("--host", help="Address to bind (default 127.0.0.1).")
+    serve.add_argument("--port", type=int, help="Port to bind (default 8000).")
+    serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and run the service until SIGINT/SIGTERM (which snapshot)."""
+    args = _parser().parse_args(argv)
+    overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
+
+    from app.settings import Settings
+
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        raise SystemExit(f"streamtree serve: invalid settings:\n{exc}") from None
+
+    import uvicorn
+
+    from app.main import create_app
+
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop"
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        loop = "asyncio"
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        workers=1,  # one process owns each model's state: more workers would split it
+        loop=loop,
+        http="httptools",
+        log_level=settings.log_level,
+        access_log=False,  # per-request logging costs more than the request; see /metrics
+        timeout_graceful_shutdown=30,
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

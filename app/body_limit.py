@@ -1,0 +1,58 @@
+"""Refuse request bodies over the size limit with 413 before they are parsed."""
+
+from __future__ import annotations
+
+from fastapi import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["BodyLimitMiddleware", "TOO_LARGE"]
+
+TOO_LARGE = "Request body is too large."
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive`` when a body without (or with a lying) Content-Length grows too large."""
+
+    def __init__(self) -> None:
+        super().__init__(status_code=413, detail=TOO_LARGE)
+
+
+class BodyLimitMiddleware:
+    """Pure ASGI middleware enforcing ``max_bytes`` on request bodies.
+
+    A declared ``Content-Length`` over the limit is answered at once, without reading the
+    body. A chunked body is counted as it arrives and cut off with 413 as soon as it exceeds
+    the limit (FastAPI re-raises the ``HTTPException`` raised from ``receive``).
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.max_bytes:
+                    await JSONResponse({"detail": TOO_LARGE}, status_code=413)(scope, receive, send)
+                    return
+                break
+        received = 0
+
+        async def receive_limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge()
+            return message
+
+        await self.app(scope, receive_limited, send)

@@ -1,0 +1,65 @@
+"""Builds the FastAPI application: settings, lifespan (models loaded and closed), routers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from app.body_limit import BodyLimitMiddleware
+from app.errors import install_handlers
+from app.registry import Registry
+from app.routers import health, inspect, learn, models, predict, prometheus
+from app.settings import Settings
+from app.telemetry import InstrumentMiddleware, Telemetry
+
+__all__ = ["create_app"]
+
+DESCRIPTION = """Calibrated class probabilities from a single online decision tree, learned
+from a live event stream. Every learned event is logged durably before it is acknowledged;
+each model lives in memory with a single writer."""
+
+
+def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastAPI:
+    """Build the service.
+
+    Parameters
+    ----------
+    settings
+        Service settings; read from the environment when omitted.
+    model_cls
+        The model class (``streamtree.ProbabilityTree`` unless given).
+
+    Returns
+    -------
+    FastAPI
+        The app; its lifespan handler opens the store and restores the models, and on
+        shutdown finishes queued writes and snapshots every model.
+    """
+    settings = settings if settings is not None else Settings()
+    telemetry = Telemetry()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry = Registry(settings, telemetry, model_cls)
+        app.state.registry = registry
+        await registry.open()
+        logging.getLogger("streamtree.app").info(
+            "streamtree ready: %d model(s) in %s", len(registry.hosts), settings.data_dir)
+        try:
+            yield
+        finally:
+            await registry.close()
+
+    app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.telemetry = telemetry
+    install_handlers(app)
+    for module in (health, models, learn, predict, inspect, prometheus):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(InstrumentMiddleware, telemetry=telemetry)
+    return app

@@ -1,0 +1,173 @@
+"""The set of hosted models: loaded at start, created and deleted over HTTP, closed at stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from typing import Any
+
+import orjson
+
+from app.hosting import Database, ModelHost, restore
+from app.settings import Settings
+from app.storage import Store
+from app.telemetry import Telemetry
+from app.validation import field_error
+from streamtree.exceptions import ConfigError, StreamtreeError
+
+__all__ = ["ConfigConflict", "DEFAULT_MODEL", "Registry", "TooManyModels"]
+
+log = logging.getLogger("streamtree.app")
+
+DEFAULT_MODEL = "default"
+
+
+class ConfigConflict(Exception):
+    """A model of that name exists with a different config."""
+
+
+class TooManyModels(Exception):
+    """The ``max_models`` limit is reached."""
+
+
+def _canonical(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The config as stored (JSON text, sorted keys) and as read back from it."""
+    text = orjson.dumps(config, option=orjson.OPT_SORT_KEYS).decode()
+    return orjson.loads(text), text
+
+
+def default_model_cls() -> Any:
+    """``streamtree.ProbabilityTree``, imported when first needed."""
+    from streamtree import ProbabilityTree
+
+    return ProbabilityTree
+
+
+class Registry:
+    """All models of the service, each owned by one :class:`~app.hosting.ModelHost`.
+
+    Parameters
+    ----------
+    settings
+        Service settings (data directory, limits).
+    telemetry
+        Prometheus metrics; the registry's models are reported at each scrape.
+    model_cls
+        The model class; ``streamtree.ProbabilityTree`` unless given.
+    """
+
+    def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None) -> None:
+        self.settings = settings
+        self.telemetry = telemetry
+        self.model_cls = model_cls if model_cls is not None else default_model_cls()
+        self.hosts: dict[str, ModelHost] = {}
+        self.ready = False
+        self._db: Database | None = None
+        self._admin = asyncio.Lock()
+        telemetry.watch_models(lambda: list(self.hosts.values()))
+
+    @property
+    def db(self) -> Database:
+        """The database thread (after :meth:`open`)."""
+        assert self._db is not None, "Registry.open() was not called"
+        return self._db
+
+    async def open(self) -> None:
+        """Open the store, restore every model (snapshot + replay); create ``default`` on first start."""
+        store = Store(self.settings.data_dir, self.settings.sync)
+        self._db = Database(store)
+        first_start = await self.db.run(store.claim_first_start)
+        for stored in await self.db.run(store.models):
+            config = orjson.loads(stored.config)
+            restored = await self.db.run(restore, store, stored.name, config, self.model_cls, self.settings)
+            self.hosts[stored.name] = ModelHost(stored.name, config, restored, self.model_cls, self.settings,
+                                                self.db, self.telemetry)
+            log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq,
+                     restored.snapshot_seq)
+        if first_start and DEFAULT_MODEL not in self.hosts:
+            await self.create(DEFAULT_MODEL, {})
+        self.ready = True
+
+    async def close(self) -> None:
+        """Finish queued writes, snapshot every model, close the store."""
+        self.ready = False
+        for host in list(self.hosts.values()):
+            try:
+                await host.close(snapshot=True)
+            except Exception:
+                log.exception("model %r: closing failed", host.name)
+        self.hosts.clear()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def get(self, name: str) -> ModelHost | None:
+        """The model named ``name``, if any."""
+        return self.hosts.get(name)
+
+    def all(self) -> list[ModelHost]:
+        """Every model, by name."""
+        return [self.hosts[k] for k in sorted(self.hosts)]
+
+    def build_config(self, config: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Validate a config with the library and complete it.
+
+        Raises
+        ------
+        RequestValidationError
+            A parameter is unknown or invalid; the error names it.
+        """
+        try:
+            model = self.model_cls(**config)
+        except ConfigError as exc:
+            param = getattr(exc, "param", None)
+            loc = ("body", param) if isinstance(param, str) else ("body",)
+            raise field_error(loc, str(exc), "config_error") from None
+        except (StreamtreeError, ValueError, TypeError) as exc:
+            raise field_error(("body",), str(exc), "config_error") from None
+        return _canonical(model.get_config())
+
+    async def create(self, name: str, config: dict[str, Any]) -> tuple[ModelHost, bool]:
+        """Create a model; return ``(host, created)``; the same config again returns the existing one.
+
+        Raises
+        ------
+        RequestValidationError
+            The config is invalid.
+        ConfigConflict
+            A model of that name has a different config.
+        TooManyModels
+            No more models may be created.
+        """
+        full, text = self.build_config(config)
+        async with self._admin:
+            existing = self.hosts.get(name)
+            if existing is not None:
+                if existing.config != full:
+                    raise ConfigConflict()
+                return existing, False
+            if len(self.hosts) >= self.settings.max_models:
+                raise TooManyModels()
+            try:
+                await self.db.run(self.db.store.create_model, name, text)
+            except sqlite3.IntegrityError:  # not in memory but in the store: a delete did not finish
+                raise ConfigConflict() from None
+            restored = await self.db.run(restore, self.db.store, name, full, self.model_cls, self.settings)
+            host = ModelHost(name, full, restored, self.model_cls, self.settings, self.db, self.telemetry)
+            self.hosts[name] = host
+            return host, True
+
+    async def delete(self, name: str) -> bool:
+        """Delete a model with its log and snapshots; False if there was none.
+
+        Requests already queued for its writer are finished first; later ones get 404.
+        """
+        async with self._admin:
+            host = self.hosts.pop(name, None)
+            if host is None:
+                return False
+            await host.close(snapshot=False)
+            await self.db.run(self.db.store.delete_model, name)
+            self.telemetry.forget_model(name)
+            return True

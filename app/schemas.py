@@ -1,0 +1,192 @@
+"""Request and response bodies of the HTTP API (pydantic models with ``Field`` constraints).
+
+Structure and types are checked here; limits that are settings (batch size, features per
+event, string lengths, labels per model) are checked by :mod:`app.validation`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+
+__all__ = [
+    "Event",
+    "Explanation",
+    "FeatureValue",
+    "Features",
+    "Health",
+    "Label",
+    "LearnBody",
+    "LearnResult",
+    "ModelInfo",
+    "ModelList",
+    "ModelName",
+    "PredictBody",
+    "PredictResult",
+]
+
+INT_BOUND = 2**63
+
+# Feature values, labels and ids are validated by app.validation in one pass over each event
+# (types, finiteness, integer range, string length), which gives one clear message per field;
+# a pydantic union would report one error per member. The JSON schema still says what is
+# accepted, for /docs and for schema-driven clients and tests.
+_NUMBER = {"type": "number"}
+_INT = {"type": "integer", "minimum": -INT_BOUND, "maximum": INT_BOUND - 1}
+
+FeatureValue = Annotated[
+    Any,
+    WithJsonSchema({"anyOf": [_NUMBER, {"type": "string"}, {"type": "boolean"}, {"type": "null"}],
+                    "description": "A finite number (numeric feature), a string or boolean (nominal), "
+                                   "or null (missing)."}),
+]
+Features = Annotated[
+    dict[str, FeatureValue],
+    Field(description="Feature name to value; flat (no nested objects or arrays)."),
+]
+Label = Annotated[
+    Any,
+    WithJsonSchema({"anyOf": [{"type": "string"}, _INT, {"type": "boolean"}],
+                    "description": "A class label: string, integer or boolean; one type per model."}),
+]
+EventId = Annotated[
+    Any,
+    WithJsonSchema({"anyOf": [{"type": "string"}, _INT],
+                    "description": "Correlates a prediction with its label arriving later."}),
+]
+ModelName = Annotated[
+    str,
+    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Letters, digits, '_', '.', '-'; at most 64."),
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Event(_Body):
+    """One labelled event, or (``id`` + ``label`` without features) a delayed label."""
+
+    features: Features | None = None
+    label: Label = Field()
+    id: EventId | None = None
+
+    @model_validator(mode="after")
+    def _features_or_id(self) -> Self:
+        if self.features is None and self.id is None:
+            raise ValueError("an event needs 'features', or an 'id' of an earlier prediction")
+        return self
+
+
+class LearnBody(_Body):
+    """One event (``features``/``label``/``id``) or a batch (``events``)."""
+
+    features: Features | None = None
+    label: Label | None = None
+    id: EventId | None = None
+    events: list[Event] | None = Field(default=None, min_length=1)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"features": {"colour": "red", "size": 3.5}, "label": "yes"},
+                {"events": [{"features": {"size": 1.0}, "label": "no"}, {"id": "req-7", "label": "yes"}]},
+            ]
+        },
+    )
+
+    @model_validator(mode="after")
+    def _one_or_many(self) -> Self:
+        single = self.features is not None or self.label is not None or self.id is not None
+        if self.events is not None:
+            if single:
+                raise ValueError("send either one event (features, label, id) or 'events', not both")
+        elif self.label is None:
+            raise ValueError("a single event needs a 'label' (or send 'events')")
+        elif self.features is None and self.id is None:
+            raise ValueError("an event needs 'features', or an 'id' of an earlier prediction")
+        return self
+
+    @property
+    def is_batch(self) -> bool:
+        """Whether the body is ``{"events": [...]}``."""
+        return self.events is not None
+
+    def as_events(self) -> list[Event]:
+        """The request's events as a list (one for the single-event form)."""
+        if self.events is not None:
+            return self.events
+        assert self.label is not None
+        return [Event.model_construct(features=self.features, label=self.label, id=self.id)]
+
+
+class LearnResult(BaseModel):
+    """Sent once the request's events are durable."""
+
+    learned: int = Field(description="Number of events learned.")
+    seq: int = Field(description="Sequence number of the request's last event (0: none).")
+
+
+class PredictBody(_Body):
+    """One instance (``features``, optional ``id``) or a batch (``instances``)."""
+
+    features: Features | None = None
+    id: EventId | None = None
+    instances: list[Features] | None = Field(default=None, min_length=1)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"features": {"colour": "red", "size": 3.5}, "id": "req-7"},
+                         {"instances": [{"size": 1.0}, {"size": 9.0}]}]
+        },
+    )
+
+    @model_validator(mode="after")
+    def _one_or_many(self) -> Self:
+        if (self.features is None) == (self.instances is None):
+            raise ValueError("send exactly one of 'features' or 'instances'")
+        if self.instances is not None and self.id is not None:
+            raise ValueError("'id' goes with a single 'features' object, not with 'instances'")
+        return self
+
+
+class PredictResult(BaseModel):
+    """Class probabilities keyed by label (booleans as ``"true"``/``"false"``)."""
+
+    probabilities: dict[str, float] | list[dict[str, float]]
+
+
+class ExplainBody(_Body):
+    """The instance to explain."""
+
+    features: Features
+
+
+class Explanation(BaseModel):
+    """The library's explanation of one prediction (its path through the tree)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ModelInfo(BaseModel):
+    """A model: its complete config, a summary of its tree and its last sequence number."""
+
+    name: str
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    seq: int = Field(description="Number of events learned and logged (last sequence number).")
+
+
+class ModelList(BaseModel):
+    """All models."""
+
+    models: list[ModelInfo]
+
+
+class Health(BaseModel):
+    """Liveness: ``ok`` once models are loaded."""
+
+    status: str

@@ -1,0 +1,115 @@
+"""Service settings, read from ``STREAMTREE_*`` environment variables and the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Every tunable of the service, with safe defaults.
+
+    Each field is read from the environment variable ``STREAMTREE_<FIELD>`` (case-insensitive),
+    e.g. ``STREAMTREE_DATA_DIR=/data``; ``streamtree serve`` flags override the environment.
+
+    Parameters
+    ----------
+    data_dir
+        Directory holding the SQLite database (event log and snapshots); created if missing.
+    host, port
+        Address uvicorn binds to.
+    api_keys
+        Comma-separated bearer keys. Empty: no authentication. Set: every write (learn, model
+        create/delete) needs ``Authorization: Bearer <key>``.
+    protect_reads
+        With ``api_keys`` set, also require a key for reads (predictions, model data, metrics).
+    max_body_bytes
+        Largest accepted request body; larger ones get 413 before they are parsed.
+    max_batch
+        Most events (learn) or instances (predict) in one request.
+    max_features
+        Most features in one event or instance.
+    max_string_length
+        Longest feature name, string feature value, string label or id.
+    max_labels
+        Most distinct labels one model may learn; a new label beyond it is refused with 422.
+    max_models
+        Most models the service holds.
+    pending_max, pending_ttl_seconds
+        Delayed labels: how many ``predict_proba`` ids are remembered, and for how long.
+    snapshot_every
+        Write a snapshot after this many events since the last one (also on SIGTERM).
+    snapshots_kept
+        Snapshots kept per model; older ones are deleted (the event log is never truncated).
+    sync
+        SQLite ``synchronous`` mode. ``full`` fsyncs the log before acknowledging (survives
+        power loss); ``normal`` survives a killed process but not a power cut.
+    metrics_window
+        Number of most recent labelled events in the "recent" prequential metrics.
+    metrics_bins
+        Number of equal-width confidence bins in the reliability diagram and ECE.
+    group_max_events
+        Most events one group commit applies and logs in one transaction.
+    log_level
+        uvicorn log level.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="STREAMTREE_", extra="ignore")
+
+    data_dir: Path = Path("./data")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    protect_reads: bool = False
+    max_body_bytes: int = Field(default=4 * MiB, ge=1024)
+    max_batch: int = Field(default=10_000, ge=1)
+    max_features: int = Field(default=1_000, ge=1)
+    max_string_length: int = Field(default=256, ge=1)
+    max_labels: int = Field(default=1_000, ge=2)
+    max_models: int = Field(default=100, ge=1)
+    pending_max: int = Field(default=100_000, ge=0)
+    pending_ttl_seconds: float = Field(default=3600.0, gt=0)
+    snapshot_every: int = Field(default=10_000, ge=1)
+    snapshots_kept: int = Field(default=2, ge=1)
+    sync: Literal["full", "normal"] = "full"
+    metrics_window: int = Field(default=1_000, ge=1)
+    metrics_bins: int = Field(default=10, ge=1, le=100)
+    group_max_events: int = Field(default=20_000, ge=1)
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        """Accept ``"k1,k2"`` (environment form) as well as a list; drop blanks."""
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, (list, tuple)):
+            keys = [str(k).strip() for k in value]
+            return [k for k in keys if k]
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _check_keys(cls, keys: list[str]) -> list[str]:
+        """Refuse keys that are too short to be secret or contain whitespace."""
+        for key in keys:
+            if len(key) < 16:
+                raise ValueError("each API key must be at least 16 characters long")
+            if any(c.isspace() for c in key):
+                raise ValueError("API keys must not contain whitespace")
+        return keys
+
+    @field_validator("data_dir")
+    @classmethod
+    def _check_data_dir(cls, path: Path) -> Path:
+        """Refuse a data directory path that exists but is not a directory."""
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{path} exists and is not a directory")
+        return path

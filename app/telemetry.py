@@ -1,0 +1,123 @@
+"""Prometheus metrics of the service: requests, latencies, events learned, model size."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["InstrumentMiddleware", "ModelView", "Telemetry"]
+
+disable_created_metrics()  # the *_created series only add noise to every scrape
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ModelView(Protocol):
+    """What the model-size collector reads from a hosted model."""
+
+    name: str
+
+    def gauges(self) -> dict[str, float]:
+        """Current size figures, e.g. ``{"nodes": 7, "leaves": 4, ...}``."""
+        ...
+
+
+_GAUGES = {
+    "nodes": "Nodes in the model's tree.",
+    "leaves": "Leaves in the model's tree.",
+    "depth": "Depth of the model's tree.",
+    "examples": "Examples the model has learned.",
+    "classes": "Distinct labels the model has seen.",
+    "seq": "Last durable event sequence number.",
+    "pending_ids": "Predictions waiting for a delayed label.",
+}
+
+
+class _ModelCollector(Collector):
+    def __init__(self, models: Callable[[], Iterable[ModelView]]) -> None:
+        self._models = models
+
+    def collect(self) -> Iterator[Metric]:
+        families = {k: GaugeMetricFamily(f"streamtree_model_{k}", doc, labels=["model"])
+                    for k, doc in _GAUGES.items()}
+        for m in self._models():
+            for k, v in m.gauges().items():
+                if k in families:
+                    families[k].add_metric([m.name], v)
+        yield from families.values()
+
+
+class Telemetry:
+    """The service's Prometheus registry and metrics (one per app, so tests stay separate)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("streamtree_http_requests", "HTTP requests by route template and status.",
+                                ["method", "route", "status"], registry=r)
+        self.latency = Histogram("streamtree_http_request_duration_seconds",
+                                 "HTTP request latency, from first byte to response sent.",
+                                 ["method", "route"], buckets=LATENCY_BUCKETS, registry=r)
+        self.learned = Counter("streamtree_events_learned", "Events learned and durably logged.",
+                               ["model"], registry=r)
+        self.predicted = Counter("streamtree_instances_predicted", "Instances predicted.",
+                                 ["model"], registry=r)
+        self.commit_seconds = Histogram("streamtree_commit_duration_seconds",
+                                        "Time to write and fsync one group commit of events.",
+                                        buckets=LATENCY_BUCKETS, registry=r)
+        self.commit_events = Histogram("streamtree_commit_group_events", "Events per group commit.",
+                                       buckets=(1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384), registry=r)
+        self.snapshots = Counter("streamtree_snapshots", "Snapshots written.", ["model"], registry=r)
+
+    def watch_models(self, models: Callable[[], Iterable[ModelView]]) -> None:
+        """Report the size of every model returned by ``models()`` at each scrape."""
+        self.registry.register(_ModelCollector(models))
+
+    def forget_model(self, name: str) -> None:
+        """Drop a deleted model's labelled series."""
+        for metric in (self.learned, self.predicted, self.snapshots):
+            try:
+                metric.remove(name)
+            except KeyError:
+                pass
+
+
+class InstrumentMiddleware:
+    """Pure ASGI middleware counting requests and timing them by route template.
+
+    The route template (``/models/{name}/learn``), not the raw path, labels the series, so a
+    client cannot blow up their number; unmatched paths share the label ``unmatched``.
+    """
+
+    def __init__(self, app: ASGIApp, telemetry: Telemetry) -> None:
+        self.app = app
+        self.telemetry = telemetry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route: Any = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope["method"]
+            t = self.telemetry
+            t.requests.labels(method, template, str(status)).inc()
+            t.latency.labels(method, template).observe(time.perf_counter() - start)

@@ -1,0 +1,136 @@
+"""Checks of the limits that are settings, with errors in FastAPI's validation format.
+
+Every error is a 422 whose ``detail`` lists ``{"type", "loc", "msg"}`` items; ``loc`` names
+the offending field from the body down, exactly as pydantic's own errors do, so clients
+handle one error shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi.exceptions import RequestValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.schemas import INT_BOUND
+from app.settings import Settings
+
+__all__ = [
+    "Limits",
+    "Loc",
+    "check_features",
+    "check_id",
+    "check_label",
+    "check_length",
+    "event_loc",
+    "field_error",
+    "validation_error_handler",
+]
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The request limits, taken from :class:`app.settings.Settings`."""
+
+    max_batch: int
+    max_features: int
+    max_string_length: int
+    max_labels: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        """Pick the limits out of the settings."""
+        return cls(settings.max_batch, settings.max_features, settings.max_string_length,
+                   settings.max_labels)
+
+
+def field_error(loc: Loc, msg: str, kind: str = "value_error") -> RequestValidationError:
+    """A 422 error naming the field at ``loc``."""
+    return RequestValidationError([{"type": kind, "loc": loc, "msg": msg}])
+
+
+def event_loc(batch: bool, key: str, i: int) -> Loc:
+    """Location of item ``i`` of a request: ``("body", key, i)``, or ``("body",)`` if single."""
+    return ("body", key, i) if batch else ("body",)
+
+
+def check_length(items: Sequence[Any], loc: Loc, limits: Limits) -> None:
+    """Refuse a batch with more than ``max_batch`` items."""
+    if len(items) > limits.max_batch:
+        raise field_error(loc, f"List should have at most {limits.max_batch} items, not {len(items)}",
+                          "too_long")
+
+
+def _check_int(v: int, loc: Loc) -> None:
+    if not -INT_BOUND <= v < INT_BOUND:
+        raise field_error(loc, "Integers must fit in 64 bits", "int_out_of_range")
+
+
+def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
+    """Check one event's features: count, name length, and each value's type and range.
+
+    A value is a finite number, a string (at most ``max_string_length``), a boolean or null;
+    nested objects and arrays, NaN and infinities are refused.
+    """
+    if len(x) > limits.max_features:
+        raise field_error(loc, f"At most {limits.max_features} features per event, not {len(x)}",
+                          "too_many_features")
+    m = limits.max_string_length
+    for k, v in x.items():
+        if len(k) > m:
+            raise field_error((*loc, k[:32]), f"Feature names have at most {m} characters", "string_too_long")
+        t = type(v)
+        if t is float:
+            if not math.isfinite(v):
+                raise field_error((*loc, k), "Feature values must be finite numbers (no NaN or infinity)",
+                                  "finite_number")
+        elif t is str:
+            if len(v) > m:
+                raise field_error((*loc, k), f"String should have at most {m} characters", "string_too_long")
+        elif t is int:
+            _check_int(v, (*loc, k))
+        elif t is not bool and v is not None:
+            raise field_error((*loc, k), "Feature values must be a number, string, boolean or null "
+                              "(no nested objects or arrays)", "feature_type")
+
+
+def check_label(y: Any, loc: Loc, limits: Limits) -> None:
+    """A label is a string (at most ``max_string_length``), an integer or a boolean."""
+    t = type(y)
+    if t is str:
+        if len(y) > limits.max_string_length:
+            raise field_error(loc, f"String should have at most {limits.max_string_length} characters",
+                              "string_too_long")
+    elif t is int:
+        _check_int(y, loc)
+    elif t is not bool:
+        raise field_error(loc, "A label must be a string, an integer or a boolean", "label_type")
+
+
+def check_id(i: Any, loc: Loc, limits: Limits) -> None:
+    """An id is a string (at most ``max_string_length``) or an integer."""
+    t = type(i)
+    if t is str:
+        if len(i) > limits.max_string_length:
+            raise field_error(loc, f"String should have at most {limits.max_string_length} characters",
+                              "string_too_long")
+    elif t is int:
+        _check_int(i, loc)
+    else:
+        raise field_error(loc, "An id must be a string or an integer", "id_type")
+
+
+async def validation_error_handler(_: Request, exc: Exception) -> Response:
+    """422 listing ``{"type", "loc", "msg"}`` per error; the offending input is not echoed
+    (it may be NaN, which JSON cannot carry, or megabytes long)."""
+    assert isinstance(exc, RequestValidationError)
+    detail = [{"type": e.get("type", "value_error"), "loc": list(e.get("loc", ())), "msg": e.get("msg", "")}
+              for e in exc.errors()]
+    return Response(orjson.dumps({"detail": detail}), status_code=422, media_type="application/json")
