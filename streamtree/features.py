@@ -27,6 +27,7 @@ from streamtree.exceptions import InputError
 __all__ = ["FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL"]
 
 NUMERIC, NOMINAL = 0, 1
+_INFINITE = (math.inf, -math.inf)
 
 
 @dataclass
@@ -92,69 +93,113 @@ class FeatureRegistry:
         self.values: list[list[Any]] = []  # per nominal column, values in code order
         self.codes: list[dict[Any, int]] = []
         self.max_values = 0  # the largest number of values any nominal feature has
+        self.names_by_kind: tuple[list[Hashable], list[Hashable]] = ([], [])  # per kind, by column
 
 
-    def check(self, x: Mapping[Hashable, Any]) -> None:
-        """Raise :class:`InputError` if ``x`` cannot be learned; registers nothing."""
-        if not isinstance(x, Mapping):
-            raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
-        for name, value in x.items():
-            kind = _kind_of(name, value, self.nominal_features)
-            fid = self.index.get(name)
-            if kind is not None and fid is not None and self.kinds[fid] != kind:
-                expected = "numeric" if self.kinds[fid] == NUMERIC else "nominal (str or bool)"
-                raise InputError(
-                    f"Feature {name!r} is {expected} in this model. Got {value!r} instead.", field=name
-                )
+    def _classify(self, name: Hashable, value: Any) -> tuple[int | None, Any]:
+        """``(kind, value)`` of one feature value, ``(None, None)`` when missing; the common
+        exact types take the fast path, anything else :func:`_kind_of`."""
+        t = type(value)
+        if t is float:
+            if value != value:
+                return None, None
+            if value in (math.inf, -math.inf):
+                raise InputError(f"Feature {name!r} must be a finite number. Got {value!r} instead.", field=name)
+            return (NOMINAL, value) if name in self.nominal_features else (NUMERIC, value)
+        if t is int:
+            return (NOMINAL, value) if name in self.nominal_features else (NUMERIC, float(value))
+        if t is str or t is bool:
+            return NOMINAL, value
+        kind = _kind_of(name, value, self.nominal_features)
+        if kind is None:
+            return None, None
+        value = _plain(value)
+        return kind, (float(value) if kind == NUMERIC else value)
 
     def encode(self, x: Mapping[Hashable, Any], learn: bool) -> EncodedRow:
-        """Encode one example. With ``learn`` new features and values are registered (call
-        :meth:`check` first: this does not validate); without it, unknown features are
-        ignored, unknown nominal values get code -1, and unusable values count as missing."""
-        row = EncodedRow()
-        nominal = self.nominal_features
+        """Encode one example's present features.
+
+        With ``learn``, every value is validated first (:class:`InputError` for a value of an
+        unusable type, an infinite number, or a kind that contradicts the feature's) and only
+        then are new features and values registered: a raise changes nothing. Without it,
+        unknown features are ignored, unknown nominal values get code -1, and values that
+        cannot be used count as missing.
+        """
+        if not isinstance(x, Mapping):
+            raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
+        index, kinds, nominal = self.index, self.kinds, self.nominal_features
+        present = []
         for name, value in x.items():
-            fid = self.index.get(name)
-            if fid is None:
+            fid = index.get(name)
+            if fid is None and not learn:
+                continue
+            t = type(value)
+            if t is str or t is bool:  # the common cases inline; the rest via _classify
+                kind = NOMINAL
+            elif t is int and name not in nominal:
+                kind, value = NUMERIC, float(value)
+            elif t is float and value == value and name not in nominal and value not in _INFINITE:
+                kind = NUMERIC
+            else:
+                try:
+                    kind, value = self._classify(name, value)
+                except InputError:
+                    if learn:
+                        raise
+                    continue
+            if kind is None:
+                continue
+            if fid is not None and kinds[fid] != kind:
                 if not learn:
                     continue
-                try:
-                    kind = _kind_of(name, value, nominal)
-                except InputError:
-                    continue
-                if kind is None:
-                    continue
+                expected = "numeric" if kinds[fid] == NUMERIC else "nominal (str or bool)"
+                raise InputError(f"Feature {name!r} is {expected} in this model. Got {value!r} instead.", field=name)
+            present.append((name, fid, kind, value))
+        row = EncodedRow()
+        for name, fid, kind, value in present:
+            if fid is None:
                 fid = self._register(name, kind)
-            kind = self.kinds[fid]
             col = self.cols[fid]
             if kind == NUMERIC:
-                if value is None or isinstance(value, (bool, np.bool_, str)) or not isinstance(value, numbers.Real):
-                    continue
-                v = float(value)
-                if math.isfinite(v):
-                    row.num_cols.append(col)
-                    row.num_vals.append(v)
-            else:
-                if value is None or (isinstance(value, float) and math.isnan(value)):
-                    continue
-                if not isinstance(value, Hashable):
-                    continue
-                value = _plain(value)
-                code = self.codes[col].get(value)
-                if code is None:
-                    if not learn:
-                        code = -1
-                    else:
-                        code = len(self.values[col])
-                        self.codes[col][value] = code
-                        self.values[col].append(value)
-                        self.max_values = max(self.max_values, code + 1)
-                row.nom_cols.append(col)
-                row.nom_codes.append(code)
+                row.num_cols.append(col)
+                row.num_vals.append(value)
+                continue
+            codes = self.codes[col]
+            code = codes.get(value)
+            if code is None:
+                if learn:
+                    code = len(self.values[col])
+                    codes[value] = code
+                    self.values[col].append(value)
+                    self.max_values = max(self.max_values, code + 1)
+                else:
+                    code = -1
+            row.nom_cols.append(col)
+            row.nom_codes.append(code)
         return row
+
+    def value_of(self, kind: int, col: int, value: Any) -> float | int | None:
+        """What routing compares for the feature at ``col`` of ``kind``: the float of a numeric
+        value, the code of a nominal one (-1 if unseen), ``None`` if missing or unusable.
+        Agrees with :meth:`encode` without ``learn``."""
+        t = type(value)
+        if kind == NUMERIC and (t is float or t is int):
+            return None if value != value else value
+        if kind == NOMINAL and (t is str or t is bool):
+            return self.codes[col].get(value, -1)
+        if value is None:
+            return None
+        try:
+            got, value = self._classify(self.names_by_kind[kind][col], value)
+        except InputError:
+            return None
+        if got != kind:
+            return None
+        return value if kind == NUMERIC else self.codes[col].get(value, -1)
 
     def _register(self, name: Hashable, kind: int) -> int:
         fid = len(self.names)
+        self.names_by_kind[kind].append(name)
         self.names.append(name)
         self.kinds.append(kind)
         self.index[name] = fid

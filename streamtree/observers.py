@@ -67,6 +67,9 @@ class LeafStats:
         self.n_numeric = 0
         self.n_classes = 0
         self.free: list[int] = [3, 2, 1, 0]  # a stack: the lowest free slot is taken first
+        # examples learned one at a time wait here, per slot, until the slot's statistics are
+        # read (a split attempt): then they are added as one batch, in arrival order
+        self.pending: dict[int, list[tuple[int, list[int], list[float], list[int], list[int]]]] = {}
 
     # -- shape --------------------------------------------------------------------------
     def resize(self, n_classes: int, n_numeric: int, n_nominal: int, n_values: int) -> None:
@@ -98,6 +101,7 @@ class LeafStats:
 
     def release(self, slot: int) -> None:
         """Zero a slot and make it available again."""
+        self.pending.pop(slot, None)
         for a in (self.num_n, self.num_s, self.num_q, self.nom):
             a[slot] = 0.0
         self.num_min[slot] = np.inf
@@ -118,25 +122,35 @@ class LeafStats:
     def update_one(
         self, slot: int, k: int, num_cols: list[int], num_vals: list[float], nom_cols: list[int], nom_codes: list[int]
     ) -> None:
-        """Add one example of class ``k`` (each column at most once)."""
-        if num_cols:
-            c = np.array(num_cols, dtype=np.intp)
-            raw = np.array(num_vals)
-            v = raw - self.shift[c]
-            self.num_n[slot, c, k] += 1.0
-            self.num_s[slot, c, k] += v
-            self.num_q[slot, c, k] += v * v
-            self.num_min[slot, c] = np.minimum(self.num_min[slot, c], raw)
-            self.num_max[slot, c] = np.maximum(self.num_max[slot, c], raw)
-        if nom_cols:
-            self.nom[slot, nom_cols, nom_codes, k] += 1.0
+        """Add one example of class ``k`` (each column at most once); applied lazily."""
+        self.pending.setdefault(slot, []).append((k, num_cols, num_vals, nom_cols, nom_codes))
         self.seen[slot] += 1.0
 
-    def update_many(
-        self, slots: np.ndarray, ks: np.ndarray, num: FloatArray, nom: np.ndarray
-    ) -> None:
+    def flush(self, slot: int | None = None) -> None:
+        """Apply the examples waiting for ``slot`` (every slot when ``None``)."""
+        slots = list(self.pending) if slot is None else [slot]
+        for s in slots:
+            rows = self.pending.pop(s, None)
+            if not rows:
+                continue
+            num = np.full((len(rows), self.n_numeric), np.nan)
+            nom = np.full((len(rows), self.nom.shape[1]), -1, dtype=np.int64)
+            for i, (_, num_cols, num_vals, nom_cols, nom_codes) in enumerate(rows):
+                if num_cols:
+                    num[i, num_cols] = num_vals
+                if nom_cols:
+                    nom[i, nom_cols] = nom_codes
+            ks = np.array([row[0] for row in rows], dtype=np.int64)
+            self._add(np.full(len(rows), s, dtype=np.int64), ks, num, nom)
+
+    def update_many(self, slots: np.ndarray, ks: np.ndarray, num: FloatArray, nom: np.ndarray) -> None:
         """Add a batch in order: ``num[i, f]`` (NaN missing), ``nom[i, f]`` codes (-1 missing)."""
-        rows, cols = np.nonzero(~np.isnan(num))  # row-major: example by example, as update_one
+        self.flush()
+        self._add(slots, ks, num, nom)
+        np.add.at(self.seen, slots, 1.0)
+
+    def _add(self, slots: np.ndarray, ks: np.ndarray, num: FloatArray, nom: np.ndarray) -> None:
+        rows, cols = np.nonzero(~np.isnan(num))  # row-major: example by example
         if rows.size:
             raw = num[rows, cols]
             v = raw - self.shift[cols]
@@ -149,13 +163,13 @@ class LeafStats:
         rows, cols = np.nonzero(nom >= 0)
         if rows.size:
             np.add.at(self.nom, (slots[rows], cols, nom[rows, cols], ks[rows]), 1.0)
-        np.add.at(self.seen, slots, 1.0)
 
     # -- split search -------------------------------------------------------------------
     def best_split(
         self, slot: int, criterion: str, n_split_points: int, min_branch_fraction: float
     ) -> SplitSuggestion | None:
         """The best binary split of the slot's leaf, or ``None`` when no split is possible."""
+        self.flush(slot)
         crit = CRITERIA[criterion]
         k = self.n_classes
         best_per_feature: list[float] = []
@@ -224,6 +238,7 @@ class LeafStats:
     ARRAYS = ("num_n", "num_s", "num_q", "num_min", "num_max", "nom", "seen", "last_attempt", "shift")
 
     def to_state(self) -> dict[str, object]:
+        self.flush()
         state: dict[str, object] = {name: getattr(self, name) for name in self.ARRAYS}
         state.update(n_numeric=self.n_numeric, n_classes=self.n_classes, free=list(self.free))
         return state

@@ -219,31 +219,25 @@ class ProbabilityTree(base.MiniBatchClassifier):
         reg = self.registry
         self._stats.resize(len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
 
-    def _register_row(self, x: Mapping[Hashable, Any]) -> Any:
-        """Encode ``x``, registering new features and values; a new numeric feature's first
-        value becomes its statistics' shift."""
-        reg = self.registry
-        n_numeric, n_nominal, n_values = reg.n_numeric, reg.n_nominal, reg.max_values
-        row = reg.encode(x, learn=True)
-        if (reg.n_numeric, reg.n_nominal, reg.max_values) != (n_numeric, n_nominal, n_values):
-            self._sync_stats_shape()
-            for col, value in zip(row.num_cols, row.num_vals):
-                if col >= n_numeric:
-                    self._stats.set_shift(col, value)
-        return row
 
     def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
         label or a feature value cannot be used."""
         y = _check_label(y)
-        self.registry.check(x)
+        reg = self.registry
+        shape = (reg.n_numeric, reg.n_nominal, reg.max_values)
+        row = reg.encode(x, learn=True)  # validates before it registers anything
         k = self._class_id(y)
-        row = self._register_row(x)
-        num = dict(zip(row.num_cols, row.num_vals))
-        nom = dict(zip(row.nom_cols, row.nom_codes))
-        path = self._route(num, nom)
+        if (reg.n_numeric, reg.n_nominal, reg.max_values) != shape:
+            self._sync_stats_shape()
+            for col, value in zip(row.num_cols, row.num_vals):
+                if col >= shape[0]:
+                    self._stats.set_shift(col, value)
+        path = self._route(x)
         node = path[-1]
-        self.counts_[path, k] += 1.0
+        counts = self.counts_
+        for n in path:
+            counts[n, k] += 1.0
         self.n_examples += 1
         slot = self._slot[node]
         if self._kind[node] == LEAF and slot >= 0:
@@ -253,25 +247,22 @@ class ProbabilityTree(base.MiniBatchClassifier):
         if self.n_examples % self.refit_every == 0:
             self._refit()
 
-    def _route(self, num: Mapping[int, float], nom: Mapping[int, int]) -> list[int]:
-        """Root-to-node path of one encoded example; it stops where a split feature is missing."""
+    def _route(self, x: Mapping[Hashable, Any]) -> list[int]:
+        """Root-to-node path of ``x``; it stops where the split feature is missing."""
         kind, col, thr, left, right = self._kind, self._col, self._thr, self._left, self._right
+        names = self.registry.names_by_kind
+        value_of = self.registry.value_of
         node = 0
         path = [0]
         while True:
             kd = kind[node]
             if kd == LEAF:
                 return path
-            if kd == NUMERIC:
-                v = num.get(col[node])
-                if v is None:
-                    return path
-                node = left[node] if v <= thr[node] else right[node]
-            else:
-                c = nom.get(col[node])
-                if c is None:
-                    return path
-                node = left[node] if c == thr[node] else right[node]
+            c = col[node]
+            v = value_of(kd, c, x.get(names[kd][c]))
+            if v is None:
+                return path
+            node = left[node] if (v <= thr[node] if kd == NUMERIC else v == thr[node]) else right[node]
             path.append(node)
 
     def _attempt_split(self, node: int) -> None:
@@ -337,13 +328,15 @@ class ProbabilityTree(base.MiniBatchClassifier):
 
     # -- prediction ---------------------------------------------------------------------
     def _path_of(self, x: Mapping[Hashable, Any]) -> list[int]:
-        row = self.registry.encode(x, learn=False)
-        return self._route(dict(zip(row.num_cols, row.num_vals)), dict(zip(row.nom_cols, row.nom_codes)))
+        if not isinstance(x, Mapping):
+            raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
+        return self._route(x)
 
     def _finish(self, proba: FloatArray) -> FloatArray:
-        """Guarantee strictly positive rows summing to one (see ``_MIN_PROBA``)."""
-        if proba.size and proba.min() < _MIN_PROBA:
-            proba = np.maximum(proba, _MIN_PROBA)
+        """Strictly positive rows summing to one: only MLE needs the floor (``_MIN_PROBA``)."""
+        if self._smoother.strictly_positive:
+            return proba
+        proba = np.maximum(proba, _MIN_PROBA)
         return proba / proba.sum(axis=-1, keepdims=True)
 
     def predict_proba_one(self, x: Mapping[Hashable, Any]) -> dict[ClassLabel, float]:
@@ -351,7 +344,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         if not self.classes_:
             return {}
         path = self._path_of(x)
-        proba = self._smoother.path_proba(self.parent_, self._node_counts(), np.array(path))
+        proba = self._smoother.path_proba(self.parent_, self._node_counts(), path)
         return dict(zip(self.classes_, self._finish(proba).tolist()))
 
     def predict_one(self, x: Mapping[Hashable, Any]) -> ClassLabel | None:

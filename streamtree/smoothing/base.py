@@ -32,6 +32,8 @@ class Smoother(ABC):
     """
 
     name: ClassVar[str]
+    #: whether every probability it returns is > 0 (the tree floors those of the others)
+    strictly_positive: ClassVar[bool] = True
 
     def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
         """Update fitted parameters. ``fit_counts`` are the counts an objective should read

@@ -242,6 +242,7 @@ class HGS(Smoother):
         self._step0 = 0.1
         self._grad = np.zeros(0)
         self._grad0 = 0.0
+        self._sync_alpha()
         self.n_refits = 0
         self.last_cost = math.nan
 
@@ -249,12 +250,16 @@ class HGS(Smoother):
     @property
     def alpha(self) -> FloatArray:
         """Weight of every node as an ancestor (meaningful on internal nodes)."""
-        return self._theta.copy() if self.mode == "paper" else np.exp(self._theta)
+        return self._alpha
 
     @property
     def alpha0(self) -> float:
         """Weight of the uniform pseudo-node above the root."""
-        return 0.0 if self.mode == "paper" else math.exp(self._theta0)
+        return self._alpha0
+
+    def _sync_alpha(self) -> None:
+        self._alpha = self._theta.copy() if self.mode == "paper" else np.exp(self._theta)
+        self._alpha0 = 0.0 if self.mode == "paper" else math.exp(self._theta0)
 
     def _grow(self, parent: IntArray) -> None:
         """Give nodes created since the last call their parent's weight (root: 1)."""
@@ -271,6 +276,7 @@ class HGS(Smoother):
             self._theta[i] = self._theta[p] if p >= 0 else one
         self._step[old:] = 0.1
         self._grad[old:] = 0.0
+        self._sync_alpha()
 
     # -- fitting ------------------------------------------------------------------------
     def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
@@ -282,6 +288,7 @@ class HGS(Smoother):
             self._refit_paper(topology, counts)
         else:
             self._refit_online(topology, counts)
+        self._sync_alpha()
         self.n_refits += 1
 
     def _refit_online(self, topology: Topology, counts: FloatArray) -> None:
@@ -344,18 +351,24 @@ class HGS(Smoother):
         return out
 
     def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+        # One short path: plain floats cost a fraction of numpy's per-call overhead here.
         self._grow(parent)
-        k = counts.shape[1]
-        rows = counts[path]
-        total = rows.sum(axis=1)
-        anc_total = total[:-1]
-        a = np.where(anc_total > 0, self.alpha[path[:-1]], 0.0)
-        alpha0 = self.alpha0
-        b = (a / np.where(anc_total > 0, anc_total, 1.0)) @ rows[:-1] + alpha0 / k
-        denom = total[-1] + a.sum() + alpha0
+        rows = counts.take(path, axis=0).tolist()
+        weights = self._alpha.take(path[:-1]).tolist()
+        k = len(rows[0])
+        alpha0 = self._alpha0
+        numer = [v + alpha0 / k for v in rows[-1]]
+        denom = sum(rows[-1]) + alpha0
+        for a, row in zip(weights, rows):
+            total = sum(row)
+            if total <= 0:
+                continue  # an ancestor with no counts has no estimate: it gets no weight
+            denom += a
+            w = a / total
+            numer = [acc + w * v for acc, v in zip(numer, row)]
         if denom <= 0:
             return np.full(k, 1.0 / k)  # nothing at the node, nothing weighted above it
-        return (rows[-1] + b) / denom
+        return np.array(numer) / denom
 
     # -- persistence --------------------------------------------------------------------
     def get_state(self) -> State:
@@ -377,6 +390,7 @@ class HGS(Smoother):
         self._step0 = float(state["step0"])
         self._grad0 = float(state["grad0"])
         self.n_refits = int(state["n_refits"])
+        self._sync_alpha()
 
     def __repr__(self) -> str:
         return f"HGS(mode={self.mode!r}, steps={self.steps!r}, prior_weight={self.prior_weight!r})"

@@ -43,6 +43,7 @@ class MLE(Smoother):
     """
 
     name: ClassVar[str] = "mle"
+    strictly_positive: ClassVar[bool] = False
 
     def node_proba(self, topology: Topology, counts: FloatArray) -> FloatArray:
         counts = np.asarray(counts, dtype=np.float64)
