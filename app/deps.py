@@ -1,4 +1,9 @@
-"""Dependencies of the routers, as ``Annotated`` aliases (swap them with ``dependency_overrides``)."""
+"""Dependencies of the routers, as ``Annotated`` aliases (swap them with ``dependency_overrides``).
+
+Each route takes one dependency that checks access and resolves the model, reading the app
+state and the ``Authorization`` header from the request itself: FastAPI's per-dependency
+overhead (tens of microseconds each) would otherwise cost more than a prediction.
+"""
 
 from __future__ import annotations
 
@@ -6,40 +11,48 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
 from app.hosting import ModelHost
 from app.registry import DEFAULT_MODEL, Registry
 from app.settings import Settings
-from app.telemetry import Telemetry
 
 __all__ = [
-    "DefaultModelDep",
-    "ModelDep",
-    "ReadAccess",
+    "NamePath",
+    "ReadDefaultModel",
+    "ReadModel",
+    "ReadRegistry",
     "RegistryDep",
-    "SettingsDep",
-    "TelemetryDep",
-    "WriteAccess",
-    "require_read",
-    "require_write",
+    "WriteDefaultModel",
+    "WriteModel",
+    "WriteRegistry",
+    "check_access",
+    "get_registry",
 ]
 
+NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Model name.")]
 
-def get_settings(request: Request) -> Settings:
-    """The app's settings."""
+
+def check_access(request: Request, write: bool) -> None:
+    """Enforce the API keys: writes need one when keys are set; reads too with ``protect_reads``.
+
+    Raises
+    ------
+    HTTPException
+        401 without a bearer token, 403 with a key that is not configured.
+    """
     settings: Settings = request.app.state.settings
-    return settings
+    if not settings.api_keys or not (write or settings.protect_reads):
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise HTTPException(status_code=401, detail=MISSING_KEY, headers={"WWW-Authenticate": "Bearer"})
+    given = token.strip().encode()
+    if not any(hmac.compare_digest(given, key.encode()) for key in settings.api_keys):
+        raise HTTPException(status_code=403, detail=INVALID_KEY)
 
 
-def get_telemetry(request: Request) -> Telemetry:
-    """The app's Prometheus metrics."""
-    telemetry: Telemetry = request.app.state.telemetry
-    return telemetry
-
-
-def get_registry(request: Request) -> Registry:
+async def get_registry(request: Request) -> Registry:
     """The loaded models; 503 until the lifespan handler has loaded them."""
     registry: Registry | None = getattr(request.app.state, "registry", None)
     if registry is None or not registry.ready:
@@ -47,54 +60,53 @@ def get_registry(request: Request) -> Registry:
     return registry
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-TelemetryDep = Annotated[Telemetry, Depends(get_telemetry)]
-RegistryDep = Annotated[Registry, Depends(get_registry)]
-NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Model name.")]
-
-_bearer = HTTPBearer(auto_error=False, description="An API key from STREAMTREE_API_KEYS.")
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-
-
-def _check_key(settings: Settings, credentials: HTTPAuthorizationCredentials | None) -> None:
-    if credentials is None:
-        raise HTTPException(status_code=401, detail=MISSING_KEY, headers={"WWW-Authenticate": "Bearer"})
-    given = credentials.credentials.encode()
-    if not any(hmac.compare_digest(given, key.encode()) for key in settings.api_keys):
-        raise HTTPException(status_code=403, detail=INVALID_KEY)
-
-
-def require_write(settings: SettingsDep, credentials: Credentials) -> None:
-    """With API keys configured, a write needs ``Authorization: Bearer <key>`` (401/403)."""
-    if settings.api_keys:
-        _check_key(settings, credentials)
-
-
-def require_read(settings: SettingsDep, credentials: Credentials) -> None:
-    """With API keys configured and ``protect_reads`` on, a read needs a key too."""
-    if settings.api_keys and settings.protect_reads:
-        _check_key(settings, credentials)
-
-
-WriteAccess = Depends(require_write)
-ReadAccess = Depends(require_read)
-
-
-def get_model(name: NamePath, registry: RegistryDep) -> ModelHost:
-    """The model named in the path; 404 if there is none."""
+def _lookup(registry: Registry, name: str) -> ModelHost:
     host = registry.get(name)
     if host is None:
         raise HTTPException(status_code=404, detail=MODEL_NOT_FOUND)
     return host
 
 
-def get_default_model(registry: RegistryDep) -> ModelHost:
-    """The model named ``default``; 404 if it was deleted."""
-    host = registry.get(DEFAULT_MODEL)
-    if host is None:
-        raise HTTPException(status_code=404, detail=MODEL_NOT_FOUND)
-    return host
+async def registry_for_read(request: Request) -> Registry:
+    """The registry, after the read access check."""
+    check_access(request, write=False)
+    return await get_registry(request)
 
 
-ModelDep = Annotated[ModelHost, Depends(get_model)]
-DefaultModelDep = Annotated[ModelHost, Depends(get_default_model)]
+async def registry_for_write(request: Request) -> Registry:
+    """The registry, after the write access check."""
+    check_access(request, write=True)
+    return await get_registry(request)
+
+
+async def model_for_read(name: NamePath, request: Request) -> ModelHost:
+    """The model named in the path, for a read (404 if there is none)."""
+    check_access(request, write=False)
+    return _lookup(await get_registry(request), name)
+
+
+async def model_for_write(name: NamePath, request: Request) -> ModelHost:
+    """The model named in the path, for a write (404 if there is none)."""
+    check_access(request, write=True)
+    return _lookup(await get_registry(request), name)
+
+
+async def default_for_read(request: Request) -> ModelHost:
+    """The model named ``default``, for a read (404 if it was deleted)."""
+    check_access(request, write=False)
+    return _lookup(await get_registry(request), DEFAULT_MODEL)
+
+
+async def default_for_write(request: Request) -> ModelHost:
+    """The model named ``default``, for a write (404 if it was deleted)."""
+    check_access(request, write=True)
+    return _lookup(await get_registry(request), DEFAULT_MODEL)
+
+
+RegistryDep = Annotated[Registry, Depends(get_registry)]
+ReadRegistry = Annotated[Registry, Depends(registry_for_read)]
+WriteRegistry = Annotated[Registry, Depends(registry_for_write)]
+ReadModel = Annotated[ModelHost, Depends(model_for_read)]
+WriteModel = Annotated[ModelHost, Depends(model_for_write)]
+ReadDefaultModel = Annotated[ModelHost, Depends(default_for_read)]
+WriteDefaultModel = Annotated[ModelHost, Depends(default_for_write)]

@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     app.state.settings = settings
     app.state.telemetry = telemetry
     install_handlers(app)
-    for module in (health, models, learn, predict, inspect, prometheus):
+    for module in (predict, learn, models, inspect, health, prometheus):  # hot routes match first
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(InstrumentMiddleware, telemetry=telemetry)

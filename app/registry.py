@@ -62,6 +62,7 @@ class Registry:
         self.telemetry = telemetry
         self.model_cls = model_cls if model_cls is not None else default_model_cls()
         self.hosts: dict[str, ModelHost] = {}
+        self._param_names = frozenset(self.model_cls().get_config())
         self.ready = False
         self._db: Database | None = None
         self._admin = asyncio.Lock()
@@ -118,6 +119,10 @@ class Registry:
         RequestValidationError
             A parameter is unknown or invalid; the error names it.
         """
+        unknown = sorted(set(config) - self._param_names)
+        if unknown:
+            raise field_error(("body", unknown[0]), f"Unknown parameter {unknown[0]!r}; expected one of "
+                              f"{', '.join(sorted(self._param_names))}", "config_error")
         try:
             model = self.model_cls(**config)
         except ConfigError as exc:

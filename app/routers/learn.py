@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import DefaultModelDep, ModelDep, WriteAccess
+from app.deps import WriteDefaultModel, WriteModel
 from app.errors import FastJSON
 from app.hosting import ModelHost
 from app.schemas import LearnBody, LearnResult
@@ -38,13 +38,13 @@ async def learn(host: ModelHost, body: LearnBody) -> FastJSON:
     return FastJSON({"learned": learned, "seq": seq})
 
 
-@router.post("/learn", response_model=LearnResult, dependencies=[WriteAccess],
+@router.post("/learn", response_model=LearnResult,
              summary="Learn (default model)", description=_DOC)
-async def learn_default(body: LearnBody, host: DefaultModelDep) -> FastJSON:
+async def learn_default(body: LearnBody, host: WriteDefaultModel) -> FastJSON:
     return await learn(host, body)
 
 
-@router.post("/models/{name}/learn", response_model=LearnResult, dependencies=[WriteAccess],
+@router.post("/models/{name}/learn", response_model=LearnResult,
              summary="Learn", description=_DOC)
-async def learn_named(body: LearnBody, host: ModelDep) -> FastJSON:
+async def learn_named(body: LearnBody, host: WriteModel) -> FastJSON:
     return await learn(host, body)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Response
 
-from app.deps import ModelDep, NamePath, ReadAccess, RegistryDep, WriteAccess
+from app.deps import NamePath, ReadModel, ReadRegistry, WriteRegistry
 from app.errors import MODEL_NOT_FOUND
 from app.hosting import ModelHost
 from app.schemas import ModelInfo, ModelList
@@ -28,16 +28,16 @@ def info(host: ModelHost) -> ModelInfo:
     return ModelInfo(name=host.name, config=host.config, summary=host.summary(), seq=host.seq)
 
 
-@router.get("", response_model=ModelList, dependencies=[ReadAccess], summary="List models")
-async def list_models(registry: RegistryDep) -> ModelList:
+@router.get("", response_model=ModelList, summary="List models")
+async def list_models(registry: ReadRegistry) -> ModelList:
     """Every model with its config and summary."""
     return ModelList(models=[info(h) for h in registry.all()])
 
 
-@router.put("/{name}", response_model=ModelInfo, status_code=201, dependencies=[WriteAccess],
+@router.put("/{name}", response_model=ModelInfo, status_code=201,
             summary="Create a model", responses={200: {"description": "It exists with this config."},
                                                  409: {"description": "It exists with another config."}})
-async def put_model(name: NamePath, config: ConfigBody, registry: RegistryDep, response: Response) -> ModelInfo:
+async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry, response: Response) -> ModelInfo:
     """Create model ``name`` with ``config`` (201); the same config again is a no-op (200)."""
     host, created = await registry.create(name, config)
     if not created:
@@ -45,14 +45,14 @@ async def put_model(name: NamePath, config: ConfigBody, registry: RegistryDep, r
     return info(host)
 
 
-@router.get("/{name}", response_model=ModelInfo, dependencies=[ReadAccess], summary="Read a model")
-async def get_model(host: ModelDep) -> ModelInfo:
+@router.get("/{name}", response_model=ModelInfo, summary="Read a model")
+async def get_model(host: ReadModel) -> ModelInfo:
     """The model's complete config (``ProbabilityTree(**config)`` rebuilds it) and summary."""
     return info(host)
 
 
-@router.delete("/{name}", status_code=204, dependencies=[WriteAccess], summary="Delete a model")
-async def delete_model(name: NamePath, registry: RegistryDep) -> Response:
+@router.delete("/{name}", status_code=204, summary="Delete a model")
+async def delete_model(name: NamePath, registry: WriteRegistry) -> Response:
     """Delete the model, its event log and snapshots."""
     if not await registry.delete(name):
         raise HTTPException(status_code=404, detail=MODEL_NOT_FOUND)

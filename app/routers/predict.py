@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import DefaultModelDep, ModelDep, ReadAccess
+from app.deps import ReadDefaultModel, ReadModel
 from app.errors import FastJSON
 from app.hosting import ModelHost
 from app.schemas import PredictBody, PredictResult
@@ -32,13 +32,13 @@ def predict(host: ModelHost, body: PredictBody) -> FastJSON:
     return FastJSON({"probabilities": host.predict_one(body.features, body.id)})
 
 
-@router.post("/predict_proba", response_model=PredictResult, dependencies=[ReadAccess],
+@router.post("/predict_proba", response_model=PredictResult,
              summary="Predict probabilities (default model)", description=_DOC)
-async def predict_default(body: PredictBody, host: DefaultModelDep) -> FastJSON:
+async def predict_default(body: PredictBody, host: ReadDefaultModel) -> FastJSON:
     return predict(host, body)
 
 
-@router.post("/models/{name}/predict_proba", response_model=PredictResult, dependencies=[ReadAccess],
+@router.post("/models/{name}/predict_proba", response_model=PredictResult,
              summary="Predict probabilities", description=_DOC)
-async def predict_named(body: PredictBody, host: ModelDep) -> FastJSON:
+async def predict_named(body: PredictBody, host: ReadModel) -> FastJSON:
     return predict(host, body)
