@@ -41,7 +41,7 @@ def _float(low: float, high: float, low_open: bool = False, high_open: bool = Fa
 
 
 def _names(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) and all(isinstance(n, (str, int)) and not isinstance(n, bool) for n in v)
+    return v is None or isinstance(v, (list, tuple)) and all(isinstance(n, (str, int)) and not isinstance(n, bool) for n in v)
 
 
 CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -54,7 +54,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_nodes": _int(1),
     "n_split_points": _int(1, 1000),
     "min_branch_fraction": _float(0.0, 0.5, high_open=True),
-    "nominal_features": (_names, "a list of feature names (str or int)"),
+    "nominal_features": (_names, "None or a list of feature names (str or int)"),
     "leaf_init": _choice("inherit", "zero"),
     "loocv_counts": _choice("honest", "all"),
     "refit_every": _int(1),

@@ -76,7 +76,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
     min_branch_fraction
         A split must send more than this fraction of a leaf's examples each way.
     nominal_features
-        Names of features whose numbers are categories, not quantities.
+        Names of features whose numbers are categories, not quantities (``None``: none).
     leaf_init
         What a new leaf's counts start from: ``"inherit"`` (the split statistics' estimate of
         the examples that would have reached it) or ``"zero"``.
@@ -117,7 +117,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         max_nodes: int = 20_000,
         n_split_points: int = 10,
         min_branch_fraction: float = 0.01,
-        nominal_features: tuple[Hashable, ...] = (),
+        nominal_features: Sequence[Hashable] | None = None,
         leaf_init: str = "inherit",
         loocv_counts: str = "honest",
         refit_every: int = 100,
@@ -134,7 +134,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self.max_nodes = max_nodes
         self.n_split_points = n_split_points
         self.min_branch_fraction = min_branch_fraction
-        self.nominal_features = tuple(nominal_features)
+        self.nominal_features = nominal_features
         self.leaf_init = leaf_init
         self.loocv_counts = loocv_counts
         self.refit_every = refit_every
@@ -148,7 +148,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
     def get_config(self) -> dict[str, Any]:
         """The complete configuration as JSON-able data: ``ProbabilityTree(**config)``."""
         config = {name: getattr(self, name) for name in self._get_params()}
-        config["nominal_features"] = list(self.nominal_features)
+        config["nominal_features"] = list(self.nominal_features or ())
         return config
 
     @property
@@ -163,7 +163,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         return SMOOTHERS[self.smoothing]()
 
     def _reset(self) -> None:
-        self.registry = FeatureRegistry(self.nominal_features)
+        self.registry = FeatureRegistry(self.nominal_features or ())
         self.classes_: list[ClassLabel] = []
         self._class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0

@@ -104,25 +104,24 @@ def _crt_from_seats(
 ) -> IntArray:
     """CRT draws given each customer's cell (``owner``) and arrival index (``seat``)."""
     strength = a[owner]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = strength / (strength + seat)
-    p[seat == 0] = 1.0  # the first customer opens a table whatever the concentration
-    opened = rng.random(owner.size) < p
-    return np.bincount(owner[opened], minlength=n_cells).astype(np.int64)
+    # u < a / (a + i) without the division (no 0/0 when a = 0); the first customer always opens
+    opened = (rng.random(owner.size) * (strength + seat) < strength) | (seat == 0)
+    return np.bincount(owner, weights=opened, minlength=n_cells).astype(np.int64)
 
 
 def _dirichlet_rows(alpha: FloatArray, rng: np.random.Generator) -> FloatArray:
-    """One Dirichlet draw per row, stable for tiny parameters.
+    """One Dirichlet draw per row, by normalised Gamma draws.
 
-    ``Gamma(a) = Gamma(a + 1) U^(1/a)`` is drawn in log space, so parameters far below 1 (a
-    small concentration times a small parent probability) neither underflow to an all-zero
-    row nor lose their relative sizes. A zero parameter gives exactly 0.
+    A row whose parameters are all tiny (an internal node with no customers and a small
+    concentration) can draw all-zero Gammas; it then falls back to its mean, ``alpha`` over its
+    sum: the draw is concentrated there anyway and this avoids 0 / 0.
     """
-    with np.errstate(divide="ignore"):
-        log_g = np.log(rng.standard_gamma(alpha + 1.0)) + np.log(rng.random(alpha.shape)) / alpha
-    log_g = np.where(alpha > 0, log_g, -np.inf)
-    log_g -= log_g.max(axis=1, keepdims=True)
-    g = np.exp(log_g)
+    g = rng.standard_gamma(alpha)
+    total = g.sum(axis=1, keepdims=True)
+    if np.all(total > 0):
+        return g / total
+    bad = total[:, 0] <= 0
+    g[bad] = alpha[bad]
     return g / g.sum(axis=1, keepdims=True)
 
 
@@ -150,25 +149,20 @@ class _Plan:
         m_leaf = own[self.leaves].ravel()
         self.leaf_owner = np.repeat(np.arange(m_leaf.size), m_leaf)
         self.leaf_seat = np.arange(self.leaf_owner.size) - (np.cumsum(m_leaf) - m_leaf)[self.leaf_owner]
-        # per depth level: internal nodes, and the level's nodes grouped by parent for sums
-        self.internal: list[IntArray] = []
-        self.by_parent: list[IntArray] = []
-        self.seg_start: list[IntArray] = []
-        self.seg_parent: list[IntArray] = []
-        for d, nodes in enumerate(topology.levels):
-            self.internal.append(nodes[~self.is_leaf[nodes]])
-            if d == 0:
-                empty = np.zeros(0, dtype=np.int64)
-                self.by_parent.append(empty)
-                self.seg_start.append(empty)
-                self.seg_parent.append(empty)
-                continue
-            ordered = nodes[np.argsort(parent[nodes], kind="stable")]
+        # per depth level d (deepest first) with internal nodes: those nodes (grouped by
+        # parent order), their parents, and their children sorted by parent with segment
+        # starts, so a level's customers are one reduceat over its children's tables
+        self.up: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
+        levels = topology.levels
+        for d in range(len(levels) - 2, -1, -1):
+            children = levels[d + 1]
+            ordered = children[np.argsort(parent[children], kind="stable")]
             par = parent[ordered]
             start = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
-            self.by_parent.append(ordered)
-            self.seg_start.append(start)
-            self.seg_parent.append(par[start])
+            nodes = par[start]
+            self.up.append((nodes, parent[nodes], ordered, start))
+        self.down = self.up[::-1]  # shallowest first; the root's entry (if internal) is first
+        self.root_is_leaf = bool(self.is_leaf[0])
         if tying == "single":
             group = np.zeros(s, dtype=np.int64)
         elif tying == "level":
@@ -312,58 +306,55 @@ class HDP(Smoother):
         burn_in = self.iterations // 2 if self.burn_in is None else self.burn_in
         kept = self.iterations - burn_in
 
-        parent = plan.parent
         conc_g = np.full(plan.n_groups, self.concentration)
         tables = np.minimum(own, 1)
         custom = own.copy()
         theta = np.full((s, k), 1.0 / k)
+        uniform = np.full((1, k), 1.0 / k)
         # start: one table per class present, bottom-up; then theta from those tables
-        for d in range(len(plan.internal) - 1, 0, -1):
-            seg = np.add.reduceat(tables[plan.by_parent[d]], plan.seg_start[d], axis=0)
-            custom[plan.seg_parent[d]] = own[plan.seg_parent[d]] + seg
-            tables[plan.seg_parent[d]] = np.minimum(custom[plan.seg_parent[d]], 1)
+        for nodes, _, ordered, start in plan.up:
+            custom[nodes] = own[nodes] + np.add.reduceat(tables[ordered], start, axis=0)
+            tables[nodes] = np.minimum(custom[nodes], 1)
         conc = conc_g[plan.group]
-        self._downward(plan, custom, conc, theta, rng, k)
+        self._downward(plan, custom, conc, theta, rng)
 
         total = counts.sum(axis=1)
         acc_proba = np.zeros((s, k))
         acc_base = np.zeros((s, k))
         acc_conc = np.zeros(s)
         rb = np.empty((s, k))
-        uniform = np.full(k, 1.0 / k)
+        base_all = np.empty((s, k))
+        base_all[0] = uniform[0]
+        leaf_seats = (plan.leaf_owner, plan.leaf_seat, plan.leaves.size * k)
         for sweep in range(self.iterations):
             # 1. upward: tables of every leaf at once, then internal levels bottom-up
             a = conc[plan.leaves, None] * theta[plan.leaf_parent]
-            tables[plan.leaves] = _crt_from_seats(
-                plan.leaf_owner, plan.leaf_seat, a.ravel(), a.size, rng
-            ).reshape(a.shape)
-            for d in range(len(plan.internal) - 1, -1, -1):
-                if d + 1 < len(plan.internal) and plan.seg_parent[d + 1].size:
-                    nodes = plan.seg_parent[d + 1]
-                    seg = np.add.reduceat(tables[plan.by_parent[d + 1]], plan.seg_start[d + 1], axis=0)
-                    custom[nodes] = own[nodes] + seg
-                nodes = plan.internal[d] if d > 0 else np.zeros(1, dtype=np.int64)
-                if nodes.size == 0:
-                    continue
-                base = theta[parent[nodes]] if d > 0 else uniform[None, :]
-                tables[nodes] = crt(custom[nodes], conc[nodes, None] * base, rng)
+            tables[plan.leaves] = _crt_from_seats(leaf_seats[0], leaf_seats[1], a.ravel(), leaf_seats[2], rng).reshape(
+                a.shape
+            )
+            for nodes, par, ordered, start in plan.up:
+                m = own[nodes] + np.add.reduceat(tables[ordered], start, axis=0)
+                custom[nodes] = m
+                base = theta[par] if par[0] >= 0 else uniform
+                tables[nodes] = crt(m, conc[nodes, None] * base, rng)
+            if plan.root_is_leaf:
+                tables[0] = crt(custom[0], conc[0] * uniform[0], rng)
             # 2. concentrations given the tables
             if self.sample_concentration:
                 conc_g = self._sample_concentrations(plan, custom, tables, conc_g, rng)
                 conc = conc_g[plan.group]
             # 3. downward: theta of internal nodes given the tables
-            self._downward(plan, custom, conc, theta, rng, k)
+            self._downward(plan, custom, conc, theta, rng)
             if sweep < burn_in:
                 continue
             # Rao-Blackwellised E[theta | t, c] of internal nodes, top-down
-            big_m = custom.sum(axis=1)
-            rb[0] = (custom[0] + conc[0] * uniform) / (big_m[0] + conc[0])
-            for d in range(1, len(plan.internal)):
-                nodes = plan.internal[d]
-                rb[nodes] = (custom[nodes] + conc[nodes, None] * rb[parent[nodes]]) / (big_m[nodes] + conc[nodes])[:, None]
-            base_all = np.empty((s, k))
-            base_all[0] = uniform
-            base_all[1:] = rb[parent[1:]]
+            rb[0] = (custom[0] + conc[0] * uniform[0]) / (custom[0].sum() + conc[0])
+            for nodes, par, _, _ in plan.down:
+                if par[0] >= 0:
+                    m = custom[nodes]
+                    c = conc[nodes, None]
+                    rb[nodes] = (m + c * rb[par]) / (m.sum(axis=1, keepdims=True) + c)
+            base_all[1:] = rb[plan.parent[1:]]
             acc_base += base_all
             acc_conc += conc
             acc_proba += (counts + conc[:, None] * base_all) / (total + conc)[:, None]
@@ -373,15 +364,12 @@ class HDP(Smoother):
         self._counts = counts.copy()
 
     @staticmethod
-    def _downward(
-        plan: _Plan, custom: IntArray, conc: FloatArray, theta: FloatArray, rng: np.random.Generator, k: int
-    ) -> None:
+    def _downward(plan: _Plan, custom: IntArray, conc: FloatArray, theta: FloatArray, rng: np.random.Generator) -> None:
+        k = theta.shape[1]
         theta[0] = _dirichlet_rows((conc[0] / k + custom[0])[None, :], rng)[0]
-        for d in range(1, len(plan.internal)):
-            nodes = plan.internal[d]
-            if nodes.size:
-                alpha = conc[nodes, None] * theta[plan.parent[nodes]] + custom[nodes]
-                theta[nodes] = _dirichlet_rows(alpha, rng)
+        for nodes, par, _, _ in plan.down:
+            if par[0] >= 0:
+                theta[nodes] = _dirichlet_rows(conc[nodes, None] * theta[par] + custom[nodes], rng)
 
     def _sample_concentrations(
         self, plan: _Plan, custom: IntArray, tables: IntArray, conc_g: FloatArray, rng: np.random.Generator
