@@ -1,0 +1,155 @@
+"""POST /learn and /models/{name}/learn: numbering, delayed labels, bad input loses nothing."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from streamtree import ProbabilityTree
+
+from tests.app.conftest import learn_all, make_stream, same_predictions
+
+
+def state(client: Any, name: str = "default") -> tuple[int, int, Any]:
+    """(seq, n_examples, predictions on fixed probes): what must not change after a refusal."""
+    info = client.get(f"/models/{name}").json()
+    probes = [x for x, _ in make_stream(10, seed=42)]
+    proba = client.post(f"/models/{name}/predict_proba", json={"instances": probes}).json()
+    return info["seq"], info["summary"]["n_examples"], proba
+
+
+def test_single_and_batch_are_numbered_in_order(client, stream) -> None:  # type: ignore[no-untyped-def]
+    x, y = stream[0]
+    assert client.post("/learn", json={"features": x, "label": y}).json() == {"learned": 1, "seq": 1}
+    body = {"events": [{"features": x, "label": y} for x, y in stream[1:4]]}
+    assert client.post("/learn", json=body).json() == {"learned": 3, "seq": 4}
+    assert client.post("/models/default/learn", json={"features": x, "label": y}).json() == {"learned": 1, "seq": 5}
+    assert client.get("/models/default").json()["summary"]["n_examples"] == 5
+
+
+def test_model_equals_fresh_model_fed_the_same_events(client, stream) -> None:  # type: ignore[no-untyped-def]
+    for x, y in stream[:20]:
+        client.post("/learn", json={"features": x, "label": y})
+    learn_all(client, stream[20:])
+    fresh = ProbabilityTree()
+    for x, y in stream:
+        fresh.learn_one(x, y)
+    assert same_predictions(client, fresh)
+    fresh.predict_proba_one(stream[0][0])  # tree_ shows lazily computed values once a prediction was made
+    assert client.get("/models/default/tree").json() == fresh.tree_
+
+
+def test_delayed_label_learns_the_predicted_features(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:50])
+    x, y = stream[50]
+    client.post("/predict_proba", json={"features": x, "id": "req-1"})
+    client.post("/predict_proba", json={"features": stream[51][0], "id": 17})
+    r = client.post("/learn", json={"events": [{"id": "req-1", "label": y}, {"id": 17, "label": stream[51][1]}]})
+    assert r.json() == {"learned": 2, "seq": 52}
+    fresh = ProbabilityTree()
+    for xx, yy in stream[:52]:
+        fresh.learn_one(xx, yy)
+    assert same_predictions(client, fresh)
+    r = client.post("/learn", json={"id": "req-1", "label": y})  # already used
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "id"]
+    assert r.json()["detail"][0]["type"] == "unknown_id"
+
+
+def test_delayed_label_ids_expire_by_time_and_count(running, stream) -> None:  # type: ignore[no-untyped-def]
+    with running(pending_ttl_seconds=0.2, pending_max=2) as client:
+        for i in range(3):
+            client.post("/predict_proba", json={"features": stream[i][0], "id": f"p{i}"})
+        assert client.post("/learn", json={"id": "p0", "label": "low"}).status_code == 422  # evicted by count
+        assert client.post("/learn", json={"id": "p1", "label": "low"}).status_code == 200
+        time.sleep(0.3)
+        r = client.post("/learn", json={"id": "p2", "label": "low"})  # expired
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "id"]
+
+
+BAD_BODIES = [
+    (b'{"features": {"a": NaN}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": Infinity}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": -Infinity}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": {"b": 1}}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": [1, 2]}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": 1e400}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": 100000000000000000000}, "label": "x"}', ["body", "features", "a"]),
+    (b'{"features": {"a": 1}, "label": 1.5}', ["body", "label"]),
+    (b'{"features": {"a": 1}, "label": null}', ["body"]),
+    (b'{"features": {"a": 1}, "label": {"x": 1}}', ["body", "label"]),
+    (b'{"features": {"a": 1}, "label": "x", "id": 1.5}', ["body", "id"]),
+    (b'{"features": {"a": 1}}', ["body"]),
+    (b'{"label": "x"}', ["body"]),
+    (b'{"features": {"a": 1}, "label": "x", "extra": 1}', ["body", "extra"]),
+    (b'{"events": []}', ["body", "events"]),
+    (b'{"events": [{"features": {"a": 1}, "label": "x"}], "label": "x"}', ["body"]),
+    (b'{"events": [{"features": {"a": 1}, "label": "x"}, {"features": {"a": NaN}, "label": "x"}]}',
+     ["body", "events", 1, "features", "a"]),
+    (b'{"events": [{"label": "x"}]}', ["body", "events", 0]),
+    (b'[1, 2]', ["body"]),
+    (b'{"features": ', ["body", 13]),  # JSON decode error at character 13
+]
+
+
+@pytest.mark.parametrize("raw, loc", BAD_BODIES, ids=[b.decode()[:40] for b, _ in BAD_BODIES])
+def test_bad_input_is_422_naming_the_field_and_loses_nothing(client, stream, raw, loc) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:60])
+    before = state(client)
+    r = client.post("/learn", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][: len(loc)] == loc
+    assert state(client) == before
+
+
+@pytest.mark.parametrize("limit, body, loc", [
+    ({"max_string_length": 8}, {"features": {"a": "x" * 9}, "label": "l"}, ["body", "features", "a"]),
+    ({"max_string_length": 8}, {"features": {"a" * 9: 1}, "label": "l"}, ["body", "features", "aaaaaaaaa"]),
+    ({"max_string_length": 8}, {"features": {"a": 1}, "label": "l" * 9}, ["body", "label"]),
+    ({"max_string_length": 8}, {"features": {"a": 1}, "label": "l", "id": "i" * 9}, ["body", "id"]),
+    ({"max_features": 3}, {"features": {"a": 1, "b": 2, "c": 3, "d": 4}, "label": "l"}, ["body", "features"]),
+    ({"max_batch": 2}, {"events": [{"features": {"a": 1}, "label": "l"}] * 3}, ["body", "events"]),
+])
+def test_limits_are_422_naming_the_field(running, limit, body, loc) -> None:  # type: ignore[no-untyped-def]
+    with running(**limit) as client:
+        client.post("/learn", json={"features": {"a": 0}, "label": "l"})
+        r = client.post("/learn", json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == loc
+        assert client.get("/models/default").json()["seq"] == 1
+
+
+def test_label_limit_and_label_type(running, stream) -> None:  # type: ignore[no-untyped-def]
+    with running(max_labels=2) as client:
+        client.post("/learn", json={"events": [{"features": {"a": 1}, "label": "p"}, {"features": {"a": 2}, "label": "q"}]})
+        r = client.post("/learn", json={"events": [{"features": {"a": 1}, "label": "p"}, {"features": {"a": 3}, "label": "r"}]})
+        assert r.status_code == 422
+        err = r.json()["detail"][0]
+        assert err["loc"] == ["body", "events", 1, "label"] and err["type"] == "too_many_labels"
+        r = client.post("/learn", json={"features": {"a": 1}, "label": 1})
+        assert r.status_code == 422 and r.json()["detail"][0]["type"] == "label_type"
+        assert client.get("/models/default").json()["seq"] == 2
+
+
+def test_library_refusal_mid_batch_rolls_back_the_request(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:60])  # "a" is numeric in this model
+    before = state(client)
+    x, y = stream[60]
+    body = {"events": [{"features": x, "label": y}, {"features": {"a": "text"}, "label": "low"}]}
+    r = client.post("/learn", json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "events", 1, "features", "a"]
+    assert state(client) == before
+    assert client.post("/learn", json={"features": x, "label": y}).json() == {"learned": 1, "seq": 61}
+
+
+def test_boolean_and_integer_labels(client) -> None:  # type: ignore[no-untyped-def]
+    client.put("/models/b", json={})
+    client.post("/models/b/learn", json={"events": [{"features": {"a": i}, "label": i % 2 == 0} for i in range(10)]})
+    p = client.post("/models/b/predict_proba", json={"features": {"a": 1}}).json()["probabilities"]
+    assert set(p) == {"true", "false"} and abs(sum(p.values()) - 1) < 1e-12
+    client.put("/models/i", json={})
+    client.post("/models/i/learn", json={"events": [{"features": {"a": i}, "label": i % 3} for i in range(10)]})
+    p = client.post("/models/i/predict_proba", json={"features": {"a": 1}}).json()["probabilities"]
+    assert set(p) == {"0", "1", "2"}

@@ -1,0 +1,28 @@
+"""GET /metrics: Prometheus text format."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.app.conftest import learn_all
+
+
+def test_requests_latencies_events_and_model_size(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:120], batch=40)
+    client.post("/predict_proba", json={"features": stream[0][0]})
+    client.get("/models/nope")
+    r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(r.text) for s in f.samples}
+    assert samples[("streamtree_http_requests_total",
+                    (("method", "POST"), ("route", "/learn"), ("status", "200")))] == 3
+    assert samples[("streamtree_http_requests_total",
+                    (("method", "GET"), ("route", "/models/{name}"), ("status", "404")))] == 1
+    assert samples[("streamtree_http_request_duration_seconds_count",
+                    (("method", "POST"), ("route", "/predict_proba")))] == 1
+    assert samples[("streamtree_events_learned_total", (("model", "default"),))] == 120
+    assert samples[("streamtree_model_examples", (("model", "default"),))] == 120
+    assert samples[("streamtree_model_seq", (("model", "default"),))] == 120
+    assert samples[("streamtree_model_nodes", (("model", "default"),))] >= 1
+    assert samples[("streamtree_commit_group_events_sum", ())] == 120

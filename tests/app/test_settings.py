@@ -1,0 +1,43 @@
+"""Settings: environment parsing, defaults and validators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+KEY1, KEY2 = "k" * 16, "secret-key-number-2"
+
+
+def test_defaults_are_safe() -> None:
+    s = Settings()
+    assert s.max_body_bytes == 4 * 1024 * 1024
+    assert s.api_keys == [] and s.protect_reads is False
+    assert s.host == "127.0.0.1" and s.sync == "full"
+    assert s.data_dir == Path("./data")
+
+
+def test_api_keys_from_comma_separated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMTREE_API_KEYS", f" {KEY1}, {KEY2} ,")
+    monkeypatch.setenv("STREAMTREE_MAX_BATCH", "7")
+    s = Settings()
+    assert s.api_keys == [KEY1, KEY2]
+    assert s.max_batch == 7
+
+
+@pytest.mark.parametrize("field, value", [("api_keys", "short"), ("max_batch", 0), ("port", 70000),
+                                          ("sync", "off"), ("max_body_bytes", 10), ("pending_ttl_seconds", 0)])
+def test_invalid_settings_are_refused(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        Settings(**{field: value})
+    assert info.value.errors()[0]["loc"][0] == field
+
+
+def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValidationError, match="not a directory"):
+        Settings(data_dir=f)
