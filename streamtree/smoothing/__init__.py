@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 from streamtree.smoothing.base import Smoother
+from streamtree.smoothing.hdp import HDP
 from streamtree.smoothing.hgs import HGS, loocv
 from streamtree.smoothing.mbranch import MBranch
 from streamtree.smoothing.simple import MLE, Laplace, MEstimate
 
-__all__ = ["HGS", "MBranch", "MEstimate", "MLE", "Laplace", "SMOOTHERS", "Smoother", "loocv"]
+__all__ = ["HDP", "HGS", "MBranch", "MEstimate", "MLE", "Laplace", "SMOOTHERS", "Smoother", "loocv"]
 
 SMOOTHERS: dict[str, type[Smoother]] = {
     "mle": MLE,
@@ -18,4 +19,5 @@ SMOOTHERS: dict[str, type[Smoother]] = {
     "mestimate": MEstimate,
     "mbranch": MBranch,
     "hgs": HGS,
+    "hdp": HDP,
 }
