@@ -1,0 +1,101 @@
+"""Smoothing for any fitted tree given as arrays: no streaming machinery.
+
+A tree is its ``parent`` array (``parent[0] = -1``, ``parent[i] < i``) and its class counts
+``counts[node, class]``, every node counting every example that passed through it. Any
+smoother of :mod:`streamtree.smoothing` then gives class probabilities at every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from streamtree.exceptions import ConfigError, InputError
+from streamtree.smoothing import SMOOTHERS, Smoother
+from streamtree.topology import Topology
+from streamtree.typing import FloatArray, IntArray
+
+__all__ = ["make_smoother", "smooth"]
+
+
+def make_smoother(smoothing: str | Smoother, params: Mapping[str, Any] | None = None) -> Smoother:
+    """A smoother from its name in :data:`~streamtree.smoothing.SMOOTHERS` and its parameters.
+
+    An instance is returned as given (``params`` must then be empty).
+
+    Examples
+    --------
+    >>> make_smoother("mestimate", {"m": 2.0})
+    MEstimate(m=2.0, base='uniform')
+    """
+    if isinstance(smoothing, Smoother):
+        if params:
+            raise ConfigError(
+                "The 'smoothing_params' parameter must be empty when 'smoothing' is a Smoother instance. "
+                f"Got {dict(params)!r} instead."
+            )
+        return smoothing
+    if not isinstance(smoothing, str) or smoothing not in SMOOTHERS:
+        raise ConfigError(
+            f"The 'smoothing' parameter must be one of {', '.join(map(repr, SMOOTHERS))} or a Smoother. "
+            f"Got {smoothing!r} instead."
+        )
+    try:
+        return SMOOTHERS[smoothing](**dict(params or {}))
+    except TypeError as exc:  # an unknown keyword: say which smoother rejected what
+        raise ConfigError(
+            f"The 'smoothing_params' parameter holds an option {smoothing!r} does not take: {exc}. "
+            f"Got {dict(params or {})!r} instead."
+        ) from None
+
+
+def smooth(
+    parent: IntArray,
+    counts: FloatArray,
+    smoothing: str | Smoother = "hgs",
+    params: Mapping[str, Any] | None = None,
+    fit_counts: FloatArray | None = None,
+) -> FloatArray:
+    """Class probabilities ``(S, K)`` at every node of a fitted tree.
+
+    Parameters
+    ----------
+    parent
+        ``(S,)`` parent of every node, ``-1`` for the root (node 0), ``parent[i] < i``.
+    counts
+        ``(S, K)`` class counts of every node (those predictions are made from).
+    smoothing, params
+        The estimator and its parameters (see :func:`make_smoother`).
+    fit_counts
+        Counts the estimator's parameters are fitted on (HGS's leave-one-out objective, HDP's
+        posterior), if not ``counts``: "honest" counts from examples that did not choose the
+        tree's structure.
+
+    Examples
+    --------
+    >>> import numpy as np
+
+    A stump whose right leaf saw one example: Laplace gives it 2/3, HGS backs it off toward
+    its parent.
+
+    >>> parent = np.array([-1, 0, 0])
+    >>> counts = np.array([[6., 4.], [5., 4.], [1., 0.]])
+    >>> smooth(parent, counts, "laplace")[2].round(3).tolist()
+    [0.667, 0.333]
+    >>> p = smooth(parent, counts, "hgs")
+    >>> bool(np.allclose(p.sum(axis=1), 1.0))
+    True
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 2 or counts.shape[0] != parent.shape[0]:
+        raise InputError(f"counts must have shape (len(parent)={parent.shape[0]}, n_classes); got {counts.shape}")
+    try:
+        topology = Topology.from_parent(parent)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    smoother = make_smoother(smoothing, params)
+    smoother.refit(topology, counts, fit_counts)
+    return smoother.node_proba(topology, counts)

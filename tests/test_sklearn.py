@@ -1,0 +1,122 @@
+"""The scikit-learn adapter: scikit-learn's own estimator checks, then what users rely on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.tree import DecisionTreeClassifier, ExtraTreeClassifier
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from streamtree.exceptions import ConfigError
+from streamtree.sklearn import SmoothedTreeClassifier, node_counts, tree_parent
+from streamtree.smoothing import HGS, MBranch
+
+
+def _expected_failures(estimator: SmoothedTreeClassifier) -> dict[str, str]:
+    return {
+        "check_sample_weight_equivalence_on_dense_data": (
+            "min_samples_leaf=2 counts rows, not weight: a row of weight 2 and two copies of it can "
+            "grow different trees; DecisionTreeClassifier(min_samples_leaf=2) fails this check too"
+        )
+    }
+
+
+@parametrize_with_checks(
+    [
+        SmoothedTreeClassifier(),
+        SmoothedTreeClassifier(smoothing="hdp", smoothing_params={"iterations": 30}),
+        SmoothedTreeClassifier(smoothing="laplace", honest="split", random_state=0),
+        SmoothedTreeClassifier(smoothing="hgs", honest="crossfit", random_state=0),
+    ],
+    expected_failed_checks=_expected_failures,
+)
+def test_sklearn_estimator_checks(estimator, check) -> None:  # type: ignore[no-untyped-def]
+    check(estimator)
+
+
+def _data(n: int = 400, k: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    return make_classification(
+        n_samples=n, n_features=6, n_informative=4, n_classes=k, n_clusters_per_class=1, flip_y=0.1, random_state=seed
+    )
+
+
+def test_node_counts_follow_decision_paths() -> None:
+    X, y = _data()
+    tree = DecisionTreeClassifier(min_samples_leaf=3, random_state=0).fit(X, y)
+    parent = tree_parent(tree.tree_)
+    assert parent[0] == -1 and np.all(parent[1:] < np.arange(1, len(parent)))
+    counts = node_counts(tree, X, y, 3)
+    np.testing.assert_array_equal(counts[0], np.bincount(y))
+    leaves = tree.apply(X)
+    for leaf in np.unique(leaves):
+        np.testing.assert_array_equal(counts[leaf], np.bincount(y[leaves == leaf], minlength=3))
+    internal = np.flatnonzero(tree.tree_.children_left >= 0)
+    children_sum = counts[tree.tree_.children_left[internal]] + counts[tree.tree_.children_right[internal]]
+    np.testing.assert_array_equal(counts[internal], children_sum)
+
+
+def test_mle_reproduces_the_plain_tree_and_laplace_its_formula() -> None:
+    X, y = _data()
+    tree = DecisionTreeClassifier(min_samples_leaf=2, random_state=0)
+    mle = SmoothedTreeClassifier(estimator=tree, smoothing="mle").fit(X, y)
+    np.testing.assert_allclose(mle.predict_proba(X), tree.fit(X, y).predict_proba(X))
+    lap = SmoothedTreeClassifier(estimator=tree, smoothing="laplace").fit(X, y)
+    leaf_counts = node_counts(tree, X, y, 3)[tree.apply(X)]
+    np.testing.assert_allclose(lap.predict_proba(X), (leaf_counts + 1) / (leaf_counts.sum(axis=1, keepdims=True) + 3))
+
+
+def test_string_labels_other_tree_kinds_and_smoothing_params() -> None:
+    X, y = _data(k=2)
+    labels = np.array(["no", "yes"])[y]
+    clf = SmoothedTreeClassifier(
+        estimator=ExtraTreeClassifier(random_state=0), smoothing="hgs", smoothing_params={"mode": "paper"}
+    ).fit(X, labels)
+    assert list(clf.classes_) == ["no", "yes"]
+    assert set(clf.predict(X)) <= {"no", "yes"}
+    assert clf.smoothers_[0].mode == "paper"
+    p = clf.predict_proba(X)
+    assert np.all(p > 0) and np.allclose(p.sum(axis=1), 1.0)
+
+
+def test_honest_split_grows_on_one_part_and_predicts_from_all_counts() -> None:
+    X, y = _data(n=300)
+    clf = SmoothedTreeClassifier(smoothing="laplace", honest="split", honest_fraction=0.6, random_state=1).fit(X, y)
+    tree = clf.estimators_[0]
+    assert tree.tree_.n_node_samples[0] == 180  # the structure saw 60% of the rows
+    leaf_counts = node_counts(tree, X, y, 3)  # ... and the probabilities all of them
+    np.testing.assert_allclose(clf.leaf_proba_[0], (leaf_counts + 1) / (leaf_counts.sum(axis=1, keepdims=True) + 3))
+
+
+def test_crossfit_averages_two_honest_trees() -> None:
+    X, y = _data(n=300)
+    clf = SmoothedTreeClassifier(smoothing="laplace", honest="crossfit", random_state=1).fit(X, y)
+    assert len(clf.estimators_) == 2
+    sizes = [t.tree_.n_node_samples[0] for t in clf.estimators_]
+    assert sorted(sizes) == [150, 150]
+    expected = sum(p[t.apply(X)] for t, p in zip(clf.estimators_, clf.leaf_proba_)) / 2
+    np.testing.assert_allclose(clf.predict_proba(X), expected)
+
+
+def test_a_smoother_instance_is_copied_not_fitted_in_place() -> None:
+    X, y = _data()
+    mine = HGS(mode="paper")
+    clf = SmoothedTreeClassifier(smoothing=mine).fit(X, y)
+    assert clf.smoothers_[0] is not mine and mine.n_refits == 0
+    assert isinstance(SmoothedTreeClassifier(smoothing=MBranch()).fit(X, y).smoothers_[0], MBranch)
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [
+        ({"honest": "half"}, "honest"),
+        ({"honest_fraction": 1.0}, "honest_fraction"),
+        ({"smoothing": "kernel"}, "smoothing"),
+        ({"smoothing_params": {"nope": 1}}, "smoothing_params"),
+    ],
+)
+def test_bad_parameters_raise_config_error_at_fit(params: dict[str, object], name: str) -> None:
+    X, y = _data()
+    clf = SmoothedTreeClassifier(**params)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=f"'{name}'.*Got"):
+        clf.fit(X, y)
