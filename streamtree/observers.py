@@ -64,8 +64,11 @@ class LeafStats:
         self.seen = np.zeros(4)  # examples observed by the slot
         self.last_attempt = np.zeros(4)
         self.shift = np.zeros(0)
+        # logical sizes: the arrays may be larger (capacity doubles as they grow)
         self.n_numeric = 0
         self.n_classes = 0
+        self.n_nominal = 0
+        self.n_values = 0
         self.free: list[int] = [3, 2, 1, 0]  # a stack: the lowest free slot is taken first
         # examples learned one at a time wait here, per slot, until the slot's statistics are
         # read (a split attempt): then they are added as one batch, in arrival order
@@ -83,6 +86,8 @@ class LeafStats:
         self.nom = _grown(_grown(_grown(self.nom, 1, n_nominal), 2, n_values), 3, n_classes)
         self.n_numeric = n_numeric
         self.n_classes = n_classes
+        self.n_nominal = n_nominal
+        self.n_values = n_values
 
     def set_shift(self, col: int, value: float) -> None:
         self.shift[col] = value
@@ -172,58 +177,59 @@ class LeafStats:
         self.flush(slot)
         crit = CRITERIA[criterion]
         k = self.n_classes
-        best_per_feature: list[float] = []
-        candidates: list[tuple[float, int, int, float, FloatArray, FloatArray]] = []
+        merits: list[np.ndarray] = []  # best merit per feature, numeric then nominal
+        picks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
         n = self.num_n[slot, : self.n_numeric, :k]
-        if n.size:
-            total = n.sum(axis=1)
-            lo, hi = self.num_min[slot, : self.n_numeric], self.num_max[slot, : self.n_numeric]
-            usable = (total > 0) & (hi > lo)
-            if usable.any():
-                cols = np.flatnonzero(usable)
-                n_u = n[cols]
-                s = self.num_s[slot, cols, :k]
-                q = self.num_q[slot, cols, :k]
-                mean = np.divide(s, n_u, out=np.zeros_like(s), where=n_u > 0)
-                var = np.divide(q - s * mean, n_u - 1.0, out=np.zeros_like(s), where=n_u > 1)
-                std = np.sqrt(np.maximum(var, 0.0))
-                mean += self.shift[cols, None]
-                frac_pts = np.arange(1, n_split_points + 1) / (n_split_points + 1)
-                t = lo[cols, None] + (hi[cols] - lo[cols])[:, None] * frac_pts  # (F, C)
-                z = (t[:, :, None] - mean[:, None, :]) / np.where(std > 0, std, 1.0)[:, None, :]
-                share = np.where(std[:, None, :] > 0, ndtr(z), (t[:, :, None] >= mean[:, None, :]) * 1.0)
-                left = n_u[:, None, :] * share  # (F, C, K)
-                merit = self._merit(crit, left, n_u[:, None, :], min_branch_fraction)
-                for i, col in enumerate(cols):
-                    j = int(np.argmax(merit[i]))
-                    m = float(merit[i, j])
-                    best_per_feature.append(m)
-                    candidates.append((m, NUMERIC, int(col), float(t[i, j]), left[i, j], n_u[i] - left[i, j]))
+        lo, hi = self.num_min[slot, : self.n_numeric], self.num_max[slot, : self.n_numeric]
+        cols = np.flatnonzero((n.sum(axis=1) > 0) & (hi > lo))
+        if cols.size:
+            n_u = n[cols]
+            s = self.num_s[slot, cols, :k]
+            q = self.num_q[slot, cols, :k]
+            mean = np.divide(s, n_u, out=np.zeros_like(s), where=n_u > 0)
+            var = np.divide(q - s * mean, n_u - 1.0, out=np.zeros_like(s), where=n_u > 1)
+            std = np.sqrt(np.maximum(var, 0.0))[:, None, :]
+            mean = (mean + self.shift[cols, None])[:, None, :]
+            t = lo[cols, None] + (hi[cols] - lo[cols])[:, None] * (np.arange(1, n_split_points + 1) / (n_split_points + 1))
+            tt = t[:, :, None]
+            # each class's share left of t under its Gaussian; a class with one value is a step
+            share = np.where(std > 0, ndtr((tt - mean) / np.where(std > 0, std, 1.0)), (tt >= mean) * 1.0)
+            left = n_u[:, None, :] * share  # (F, C, K)
+            merit = self._merit(crit, left, n_u[:, None, :], min_branch_fraction)
+            j = merit.argmax(axis=1)
+            f = np.arange(cols.size)
+            merits.append(merit[f, j])
+            picks.append((NUMERIC, cols, t[f, j], left[f, j], n_u - left[f, j], merit[f, j]))
 
-        counts = self.nom[slot, :, :, :k]
-        if counts.size:
-            total = counts.sum(axis=1)  # (F, K)
-            cols = np.flatnonzero(total.sum(axis=1) > 0)
-            if cols.size:
-                c = counts[cols]
-                merit = self._merit(crit, c, total[cols][:, None, :], min_branch_fraction)
-                merit = np.where(c.sum(axis=2) > 0, merit, -np.inf)
-                for i, col in enumerate(cols):
-                    j = int(np.argmax(merit[i]))
-                    m = float(merit[i, j])
-                    best_per_feature.append(m)
-                    candidates.append((m, NOMINAL, int(col), float(j), c[i, j].copy(), total[col] - c[i, j]))
+        counts = self.nom[slot, : self.n_nominal, : self.n_values, :k]
+        total = counts.sum(axis=1)  # (F, K)
+        cols = np.flatnonzero(total.sum(axis=1) > 0)
+        if cols.size:
+            c = counts[cols]
+            merit = self._merit(crit, c, total[cols][:, None, :], min_branch_fraction)
+            merit = np.where(c.sum(axis=2) > 0, merit, -np.inf)  # a value never seen here
+            j = merit.argmax(axis=1)
+            f = np.arange(cols.size)
+            merits.append(merit[f, j])
+            picks.append((NOMINAL, cols, j.astype(np.float64), c[f, j], total[cols] - c[f, j], merit[f, j]))
 
-        if not candidates:
+        if not merits:
             return None
-        best = int(np.argmax([cand[0] for cand in candidates]))
-        merit_best, kind, col, thr, left_k, right_k = candidates[best]
-        if not math.isfinite(merit_best):
+        every = np.concatenate(merits)
+        best = int(np.argmax(every))
+        if not np.isfinite(every[best]):
             return None
-        others = [m for i, m in enumerate(best_per_feature) if i != best and math.isfinite(m)]
-        second = max([0.0, *others])
-        return SplitSuggestion(kind, col, thr, merit_best, second, left_k, right_k)
+        rest = np.delete(every, best)
+        rest = rest[np.isfinite(rest)]
+        second = max(0.0, float(rest.max())) if rest.size else 0.0  # 0: the merit of not splitting
+        for kind, cols, thresholds, lefts, rights, m in picks:
+            if best < cols.size:
+                return SplitSuggestion(
+                    kind, int(cols[best]), float(thresholds[best]), float(m[best]), second, lefts[best].copy(), rights[best].copy()
+                )
+            best -= cols.size
+        raise AssertionError("unreachable: best indexes one of the picks")
 
     @staticmethod
     def _merit(crit, left: FloatArray, total: FloatArray, min_branch_fraction: float) -> FloatArray:  # type: ignore[no-untyped-def]
@@ -238,17 +244,29 @@ class LeafStats:
     ARRAYS = ("num_n", "num_s", "num_q", "num_min", "num_max", "nom", "seen", "last_attempt", "shift")
 
     def to_state(self) -> dict[str, object]:
+        """Arrays cut to their logical sizes (capacity depends on growth history, not data)."""
         self.flush()
-        state: dict[str, object] = {name: getattr(self, name) for name in self.ARRAYS}
-        state.update(n_numeric=self.n_numeric, n_classes=self.n_classes, free=list(self.free))
+        f, k, c, v = self.n_numeric, self.n_classes, self.n_nominal, self.n_values
+        state: dict[str, object] = {
+            "num_n": self.num_n[:, :f, :k],
+            "num_s": self.num_s[:, :f, :k],
+            "num_q": self.num_q[:, :f, :k],
+            "num_min": self.num_min[:, :f],
+            "num_max": self.num_max[:, :f],
+            "nom": self.nom[:, :c, :v, :k],
+            "seen": self.seen,
+            "last_attempt": self.last_attempt,
+            "shift": self.shift[:f],
+        }
+        state.update(free=list(self.free))
         return state
 
     @classmethod
     def from_state(cls, state: dict[str, object]) -> LeafStats:
         stats = cls()
-        for name in cls.ARRAYS:
+        for name in ("num_n", "num_s", "num_q", "num_min", "num_max", "nom", "seen", "last_attempt", "shift"):
             setattr(stats, name, np.array(state[name], dtype=np.float64))
-        stats.n_numeric = int(state["n_numeric"])  # type: ignore[call-overload]
-        stats.n_classes = int(state["n_classes"])  # type: ignore[call-overload]
+        stats.n_numeric, stats.n_classes = stats.num_n.shape[1:]
+        stats.n_nominal, stats.n_values = stats.nom.shape[1:3]
         stats.free = [int(i) for i in state["free"]]  # type: ignore[attr-defined]
         return stats

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from river import base
 
+from streamtree.minibatch import batch_length, encode_batch, encode_for_prediction, learn_encoded
 from streamtree.config import validate_config
 from streamtree.criteria import RANGES, hoeffding_bound
 from streamtree.exceptions import InputError
@@ -352,38 +353,29 @@ class ProbabilityTree(base.MiniBatchClassifier):
         return max(proba, key=proba.__getitem__) if proba else None
 
     # -- batches ------------------------------------------------------------------------
-    @staticmethod
-    def _rows(X: Any) -> Iterable[Mapping[Hashable, Any]]:
-        if isinstance(X, pd.DataFrame):
-            columns = list(X.columns)
-            return (dict(zip(columns, values)) for values in X.itertuples(index=False, name=None))
-        if isinstance(X, np.ndarray):
-            if X.ndim != 2:
-                raise InputError(f"X must be 2-dimensional. Got an array of shape {X.shape} instead.", field="X")
-            return (dict(enumerate(values)) for values in X.tolist())
-        if isinstance(X, Sequence):
-            return X
-        raise InputError(
-            f"X must be a pandas DataFrame, a 2-D numpy array or a list of dicts. Got {type(X).__name__} instead.",
-            field="X",
-        )
-
     def learn_many(self, X: Any, y: Any) -> None:
-        """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives."""
-        labels = list(y.tolist() if hasattr(y, "tolist") else y)
-        rows = list(self._rows(X))
-        if len(rows) != len(labels):
-            raise InputError(f"X and y must have the same length. Got {len(rows)} and {len(labels)}.", field="y")
-        for x, label in zip(rows, labels):
-            self.learn_one(x, label)
+        """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives.
+
+        ``X`` is a pandas DataFrame, a 2-D numpy array (features named 0, 1, ...) or a list of
+        dicts. The whole batch is validated first: a bad value raises :class:`InputError` and
+        nothing of the batch is learned.
+        """
+        labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
+        if len(labels) != batch_length(X):
+            raise InputError(f"X and y must have the same length. Got {batch_length(X)} and {len(labels)}.", field="y")
+        registry, num, nom, first_values = encode_batch(self.registry, X)
+        self.registry = registry
+        self._sync_stats_shape()
+        for col, value in first_values.items():
+            self._stats.set_shift(col, value)
+        learn_encoded(self, num, nom, labels)
 
     def predict_proba(self, X: Any) -> FloatArray:
         """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
-        rows = list(self._rows(X))
-        k = len(self.classes_)
-        if not k:
-            return np.zeros((len(rows), 0))
-        nodes = self._route_many(rows)
+        num, nom = encode_for_prediction(self.registry, X)
+        if not self.classes_:
+            return np.zeros((num.shape[0], 0))
+        nodes = self._route_matrix(num, nom, 0)
         proba = self._smoother.predict(self.topology_, self._node_counts(), nodes)
         return self._finish(proba)
 
@@ -398,27 +390,15 @@ class ProbabilityTree(base.MiniBatchClassifier):
             return pd.Series([None] * len(proba), index=proba.index, dtype=object)
         return proba.idxmax(axis=1)
 
-    def _encode_many(self, rows: Sequence[Mapping[Hashable, Any]]) -> tuple[FloatArray, IntArray]:
-        """Numeric matrix (NaN missing) and nominal code matrix (-1 missing) for known features."""
-        reg = self.registry
-        num = np.full((len(rows), reg.n_numeric), np.nan)
-        nom = np.full((len(rows), reg.n_nominal), -1, dtype=np.int64)
-        for i, x in enumerate(rows):
-            row = reg.encode(x, learn=False)
-            num[i, row.num_cols] = row.num_vals
-            nom[i, row.nom_cols] = row.nom_codes
-        return num, nom
-
-    def _route_many(self, rows: Sequence[Mapping[Hashable, Any]]) -> IntArray:
-        """The node each row ends at, one numpy pass per depth level."""
-        num, nom = self._encode_many(rows)
+    def _route_matrix(self, num: FloatArray, nom: IntArray, start: int) -> IntArray:
+        """The node each encoded row ends at, from ``start``: one numpy pass per depth level."""
         s = self.n_nodes
         kind = np.array(self._kind)
         col = np.array(self._col)
         thr = np.array(self._thr)
         left = np.array(self._left)
         right = np.array(self._right)
-        node = np.zeros(len(rows), dtype=np.int64)
+        node = np.full(num.shape[0], start, dtype=np.int64)
         active = np.flatnonzero(kind[node] != LEAF)
         while active.size and s > 1:
             nd = node[active]
