@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,6 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="Port to bind (default 8000).")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
     return parser
+
+
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -48,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         loop = "uvloop"
     except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
         loop = "asyncio"
+    # uvicorn shuts down gracefully on SIGTERM (lifespan: queued writes finished, snapshots
+    # written), restores the previous handler and re-raises the signal; this handler turns
+    # that into exit status 0, as a clean stop should be.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.run(
         create_app(settings),
         host=settings.host,

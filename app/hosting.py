@@ -400,9 +400,11 @@ class ModelHost:
             await self.db.run(self.db.store.append, self.name, first, texts)
         except Exception:
             log.exception("model %r: commit of events %d..%d failed", self.name, first, self.seq)
-            for request, _, _ in applied:
-                _fail(request, StorageFailure())
-            await self._rebuild()
+            try:
+                await self._rebuild()  # before answering, so the client's next request sees the durable state
+            finally:
+                for request, _, _ in applied:
+                    _fail(request, StorageFailure())
             return
         self.telemetry.commit_seconds.observe(loop.time() - start)
         self.telemetry.commit_events.observe(len(texts))
