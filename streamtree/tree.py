@@ -112,8 +112,8 @@ class ProbabilityTree(base.MiniBatchClassifier):
         smoothing: str = "hgs",
         split_criterion: str = "info_gain",
         grace_period: int = 30,
-        delta: float = 0.05,
-        tau: float = 0.1,
+        delta: float = 0.2,
+        tau: float = 0.2,
         max_depth: int | None = None,
         max_nodes: int = 20_000,
         n_split_points: int = 10,
@@ -121,7 +121,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         nominal_features: Sequence[Hashable] | None = None,
         leaf_init: str = "inherit",
         loocv_counts: str = "honest",
-        refit_every: int = 100,
+        refit_every: int = 500,
         refit_steps: int = 3,
         prior_weight: float = 1.0,
         m: float = 1.0,
@@ -453,6 +453,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         pseudo-node with share ``alpha0 / Z``, ``Z = n_l + sum alpha_p + alpha0``; the shares
         sum to one.
         """
+        proba = self.predict_proba_one(x)  # first: it also sizes the smoother to the tree
         path = self._path_of(x) if self.classes_ else [0]
         counts = self._node_counts()
         totals = counts[path].sum(axis=1)
@@ -484,7 +485,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
             "leaf": path[-1],
             "stopped_early": self._kind[path[-1]] != LEAF,
             "prior_share": prior_share,
-            "proba": self.predict_proba_one(x),
+            "proba": proba,
         }
 
     @property
