@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         loop=loop,
         http="httptools",
         log_level=settings.log_level,
-        access_log=False,  # per-request logging costs more than the request; see /metrics
+        access_log=False,
+        server_header=False,  # per-request logging costs more than the request; see /metrics
         timeout_graceful_shutdown=30,
     )
 

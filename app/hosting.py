@@ -186,6 +186,7 @@ class ModelHost:
         self.limits = Limits.from_settings(settings)
         self.db = db
         self.telemetry = telemetry
+        self._predicted = telemetry.predicted.labels(name)
         self.pending = PendingIds(settings.pending_max, settings.pending_ttl_seconds)
         self.recovering = False
         self._queue: deque[_LearnRequest] = deque()
@@ -209,7 +210,7 @@ class ModelHost:
             raise _input_error(exc, ("body", "features")) from None
         if key is not None:
             self.pending.put(key, x)
-        self.telemetry.predicted.labels(self.name).inc()
+        self._predicted.inc()
         return {label_key(c): p for c, p in proba.items()}
 
     def predict_many(self, xs: list[dict[str, Any]]) -> list[dict[str, float]]:
@@ -225,7 +226,7 @@ class ModelHost:
                 raise _input_error(exc, ("body", "instances")) from None
             keys = [label_key(c) for c in classes]
             out = [dict(zip(keys, row)) for row in rows]
-        self.telemetry.predicted.labels(self.name).inc(len(xs))
+        self._predicted.inc(len(xs))
         return out
 
     def explain(self, x: dict[str, Any]) -> dict[str, Any]:

@@ -54,7 +54,10 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         finally:
             await registry.close()
 
-    app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only
+                  # cost a provider lookup on every request.
+                  telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.settings = settings
     app.state.telemetry = telemetry
     install_handlers(app)

@@ -98,6 +98,9 @@ class InstrumentMiddleware:
     def __init__(self, app: ASGIApp, telemetry: Telemetry) -> None:
         self.app = app
         self.telemetry = telemetry
+        # Labelled children, looked up once (``labels()`` costs more than the increment).
+        self._counters: dict[tuple[str, str, int], Any] = {}
+        self._timers: dict[tuple[str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -115,9 +118,17 @@ class InstrumentMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
+            elapsed = time.perf_counter() - start
             route: Any = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = scope["method"]
-            t = self.telemetry
-            t.requests.labels(method, template, str(status)).inc()
-            t.latency.labels(method, template).observe(time.perf_counter() - start)
+            counter = self._counters.get((method, template, status))
+            if counter is None:
+                counter = self.telemetry.requests.labels(method, template, str(status))
+                self._counters[method, template, status] = counter
+            timer = self._timers.get((method, template))
+            if timer is None:
+                timer = self.telemetry.latency.labels(method, template)
+                self._timers[method, template] = timer
+            counter.inc()
+            timer.observe(elapsed)
