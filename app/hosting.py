@@ -225,7 +225,7 @@ class ModelHost:
             except InputError as exc:
                 raise _input_error(exc, ("body", "instances")) from None
             keys = [label_key(c) for c in classes]
-            out = [dict(zip(keys, row)) for row in rows]
+            out = [dict(zip(keys, row, strict=True)) for row in rows]
         self._predicted.inc(len(xs))
         return out
 
@@ -384,7 +384,7 @@ class ModelHost:
                 if i == 0:
                     raise error from None
                 raise _PartiallyApplied(error) from None
-        for proba, (_, y, _) in zip(probas, resolved):
+        for proba, (_, y, _) in zip(probas, resolved, strict=True):
             self.prequential.update(proba, y)
         for event in request.events:
             if event.id is not None:

@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 TARGETS = {
-    "predict_p50_ms": 2.0,
+    "predict_p50_ms_1_client": 2.0,
+    "predict_p50_ms_8_clients": 2.0,
     "predict_single_8_rps": 1500.0,
     "learn_single_8_rps": 1000.0,
     "predict_batched_per_s": 50_000.0,
@@ -188,7 +189,7 @@ def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[d
     rest_x, rest_y = xs[warm // 2: warm // 2 + n_single], ys[warm // 2: warm // 2 + n_single]
 
     def learn_loop() -> None:
-        for x, y in zip(rest_x, rest_y):
+        for x, y in zip(rest_x, rest_y, strict=True):
             m2.learn_one(x, y)
 
     out["learn_one_per_s"] = rate(learn_loop, len(rest_x))
@@ -196,7 +197,7 @@ def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[d
     m3.learn_many(xs[: warm // 2], ys[: warm // 2])
 
     def prequential_loop() -> None:
-        for x, y in zip(rest_x, rest_y):
+        for x, y in zip(rest_x, rest_y, strict=True):
             m3.predict_proba_one(x)
             m3.learn_one(x, y)
 
@@ -218,12 +219,13 @@ async def http_workloads(host: str, port: int, xs: list[dict[str, Any]], ys: lis
     results: list[Result] = []
     # Batched learning: the first `warm` events, 1,000 per request (1 client, then 8).
     half = warm // 2
-    batches = [dumps({"events": [{"features": x, "label": y} for x, y in zip(xs[i:i + 1000], ys[i:i + 1000])]}).encode()
+    batches = [dumps({"events": [{"features": x, "label": y}
+                                 for x, y in zip(xs[i:i + 1000], ys[i:i + 1000], strict=True)]}).encode()
                for i in range(0, warm, 1000)]
     results.append(await run_load(host, port, "learn batched", "/learn", batches[: half // 1000], 1, 1000))
     results.append(await run_load(host, port, "learn batched", "/learn", batches[half // 1000:], 8, 1000))
     # Single-event learning: the next events, one per request.
-    single = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[warm:], ys[warm:])]
+    single = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[warm:], ys[warm:], strict=True)]
     results.append(await run_load(host, port, "learn single", "/learn", single[: n_single // 2], 1, 1))
     results.append(await run_load(host, port, "learn single", "/learn", single[n_single // 2: n_single * 2], 8, 1))
     # Predictions.
@@ -240,8 +242,8 @@ async def http_workloads(host: str, port: int, xs: list[dict[str, Any]], ys: lis
 def table(results: list[Result], baseline: dict[str, float]) -> str:
     base_for = {"learn single": "test_then_train_per_s", "learn batched": "test_then_train_per_s",
                 "predict single": "predict_proba_one_per_s", "predict batched": "predict_proba_batch_per_s"}
-    rows = ["| workload | clients | requests | items/s | requests/s | p50 ms | p99 ms | in-process items/s | HTTP / in-process |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| workload | clients | requests | items/s | requests/s | p50 ms | p99 ms | in-process items/s "
+            "| HTTP / in-process |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         b = baseline[base_for[r.name]]
         rows.append(f"| {r.name} | {r.clients} | {r.requests} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | "
@@ -254,7 +256,8 @@ def verdicts(results: list[Result]) -> dict[str, dict[str, float | bool]]:
         return next(r for r in results if r.name == name and r.clients == clients)
 
     measured = {
-        "predict_p50_ms": max(get("predict single", 1).p50_ms, get("predict single", 8).p50_ms),
+        "predict_p50_ms_1_client": get("predict single", 1).p50_ms,
+        "predict_p50_ms_8_clients": get("predict single", 8).p50_ms,
         "predict_single_8_rps": get("predict single", 8).requests_per_s,
         "learn_single_8_rps": get("learn single", 8).requests_per_s,
         "predict_batched_per_s": max(get("predict batched", c).items_per_s for c in (1, 8)),

@@ -77,7 +77,7 @@ def learn_all(client: TestClient, events: list[Event], path: str = "/learn", bat
 def batch_proba(model: Any, xs: list[dict[str, Any]]) -> list[dict[str, float]]:
     """``model.predict_proba`` as the service returns it for ``{"instances": xs}``."""
     keys = [str(c).lower() if isinstance(c, bool) else str(c) for c in model.classes_]
-    return [dict(zip(keys, row)) for row in model.predict_proba(xs).tolist()]
+    return [dict(zip(keys, row, strict=True)) for row in model.predict_proba(xs).tolist()]
 
 
 def same_predictions(client: TestClient, model: Any, name: str = "default", n: int = 20) -> bool:

@@ -18,7 +18,7 @@ def test_chunked_body_over_limit(running) -> None:  # type: ignore[no-untyped-de
     with running(max_body_bytes=2048) as client:
         def chunks():  # type: ignore[no-untyped-def]
             yield b'{"events": ['
-            for i in range(300):
+            for _ in range(300):
                 yield b'{"features": {"a": 1}, "label": "x"},'
             yield b'{"features": {"a": 1}, "label": "x"}]}'
 

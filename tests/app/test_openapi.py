@@ -51,7 +51,7 @@ def test_no_server_errors(server: str) -> None:
         @given(case=operation.as_strategy())
         @settings(max_examples=25, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
-        def check(case: schemathesis.Case) -> None:
+        def check(case: schemathesis.Case, label: str = label) -> None:
             name = (case.path_parameters or {}).get("name")
             if name is not None and case.method != "DELETE" and len(name) % 2:
                 case.path_parameters["name"] = "default"  # half the cases reach the trained model

@@ -119,7 +119,8 @@ def served_equals_fresh(port: int, log: list[tuple[int, dict[str, Any]]]) -> Non
     status, out = request(port, "POST", "/predict_proba", {"instances": probes})
     assert status == 200 and out["probabilities"] == batch_proba(fresh, probes)
     for x in probes[:10]:
-        assert request(port, "POST", "/predict_proba", {"features": x})[1]["probabilities"] == fresh.predict_proba_one(x)
+        served = request(port, "POST", "/predict_proba", {"features": x})[1]["probabilities"]
+        assert served == fresh.predict_proba_one(x)
     assert request(port, "GET", "/models/default")[1]["summary"]["n_examples"] == len(log)
 
 

@@ -122,8 +122,9 @@ def test_limits_are_422_naming_the_field(running, limit, body, loc) -> None:  # 
 
 def test_label_limit_and_label_type(running, stream) -> None:  # type: ignore[no-untyped-def]
     with running(max_labels=2) as client:
-        client.post("/learn", json={"events": [{"features": {"a": 1}, "label": "p"}, {"features": {"a": 2}, "label": "q"}]})
-        r = client.post("/learn", json={"events": [{"features": {"a": 1}, "label": "p"}, {"features": {"a": 3}, "label": "r"}]})
+        two = [{"features": {"a": 1}, "label": "p"}, {"features": {"a": 2}, "label": "q"}]
+        client.post("/learn", json={"events": two})
+        r = client.post("/learn", json={"events": [two[0], {"features": {"a": 3}, "label": "r"}]})
         assert r.status_code == 422
         err = r.json()["detail"][0]
         assert err["loc"] == ["body", "events", 1, "label"] and err["type"] == "too_many_labels"
