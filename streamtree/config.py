@@ -61,6 +61,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "refit_steps": _int(1, 1000),
     "prior_weight": _float(1e-4, 1e6),
     "m": _float(0.0, 1e9, low_open=True),
+    "half_life": _int(1, none=True),
 }
 
 

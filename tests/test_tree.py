@@ -288,3 +288,30 @@ def test_real_dataset_log_loss_beats_laplace() -> None:
             model.learn_one(x, y)
         losses[smoothing] = metric.get()
     assert losses["hgs"] < losses["laplace"]
+
+
+def test_half_life_forgets_an_old_concept() -> None:
+    """After the concept flips, a forgetting tree follows the new one; counts stay consistent."""
+    rng = random.Random(2)
+    stream_ = [({"a": v, "b": rng.random()}, (v > 0.5) != (i >= 3000)) for i, v in enumerate(rng.random() for _ in range(5000))]
+    plain, forgetting = ProbabilityTree(refit_every=200), ProbabilityTree(refit_every=200, half_life=500)
+    for model in (plain, forgetting):
+        for x, y in stream_:
+            model.learn_one(x, y)
+    probe = {"a": 0.9, "b": 0.5}
+    assert forgetting.predict_proba_one(probe)[False] > plain.predict_proba_one(probe)[False]
+    assert forgetting.predict_proba_one(probe)[False] > 0.8
+    assert forgetting.counts_[0].sum() < 0.5 * plain.counts_[0].sum()
+
+
+def test_half_life_keeps_learn_many_exact_and_round_trips() -> None:
+    data = stream(700, seed=8)
+    one = ProbabilityTree(grace_period=20, refit_every=50, half_life=300)
+    for x, y in data:
+        one.learn_one(x, y)
+    many = ProbabilityTree(grace_period=20, refit_every=50, half_life=300)
+    for start in range(0, len(data), 130):
+        batch = data[start : start + 130]
+        many.learn_many([x for x, _ in batch], [y for _, y in batch])
+    assert one.to_bytes() == many.to_bytes()
+    assert ProbabilityTree.from_bytes(one.to_bytes()).to_bytes() == one.to_bytes()
