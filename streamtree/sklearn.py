@@ -13,20 +13,26 @@ from typing import Any, Literal
 import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from streamtree.batch import make_smoother
 from streamtree.exceptions import ConfigError
-from streamtree.smoothing import Smoother
+from streamtree.smoothing import HGS, Smoother
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
 
 __all__ = ["SmoothedTreeClassifier", "tree_parent", "node_counts"]
 
-Honest = Literal["none", "split", "crossfit"]
+Honest = Literal["none", "split", "crossfit", "cv"]
+
+#: HGS weights tried by ``honest="cv"``: one weight for every ancestor, and the uniform
+#: pseudo-node's weight (1e-4 is HGS's floor, i.e. practically no pseudo-node)
+CV_WEIGHTS: tuple[float, ...] = tuple(2.0 ** np.arange(-3, 6))
+CV_PRIOR_WEIGHTS: tuple[float, ...] = (1e-4, 1.0)
 
 
 def tree_parent(tree: Any) -> IntArray:
@@ -47,6 +53,32 @@ def tree_parent(tree: Any) -> IntArray:
         has = side >= 0
         parent[side[has]] = np.flatnonzero(has)
     return parent
+
+
+def fixed_hgs(n_nodes: int, weight: float, prior_weight: float) -> HGS:
+    """An HGS smoother whose every ancestor weighs ``weight`` and whose uniform pseudo-node
+    weighs ``prior_weight`` (Eq. 4 with tied weights), set through its persisted state.
+
+    Examples
+    --------
+    Leaf ``[6, 0]`` under a root ``[6, 2]``: ``(6 + 2 * 0.75 + 1 / 2) / (6 + 2 + 1) = 8 / 9``.
+
+    >>> from streamtree.topology import Topology
+    >>> t = Topology.from_parent(np.array([-1, 0, 0]))
+    >>> hgs = fixed_hgs(3, 2.0, 1.0)
+    >>> hgs.node_proba(t, np.array([[6., 2.], [6., 0.], [0., 2.]]))[1].round(4).tolist()
+    [0.8889, 0.1111]
+    """
+    hgs = HGS()
+    state = hgs.get_state()
+    state.update(
+        theta=np.full(n_nodes, np.log(weight)),
+        step=np.full(n_nodes, 0.1),
+        grad=np.zeros(n_nodes),
+        theta0=float(np.log(prior_weight)),
+    )
+    hgs.set_state(state)
+    return hgs
 
 
 def node_counts(estimator: Any, X: Any, y_codes: IntArray, n_classes: int, sample_weight: FloatArray | None = None) -> FloatArray:
@@ -83,8 +115,16 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         choose the structure), and predictions use the counts of all examples.
         ``"crossfit"``: ``"split"`` both ways round (two trees, each honest), probabilities
         averaged.
+        ``"cv"`` (HGS only): structure and counts from all the data; HGS's weights tied to one
+        value for every ancestor plus the uniform pseudo-node's, chosen from
+        :data:`CV_WEIGHTS` x :data:`CV_PRIOR_WEIGHTS` by ``cv_folds``-fold cross-validation:
+        trees grown on the other folds, the held-out examples scored by their squared error
+        (Brier). The weights are honest (chosen on examples the scoring tree did not see) while
+        the served tree keeps all the data.
     honest_fraction
         Share of the data that grows the structure when honest (stratified split).
+    cv_folds
+        Folds of ``honest="cv"``.
     random_state
         Seeds the honest split, and the tree's own randomness when the tree's
         ``random_state`` is ``None``.
@@ -118,6 +158,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         smoothing_params: dict[str, Any] | None = None,
         honest: Honest = "none",
         honest_fraction: float = 0.5,
+        cv_folds: int = 3,
         random_state: int | np.random.RandomState | None = None,
     ) -> None:
         self.estimator = estimator
@@ -125,13 +166,39 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         self.smoothing_params = smoothing_params
         self.honest = honest
         self.honest_fraction = honest_fraction
+        self.cv_folds = cv_folds
         self.random_state = random_state
 
+    def _base_tree(self) -> Any:
+        if self.estimator is None:
+            return DecisionTreeClassifier(criterion="entropy", min_samples_leaf=2)
+        return self.estimator
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        # missing values (NaN) are accepted exactly when the tree accepts them
+        tags.input_tags.allow_nan = get_tags(self._base_tree()).input_tags.allow_nan
+        return tags
+
+    def _finite(self) -> bool | str:
+        return "allow-nan" if get_tags(self).input_tags.allow_nan else True
+
     def _validate_params_(self) -> None:
-        if self.honest not in ("none", "split", "crossfit"):
+        if self.honest not in ("none", "split", "crossfit", "cv"):
             raise ConfigError(
-                f"The 'honest' parameter of SmoothedTreeClassifier must be 'none', 'split' or 'crossfit'. "
+                "The 'honest' parameter of SmoothedTreeClassifier must be 'none', 'split', 'crossfit' or 'cv'. "
                 f"Got {self.honest!r} instead."
+            )
+        is_hgs = self.smoothing == "hgs" or isinstance(self.smoothing, HGS)
+        if self.honest == "cv" and not is_hgs:
+            raise ConfigError(
+                "The 'smoothing' parameter of SmoothedTreeClassifier must be 'hgs' when honest='cv'. "
+                f"Got {self.smoothing!r} instead."
+            )
+        folds = self.cv_folds
+        if not (isinstance(folds, (int, np.integer)) and not isinstance(folds, bool) and folds >= 2):
+            raise ConfigError(
+                f"The 'cv_folds' parameter of SmoothedTreeClassifier must be an int >= 2. Got {folds!r} instead."
             )
         frac = self.honest_fraction
         if not (isinstance(frac, (int, float)) and not isinstance(frac, bool) and 0.0 < frac < 1.0):
@@ -149,8 +216,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
     def _fit_one(
         self, X: Any, y: IntArray, w: FloatArray | None, grow: IntArray, fit: IntArray | None, k: int, seed: int
     ) -> tuple[Any, Smoother, FloatArray]:
-        base = DecisionTreeClassifier(criterion="entropy", min_samples_leaf=2) if self.estimator is None else self.estimator
-        tree = clone(base)
+        tree = clone(self._base_tree())
         if "random_state" in tree.get_params() and tree.get_params()["random_state"] is None:
             tree.set_params(random_state=seed)  # the tree's randomness follows ours
         tree.fit(X[grow], y[grow], sample_weight=None if w is None else w[grow])
@@ -164,7 +230,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SmoothedTreeClassifier:
         """Grow the tree(s), count every node's classes and fit the smoother."""
         self._validate_params_()
-        X, y = validate_data(self, X, y)
+        X, y = validate_data(self, X, y, ensure_all_finite=self._finite())
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         k = len(self.classes_)
@@ -172,6 +238,19 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         everything = np.arange(len(codes))
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=2)
+        if self.honest == "cv":
+            weight, prior = self._cv_weights(X, codes, w, k, int(seeds[1]))
+            self.cv_weights_ = (weight, prior)
+            tree = clone(self._base_tree())
+            if "random_state" in tree.get_params() and tree.get_params()["random_state"] is None:
+                tree.set_params(random_state=int(seeds[0]))
+            tree.fit(X, codes, sample_weight=w)
+            topology = Topology.from_parent(tree_parent(tree.tree_))
+            smoother = fixed_hgs(topology.n_nodes, weight, prior)
+            self.estimators_ = [tree]
+            self.smoothers_ = [smoother]
+            self.leaf_proba_ = [smoother.node_proba(topology, node_counts(tree, X, codes, k, w))]
+            return self
         if self.honest == "none" or len(codes) < 4:
             parts = [(everything, None)]
         else:
@@ -187,10 +266,37 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         self.leaf_proba_ = [f[2] for f in fitted]
         return self
 
+    def _cv_weights(self, X: Any, y: IntArray, w: FloatArray | None, k: int, seed: int) -> tuple[float, float]:
+        """The (weight, prior weight) pair with the lowest cross-validated squared error."""
+        grid = [(a, a0) for a in CV_WEIGHTS for a0 in CV_PRIOR_WEIGHTS]
+        if len(y) < 2 * self.cv_folds:
+            return 1.0, 1.0  # too few examples to hold any out: the paper's starting weights
+        stratify = np.bincount(y, minlength=k)
+        splitter = (
+            StratifiedKFold(self.cv_folds, shuffle=True, random_state=seed)
+            if stratify[stratify > 0].min() >= self.cv_folds
+            else KFold(self.cv_folds, shuffle=True, random_state=seed)
+        )
+        loss = np.zeros(len(grid))
+        for j, (train, val) in enumerate(splitter.split(X, y)):
+            tree = clone(self._base_tree())
+            if "random_state" in tree.get_params() and tree.get_params()["random_state"] is None:
+                tree.set_params(random_state=seed + j)
+            tree.fit(X[train], y[train], sample_weight=None if w is None else w[train])
+            topology = Topology.from_parent(tree_parent(tree.tree_))
+            counts = node_counts(tree, X[train], y[train], k, None if w is None else w[train])
+            leaves = tree.apply(X[val])
+            onehot = np.eye(k)[y[val]]
+            wv = np.ones(len(val)) if w is None else w[val]
+            for g, (a, a0) in enumerate(grid):
+                proba = fixed_hgs(topology.n_nodes, a, a0).node_proba(topology, counts)[leaves]
+                loss[g] += float(wv @ ((proba - onehot) ** 2).sum(axis=1))
+        return grid[int(np.argmin(loss))]
+
     def predict_proba(self, X: Any) -> FloatArray:
         """Class probabilities, columns in the order of ``classes_``."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False)
+        X = validate_data(self, X, reset=False, ensure_all_finite=self._finite())
         proba = sum(p[t.apply(X)] for t, p in zip(self.estimators_, self.leaf_proba_))
         return np.asarray(proba, dtype=np.float64) / len(self.estimators_)
 

@@ -9,7 +9,8 @@ from sklearn.tree import DecisionTreeClassifier, ExtraTreeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from streamtree.exceptions import ConfigError
-from streamtree.sklearn import SmoothedTreeClassifier, node_counts, tree_parent
+from streamtree.sklearn import CV_PRIOR_WEIGHTS, CV_WEIGHTS, SmoothedTreeClassifier, fixed_hgs, node_counts, tree_parent
+from streamtree.topology import Topology
 from streamtree.smoothing import HGS, MBranch
 
 
@@ -28,6 +29,7 @@ def _expected_failures(estimator: SmoothedTreeClassifier) -> dict[str, str]:
         SmoothedTreeClassifier(smoothing="hdp", smoothing_params={"iterations": 30}),
         SmoothedTreeClassifier(smoothing="laplace", honest="split", random_state=0),
         SmoothedTreeClassifier(smoothing="hgs", honest="crossfit", random_state=0),
+        SmoothedTreeClassifier(smoothing="hgs", honest="cv", random_state=0),
     ],
     expected_failed_checks=_expected_failures,
 )
@@ -113,6 +115,8 @@ def test_a_smoother_instance_is_copied_not_fitted_in_place() -> None:
         ({"honest_fraction": 1.0}, "honest_fraction"),
         ({"smoothing": "kernel"}, "smoothing"),
         ({"smoothing_params": {"nope": 1}}, "smoothing_params"),
+        ({"honest": "cv", "smoothing": "laplace"}, "smoothing"),
+        ({"honest": "cv", "cv_folds": 1}, "cv_folds"),
     ],
 )
 def test_bad_parameters_raise_config_error_at_fit(params: dict[str, object], name: str) -> None:
@@ -120,3 +124,32 @@ def test_bad_parameters_raise_config_error_at_fit(params: dict[str, object], nam
     clf = SmoothedTreeClassifier(**params)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=f"'{name}'.*Got"):
         clf.fit(X, y)
+
+
+def test_missing_values_pass_through_when_the_tree_accepts_them() -> None:
+    X, y = _data()
+    X[::7, 0] = np.nan
+    p = SmoothedTreeClassifier(smoothing="hgs").fit(X, y).predict_proba(X)
+    assert np.all(np.isfinite(p)) and np.allclose(p.sum(axis=1), 1.0)
+
+
+def test_cv_keeps_the_full_tree_and_serves_the_chosen_tied_weights() -> None:
+    X, y = _data(n=300)
+    clf = SmoothedTreeClassifier(honest="cv", random_state=0).fit(X, y)
+    weight, prior = clf.cv_weights_
+    assert weight in CV_WEIGHTS and prior in CV_PRIOR_WEIGHTS
+    tree = clf.estimators_[0]
+    assert tree.tree_.n_node_samples[0] == 300  # the served tree saw every row
+    topology = Topology.from_parent(tree_parent(tree.tree_))
+    expected = fixed_hgs(topology.n_nodes, weight, prior).node_proba(topology, node_counts(tree, X, y, 3))
+    np.testing.assert_allclose(clf.leaf_proba_[0], expected)
+
+
+def test_cv_smooths_hard_on_noise_and_lightly_on_a_clean_concept() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 5))
+    noise = rng.integers(0, 2, 600)
+    clean = ((X[:, 0] > 0) ^ (X[:, 1] > 0.5)).astype(int)
+    heavy = SmoothedTreeClassifier(honest="cv", random_state=0).fit(X, noise).cv_weights_[0]
+    light = SmoothedTreeClassifier(honest="cv", random_state=0).fit(X, clean).cv_weights_[0]
+    assert heavy >= 8 and light <= 1
