@@ -118,6 +118,20 @@ class Topology:
         csum = np.concatenate([zero, csum])
         return np.take(csum, self.end_preorder, axis=0) - csum[:-1]
 
+    def preorder_subtree_sum_rows(self, values: FloatArray) -> FloatArray:
+        """:meth:`preorder_subtree_sum` of each row of ``(R, S)`` values (contiguous rows are
+        several times faster than ``(S, R)`` columns for small ``R``)."""
+        csum = np.zeros((values.shape[0], values.shape[1] + 1))
+        np.cumsum(values, axis=1, out=csum[:, 1:])
+        return csum.take(self.end_preorder, axis=1) - csum[:, :-1]
+
+    def preorder_ancestor_sum_rows(self, values: FloatArray) -> FloatArray:
+        """:meth:`preorder_ancestor_sum` of each row of ``(R, S)`` values."""
+        started = np.cumsum(values, axis=1)
+        ended = np.zeros((values.shape[0], values.shape[1] + 1))
+        np.cumsum(values.take(self.by_end, axis=1), axis=1, out=ended[:, 1:])
+        return started - ended.take(self.ended_before, axis=1) - values
+
     def preorder_ancestor_sum(self, values: FloatArray) -> FloatArray:
         """:meth:`ancestor_sum` with values and result in preorder space.
 

@@ -116,21 +116,23 @@ class LoocvProblem:
 
     def __init__(self, topology: Topology, counts: FloatArray) -> None:
         self.topology = topology
-        counts = topology.to_preorder(np.asarray(counts, dtype=np.float64))
-        s, k = counts.shape
+        # classes by rows, nodes in preorder along each row: (K, S)
+        counts = topology.to_preorder(np.asarray(counts, dtype=np.float64)).T.copy()
+        k, s = counts.shape
         self.k = k
         self.internal = ~topology.to_preorder(topology.is_leaf)
-        total = counts.sum(axis=1)
-        th = np.zeros((s, k))
+        total = counts.sum(axis=0)
+        th = np.zeros((k, s))
         has_loo = total > 1  # an ancestor with one example has no leave-one-out estimate: 0
-        np.divide(np.maximum(counts - 1.0, 0.0), (total - 1.0)[:, None], out=th, where=has_loo[:, None])
+        np.divide(np.maximum(counts - 1.0, 0.0), total - 1.0, out=th, where=has_loo)
         self.th = th
         leaf = ~self.internal
         self.n_leaf = float(total[leaf].sum())
-        self.nl = counts * leaf[:, None]
+        self.nl = counts * leaf
         self.present = self.nl > 0
         self.loo_total = np.maximum(total - 1.0, 0.0)
         self.loo_counts = np.maximum(self.nl - 1.0, 0.0)
+        self._buffer = np.empty((k + 1, s))
 
     def evaluate(self, alpha: FloatArray, prior_weight: float) -> tuple[float, FloatArray, float]:
         """Cost, gradient w.r.t. ``alpha`` (preorder) and w.r.t. ``prior_weight``."""
@@ -139,25 +141,32 @@ class LoocvProblem:
         if s == 0 or k == 0 or self.n_leaf <= 0:
             return 0.0, np.zeros(s), 0.0
         a = np.where(self.internal, alpha, 0.0)
-        # one ancestor pass for A (column 0) and B (columns 1..K)
-        sums = topology.preorder_ancestor_sum(np.hstack([a[:, None], a[:, None] * self.th]))
-        denom = self.loo_total + sums[:, 0] + prior_weight
+        # one ancestor pass for A (row 0) and B (rows 1..K)
+        buf = self._buffer
+        buf[0] = a
+        np.multiply(self.th, a, out=buf[1:])
+        sums = topology.preorder_ancestor_sum_rows(buf)
+        denom = self.loo_total + sums[0] + prior_weight
         with np.errstate(divide="ignore", invalid="ignore"):
-            q = (self.loo_counts + sums[:, 1:] + prior_weight / k) / denom[:, None]
-            log_q = np.log2(q, where=self.present, out=np.zeros((s, k)))
-        finite = np.isfinite(log_q) & (~self.present | (q > 0))
-        if not finite.all():
-            cost = math.inf  # constant in every weight: see loocv's Notes
+            q = (self.loo_counts + sums[1:] + prior_weight / k) / denom
+            log_q = np.log2(q, where=self.present, out=np.zeros((k, s)))
+        if not np.isfinite(log_q).all() or (q[self.present] <= 0).any():
+            finite = np.isfinite(log_q) & (q > 0)
+            cost = math.inf  # a term constant in every weight: see loocv's Notes
         else:
+            finite = self.present
             cost = float(-np.vdot(self.nl, log_q) / self.n_leaf)
-        w = np.zeros((s, k))
-        np.divide(self.nl, denom[:, None] * q, out=w, where=self.present & finite)
-        # one subtree pass for U (column 0) and W (columns 1..K)
-        sub = topology.preorder_subtree_sum(np.hstack([np.einsum("ij,ij->i", w, q)[:, None], w]))
+        w = np.zeros((k, s))
+        np.divide(self.nl, denom * q, out=w, where=self.present & finite)
+        # one subtree pass for U (row 0) and W (rows 1..K)
+        np.multiply(w, q, out=buf[1:])
+        buf[0] = buf[1:].sum(axis=0)
+        buf[1:] = w
+        sub = topology.preorder_subtree_sum_rows(buf)
         scale = 1.0 / (self.n_leaf * _LN2)
-        grad = (sub[:, 0] - np.einsum("ij,ij->i", self.th, sub[:, 1:])) * scale
+        grad = (sub[0] - (self.th * sub[1:]).sum(axis=0)) * scale
         grad[~self.internal] = 0.0
-        grad_prior = float((sub[0, 0] - sub[0, 1:].sum() / k) * scale)
+        grad_prior = float((sub[0, 0] - sub[1:, 0].sum() / k) * scale)
         return cost, grad, grad_prior
 
 
