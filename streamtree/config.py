@@ -25,7 +25,7 @@ def _int(low: int, high: float = math.inf, none: bool = False) -> tuple[Callable
     def ok(v: Any) -> bool:
         if v is None:
             return none
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool) and low <= v <= high
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool) and low <= int(v) <= high
 
     text = f"an int in [{low}, {high}]" if high != math.inf else f"an int >= {low}"
     return ok, text + (" or None" if none else "")
@@ -35,7 +35,8 @@ def _float(low: float, high: float, low_open: bool = False, high_open: bool = Fa
     def ok(v: Any) -> bool:
         if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
             return False
-        return (low < v if low_open else low <= v) and (v < high if high_open else v <= high)
+        x = float(v)
+        return (low < x if low_open else low <= x) and (x < high if high_open else x <= high)
 
     return ok, f"a float in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
 

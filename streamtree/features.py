@@ -134,6 +134,7 @@ class FeatureRegistry:
             if fid is None and not learn:
                 continue
             t = type(value)
+            kind: int | None
             if t is str or t is bool:  # the common cases inline; the rest via _classify
                 kind = NOMINAL
             elif t is int and name not in nominal:

@@ -103,11 +103,11 @@ class Topology:
         return int(self.parent.shape[0])
 
     # Preorder space: position j holds node order[j]; a subtree is a contiguous range.
-    def to_preorder(self, values: FloatArray) -> FloatArray:
+    def to_preorder(self, values: np.ndarray) -> np.ndarray:
         """Values per node rearranged by preorder position."""
         return np.take(values, self.order, axis=0)
 
-    def from_preorder(self, values: FloatArray) -> FloatArray:
+    def from_preorder(self, values: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`to_preorder`."""
         return np.take(values, self.start, axis=0)
 

@@ -353,7 +353,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         proba = np.maximum(proba, _MIN_PROBA)
         return proba / proba.sum(axis=-1, keepdims=True)
 
-    def predict_proba_one(self, x: Mapping[Hashable, Any]) -> dict[ClassLabel, float]:
+    def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
         """Probability of every class seen so far (``{}`` before any label); each > 0."""
         if not self.classes_:
             return {}
@@ -361,7 +361,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         proba = self._smoother.path_proba(self.parent_, self._node_counts(), path)
         return dict(zip(self.classes_, self._finish(proba).tolist()))
 
-    def predict_one(self, x: Mapping[Hashable, Any]) -> ClassLabel | None:
+    def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
         proba = self.predict_proba_one(x)
         return max(proba, key=proba.__getitem__) if proba else None
 

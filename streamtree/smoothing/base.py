@@ -10,6 +10,8 @@ a time, :meth:`Smoother.path_proba`) and batch use on any fitted tree
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -47,7 +49,7 @@ class Smoother(ABC):
         """Probabilities ``(len(nodes), K)`` at the given nodes."""
         return self.node_proba(topology, counts)[np.asarray(nodes, dtype=np.int64)]
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         """Probabilities ``(K,)`` at ``path[-1]``; ``path`` runs from the root to that node.
 
         The per-event hot path: it takes the bare ``parent`` array (no :class:`Topology`, which

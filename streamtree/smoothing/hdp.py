@@ -50,6 +50,8 @@ same depth, ``"parent"`` siblings (the root alone), ``"none"`` one per node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 from typing import ClassVar, Literal
 
@@ -422,7 +424,7 @@ class HDP(Smoother):
             return self._proba.copy()
         return self._plug_in(topology, counts)
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         node = int(path[-1])
         if node < self._proba.shape[0] and self._proba.shape[1] == counts.shape[1] and np.array_equal(
             self._counts[node], counts[node]

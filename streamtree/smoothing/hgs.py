@@ -29,6 +29,8 @@ each in preorder: an evaluation is O(S K) with no Python loop over nodes or leve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 from typing import ClassVar, Literal
 
@@ -359,7 +361,7 @@ class HGS(Smoother):
         np.divide(counts + big_b, denom, out=out, where=denom > 0)
         return out
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         # One short path: plain floats cost a fraction of numpy's per-call overhead here.
         self._grow(parent)
         rows = counts.take(path, axis=0).tolist()

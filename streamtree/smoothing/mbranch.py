@@ -16,6 +16,8 @@ notes; the root is smoothed toward uniform.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from typing import ClassVar
 
 import numpy as np
@@ -65,7 +67,7 @@ class MBranch(Smoother):
             out[targets] = theta[targets]
         return out
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         k = counts.shape[1]
         n_root = counts[0].sum()
         theta = np.full(k, 1.0 / k)

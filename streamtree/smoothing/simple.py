@@ -10,6 +10,8 @@ Each reads only the counts of the node itself:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -55,7 +57,7 @@ class MLE(Smoother):
             out[empty] = out[topology.parent[empty]]
         return out
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         for node in reversed(path):
             row = counts[int(node)]
             total = row.sum()
@@ -81,7 +83,7 @@ class Laplace(Smoother):
         counts = np.asarray(counts, dtype=np.float64)
         return (counts + 1.0) / (counts.sum(axis=1, keepdims=True) + counts.shape[1])
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         row = counts[int(path[-1])]
         return (row + 1.0) / (row.sum() + row.shape[0])
 
@@ -129,7 +131,7 @@ class MEstimate(Smoother):
         b = self._base_rate(counts)
         return (counts + self.m * b) / (counts.sum(axis=1, keepdims=True) + self.m)
 
-    def path_proba(self, parent: IntArray, counts: FloatArray, path: IntArray) -> FloatArray:
+    def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         row = counts[int(path[-1])]
         return (row + self.m * self._base_rate(counts)) / (row.sum() + self.m)
 
