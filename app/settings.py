@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     max_string_length: int = Field(default=256, ge=1)
     max_labels: int = Field(default=1_000, ge=2)
     max_models: int = Field(default=100, ge=1)
-    pending_max: int = Field(default=100_000, ge=0)
+    pending_max: int = Field(default=10_000, ge=0)
     pending_ttl_seconds: float = Field(default=3600.0, gt=0)
     snapshot_every: int = Field(default=10_000, ge=1)
     snapshots_kept: int = Field(default=2, ge=1)
