@@ -258,8 +258,8 @@ class ProbabilityTree(base.MiniBatchClassifier):
     def _route(self, x: Mapping[Hashable, Any]) -> list[int]:
         """Root-to-node path of ``x``; it stops where the split feature is missing."""
         kind, col, thr, left, right = self._kind, self._col, self._thr, self._left, self._right
-        names = self.registry.names_by_kind
-        value_of = self.registry.value_of
+        reg = self.registry
+        names, codes, value_of = reg.names_by_kind, reg.codes, reg.value_of
         node = 0
         path = [0]
         while True:
@@ -267,10 +267,21 @@ class ProbabilityTree(base.MiniBatchClassifier):
             if kd == LEAF:
                 return path
             c = col[node]
-            v = value_of(kd, c, x.get(names[kd][c]))
-            if v is None:
-                return path
-            node = left[node] if (v <= thr[node] if kd == NUMERIC else v == thr[node]) else right[node]
+            v = x.get(names[kd][c])
+            t = type(v)
+            # the common exact types inline; anything else through value_of (same semantics)
+            if kd == NUMERIC and (t is float or t is int):
+                if v != v:
+                    return path
+                go_left = v <= thr[node]
+            elif kd == NOMINAL and (t is str or t is bool):
+                go_left = codes[c].get(v, -1) == thr[node]
+            else:
+                v = value_of(kd, c, v)
+                if v is None:
+                    return path
+                go_left = v <= thr[node] if kd == NUMERIC else v == thr[node]
+            node = left[node] if go_left else right[node]
             path.append(node)
 
     def _attempt_split(self, node: int) -> None:
