@@ -28,7 +28,12 @@ networks), each step an exact conditional:
 
    Leaves (whose customers are fixed data) are sampled all at once, then internal nodes one
    depth level at a time from the bottom, each level reading the tables just drawn below it.
-   The root's tables use the uniform base.
+   The root's tables use the uniform base. Each of these draws is an exact conditional of the
+   model with the node's own ``theta`` (and everything below it) integrated out; ``theta``
+   values so marginalised are redrawn in step 3 before anything conditions on them again,
+   which is what makes the partially collapsed sweep leave the posterior invariant. Drawing
+   all leaves first is the same as drawing them level by level: a leaf's conditional reads
+   only its parent's ``theta``, which the upward pass does not change.
 2. *Concentrations* given the tables (``theta`` integrated out), with a Gamma(``a``, ``b``)
    prior, by Teh et al.'s (2006) auxiliary variables, one concentration per tying group ``g``
    shared by its nodes ``u`` with ``M[u] > 0``::
