@@ -1,0 +1,51 @@
+"""Limit and value checks, each error naming its field."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from fastapi.exceptions import RequestValidationError
+
+from app.validation import Limits, check_features, check_id, check_label, check_length
+
+LIMITS = Limits(max_batch=3, max_features=4, max_string_length=5, max_labels=2)
+
+
+def error(fn, *args):  # type: ignore[no-untyped-def]
+    with pytest.raises(RequestValidationError) as info:
+        fn(*args)
+    (e,) = info.value.errors()
+    return e["loc"], e["type"]
+
+
+@pytest.mark.parametrize("x", [{}, {"a": 1, "b": -2.5, "c": "abcde", "d": None}, {"t": True}, {"i": 2**63 - 1}])
+def test_valid_features_pass(x) -> None:  # type: ignore[no-untyped-def]
+    check_features(x, ("f",), LIMITS)
+
+
+@pytest.mark.parametrize("x, loc, kind", [
+    ({"a": math.nan}, ("f", "a"), "finite_number"),
+    ({"a": -math.inf}, ("f", "a"), "finite_number"),
+    ({"a": {"b": 1}}, ("f", "a"), "feature_type"),
+    ({"a": [1]}, ("f", "a"), "feature_type"),
+    ({"a": "abcdef"}, ("f", "a"), "string_too_long"),
+    ({"abcdef": 1}, ("f", "abcdef"), "string_too_long"),
+    ({"a": 2**63}, ("f", "a"), "int_out_of_range"),
+    ({k: 1 for k in "abcde"}, ("f",), "too_many_features"),
+])
+def test_invalid_features_name_the_field(x, loc, kind) -> None:  # type: ignore[no-untyped-def]
+    assert error(check_features, x, ("f",), LIMITS) == (loc, kind)
+
+
+def test_labels_ids_and_batch_length() -> None:
+    for ok in ("abc", 3, True):
+        check_label(ok, ("l",), LIMITS)
+    assert error(check_label, 1.5, ("l",), LIMITS) == (("l",), "label_type")
+    assert error(check_label, None, ("l",), LIMITS) == (("l",), "label_type")
+    assert error(check_label, "abcdef", ("l",), LIMITS) == (("l",), "string_too_long")
+    check_id("abc", ("i",), LIMITS)
+    check_id(-4, ("i",), LIMITS)
+    assert error(check_id, False, ("i",), LIMITS) == (("i",), "id_type")
+    check_length([1, 2, 3], ("b",), LIMITS)
+    assert error(check_length, [1, 2, 3, 4], ("b",), LIMITS) == (("b",), "too_long")
