@@ -101,6 +101,24 @@ def markdown(results: dict[str, Any]) -> str:
     models = list(dict.fromkeys(r["model"] for r in rows))
     by = {(r["stream"], r["model"]): r for r in rows}
     out = [f"# Prequential benchmark\n\n{results['meta']['note']}\n"]
+    headline = [m for m in ("streamtree-hgs", "streamtree-laplace", "river-HT-nba", "river-HAT", "river-ARF-10") if m in models]
+    if headline:
+        out.append("\n## Headline: log loss (lower is better; bold: best single tree)\n")
+        out.append("| stream | " + " | ".join(headline) + " | ours vs ARF-10 |")
+        out.append("|---|" + "---|" * (len(headline) + 1))
+        for s in streams:
+            singles = [m for m in headline if m != "river-ARF-10" and (s, m) in by]
+            best = min(singles, key=lambda m: by[(s, m)]["log_loss"]) if singles else None
+            cells = []
+            for m in headline:
+                r = by.get((s, m))
+                text = f"{r['log_loss']:.4f}" if r else ""
+                cells.append(f"**{text}**" if m == best else text)
+            gap = ""
+            if (s, "streamtree-hgs") in by and (s, "river-ARF-10") in by:
+                ours, arf = by[(s, "streamtree-hgs")]["log_loss"], by[(s, "river-ARF-10")]["log_loss"]
+                gap = f"{100 * (ours - arf) / arf:+.0f}%"
+            out.append(f"| {s} | " + " | ".join(cells) + f" | {gap} |")
     for metric, fmt in (("log_loss", "{:.4f}"), ("brier", "{:.4f}"), ("accuracy", "{:.4f}"), ("examples_per_s", "{:,.0f}")):
         out.append(f"\n## {metric}\n\n| stream | n | " + " | ".join(models) + " |")
         out.append("|---|---|" + "---|" * len(models))
@@ -173,9 +191,8 @@ def main() -> None:
             model = factories[model_name]()
             score, elapsed = run_one(model, data[:n])
             row = {"stream": stream_name, "model": model_name, "n": n, **score.result(), "seconds": elapsed, "examples_per_s": n / elapsed}
-            if hasattr(model, "summary"):
-                summary = model.summary()
-                row["nodes"] = summary["n_nodes"]
+            if isinstance(model, ProbabilityTree):
+                row["nodes"] = model.n_nodes
             elif hasattr(model, "n_nodes"):
                 row["nodes"] = model.n_nodes
             rows.append(row)
