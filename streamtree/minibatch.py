@@ -159,7 +159,7 @@ def _encode_columns(
             reg._register(name, kind)
     num = np.full((n, reg.n_numeric), np.nan)
     nom = np.full((n, reg.n_nominal), -1, dtype=np.int64)
-    for first, name, kind, values in encoded:
+    for _first, name, kind, values in encoded:
         if name not in reg.index:
             continue
         col = reg.cols[reg.index[name]]

@@ -15,7 +15,6 @@ the rest for nominal features.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

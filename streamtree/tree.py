@@ -14,9 +14,8 @@ batch paths use numpy over whole levels.
 
 from __future__ import annotations
 
-import math
 import numbers
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
