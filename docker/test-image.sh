@@ -98,7 +98,7 @@ docker import -c 'ENV LANG=C.UTF-8' \
 log "building $IMAGE"
 docker build --network=host -t "$IMAGE" -f "$ROOT/docker/Dockerfile" "$ROOT" >"$WORK/build.log" 2>&1 \
     || { tail -30 "$WORK/build.log"; fail "docker build"; }
-[ "$(docker image inspect --format '{{.Config.User}}' "$IMAGE")" = streamtree ] || fail "image does not run as the non-root user"
+[ "$(docker image inspect --format '{{.Config.User}}' "$IMAGE")" = 10001:10001 ] || fail "image does not run as the non-root user"
 docker image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE" | grep -q /health || fail "no HEALTHCHECK on /health"
 
 # 5. Run, learn, restart, compare.
