@@ -136,10 +136,14 @@ class Store:
         """Append events numbered ``first_seq, first_seq + 1, ...`` and commit.
 
         Returns only once the transaction is committed (with ``sync="full"``: on disk).
-        A sequence number already taken raises ``sqlite3.IntegrityError`` and writes nothing.
+        Unless ``first_seq`` follows the last logged event, raises ``sqlite3.IntegrityError``
+        and writes nothing: the log never has a gap or a duplicate.
         """
         rows = [(name, first_seq + i, event) for i, event in enumerate(events)]
         with self._transaction():
+            last = self._db.execute("SELECT MAX(seq) FROM events WHERE model = ?", (name,)).fetchone()[0] or 0
+            if first_seq != last + 1:  # the log stays gap-free whatever the caller does
+                raise sqlite3.IntegrityError(f"model {name!r}: append at seq {first_seq} after {last}")
             self._db.executemany("INSERT INTO events(model, seq, event) VALUES (?, ?, ?)", rows)
 
     def events_after(self, name: str, seq: int) -> Iterator[tuple[int, str]]:

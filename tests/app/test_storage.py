@@ -25,6 +25,8 @@ def test_append_is_numbered_and_atomic(tmp_path: Path) -> None:
     s.append("m", 3, ["e3"])
     with pytest.raises(sqlite3.IntegrityError):
         s.append("m", 3, ["e4", "e5"])  # seq 3 is taken: nothing of this append is written
+    with pytest.raises(sqlite3.IntegrityError):
+        s.append("m", 5, ["e5"])  # would leave a gap at 4
     assert list(s.events_after("m", 0)) == [(1, "e1"), (2, "e2"), (3, "e3")]
     assert list(s.events_after("m", 2)) == [(3, "e3")]
     assert s.models()[0].last_seq == 3
