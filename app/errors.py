@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.hosting import NotAvailable, Recovering, StorageFailure
+from app.hosting import LearnFailure, NotAvailable, Recovering, StorageFailure
 from app.registry import ConfigConflict, TooManyModels
 from app.validation import validation_error_handler
 
@@ -17,6 +17,7 @@ __all__ = [
     "CONFIG_CONFLICT",
     "FastJSON",
     "INVALID_KEY",
+    "LEARN_FAILURE",
     "MISSING_KEY",
     "MODEL_NOT_FOUND",
     "NOT_READY",
@@ -34,6 +35,7 @@ INVALID_KEY = "Invalid API key."
 NOT_READY = "Service is starting."
 RECOVERING = "Model is recovering; retry shortly."
 STORAGE_FAILURE = "Events could not be stored; none were learned."
+LEARN_FAILURE = "Internal error while learning; none of the events was learned."
 
 
 class FastJSON(Response):
@@ -61,6 +63,9 @@ def install_handlers(app: FastAPI) -> None:
     async def storage_failure(_: Request, __: Exception) -> Response:
         return _detail(503, STORAGE_FAILURE)
 
+    async def learn_failure(_: Request, __: Exception) -> Response:
+        return _detail(500, LEARN_FAILURE)
+
     async def conflict(_: Request, __: Exception) -> Response:
         return _detail(409, CONFIG_CONFLICT)
 
@@ -71,5 +76,6 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NotAvailable, not_available)
     app.add_exception_handler(Recovering, recovering)
     app.add_exception_handler(StorageFailure, storage_failure)
+    app.add_exception_handler(LearnFailure, learn_failure)
     app.add_exception_handler(ConfigConflict, conflict)
     app.add_exception_handler(TooManyModels, too_many)

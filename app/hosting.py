@@ -19,6 +19,7 @@ error; nothing acknowledged is lost and nothing unacknowledged stays in the mode
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -38,7 +39,16 @@ from app.telemetry import Telemetry
 from app.validation import Limits, Loc, event_loc, field_error
 from streamtree.exceptions import InputError, StreamtreeError
 
-__all__ = ["Database", "ModelHost", "NotAvailable", "Recovering", "StorageFailure", "label_key", "restore"]
+__all__ = [
+    "Database",
+    "LearnFailure",
+    "ModelHost",
+    "NotAvailable",
+    "Recovering",
+    "StorageFailure",
+    "label_key",
+    "restore",
+]
 
 log = logging.getLogger("streamtree.app")
 T = TypeVar("T")
@@ -70,6 +80,10 @@ class StorageFailure(Exception):
 
 class Recovering(Exception):
     """The model is being rebuilt from its durable state after a failure."""
+
+
+class LearnFailure(Exception):
+    """The library failed unexpectedly on the request; none of its events was learned."""
 
 
 class Database:
@@ -311,12 +325,18 @@ class ModelHost:
                 await self._process(group)
                 if self.seq - self.snapshot_seq >= self.settings.snapshot_every:
                     await self._snapshot()
-            except Exception:  # the writer must survive anything: fail the group, keep serving
+            except Exception:  # the writer must survive anything: back to the durable state
                 log.exception("model %r: writer failed", self.name)
+                with contextlib.suppress(Exception):  # logged in _rebuild; the model then stays unavailable
+                    await self._rebuild()
                 for request in group:
                     _fail(request, StorageFailure())
 
     async def _process(self, group: list[_LearnRequest]) -> None:
+        if self.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
+            for request in group:
+                _fail(request, Recovering())
+            return
         texts: list[str] = []
         applied: list[tuple[_LearnRequest, int, int]] = []
         for request in group:
@@ -327,11 +347,15 @@ class ModelHost:
             except RequestValidationError as exc:
                 _fail(request, exc)
                 continue
-            except _PartiallyApplied as exc:
+            except (_PartiallyApplied, Exception) as exc:
+                # The model may hold part of this request: keep the requests before it (commit
+                # them), then go back to the durable state before answering this one.
+                if not isinstance(exc, _PartiallyApplied):
+                    log.exception("model %r: unexpected error while learning", self.name)
                 await self._commit(texts, applied)
                 texts, applied = [], []
                 await self._rebuild()
-                _fail(request, exc.error)
+                _fail(request, exc.error if isinstance(exc, _PartiallyApplied) else LearnFailure())
                 continue
             self.seq += len(request_texts)
             texts.extend(request_texts)
@@ -420,11 +444,14 @@ class ModelHost:
         try:
             restored = await self.db.run(restore, self.db.store, self.name, self.config, self.model_cls,
                                          self.settings)
-            self.model, self.prequential = restored.model, restored.prequential
-            self.seq, self.snapshot_seq = restored.seq, restored.snapshot_seq
-            log.warning("model %r: rebuilt from the store at seq %d", self.name, self.seq)
-        finally:
-            self.recovering = False
+        except Exception:
+            # The in-memory model may differ from the log: keep refusing (503) until a restart.
+            log.exception("model %r: rebuild failed; the model stays unavailable until restart", self.name)
+            raise
+        self.model, self.prequential = restored.model, restored.prequential
+        self.seq, self.snapshot_seq = restored.seq, restored.snapshot_seq
+        self.recovering = False
+        log.warning("model %r: rebuilt from the store at seq %d", self.name, self.seq)
 
     async def _snapshot(self) -> None:
         """Write a snapshot of the current (fully durable) state; a failure is only logged."""

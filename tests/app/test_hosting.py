@@ -150,3 +150,52 @@ def test_concurrent_clients_no_5xx_no_lost_update(tmp_path) -> None:  # type: ig
     with TestClient(create_app(Settings(data_dir=tmp_path))) as client:
         assert client.get("/models/default").json()["seq"] == 120
         assert same_predictions(client, fed(order))
+
+
+def test_unexpected_library_error_mid_batch_is_500_and_learns_nothing(running, stream, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    with running() as client:
+        learn_all(client, stream[:100])
+        host = client.app.state.registry.get("default")  # type: ignore[attr-defined]
+        model = host.model
+        original = model.learn_one
+        calls = {"n": 0}
+
+        def flaky(x: dict[str, Any], y: Any) -> None:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise RuntimeError("library bug")
+            original(x, y)
+
+        monkeypatch.setattr(model, "learn_one", flaky)
+        r = client.post("/learn", json={"events": [{"features": x, "label": y} for x, y in stream[100:105]]})
+        assert r.status_code == 500
+        assert r.json() == {"detail": "Internal error while learning; none of the events was learned."}
+        assert client.app.state.registry.get("default").model is not model  # type: ignore[attr-defined]
+        assert client.get("/models/default").json()["seq"] == 100
+        assert same_predictions(client, fed(stream[:100]))
+        r = client.post("/learn", json={"features": stream[100][0], "label": stream[100][1]})
+        assert r.json() == {"learned": 1, "seq": 101}
+
+
+def test_failed_rebuild_keeps_the_model_unavailable(running, stream, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import app.hosting as hosting
+
+    with running() as client:
+        learn_all(client, stream[:50])
+        store = client.app.state.registry.db.store  # type: ignore[attr-defined]
+
+        def failing(*args: Any) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        def broken_restore(*args: Any) -> None:
+            raise sqlite3.OperationalError("database disk image is malformed")
+
+        monkeypatch.setattr(store, "append", failing)
+        monkeypatch.setattr(hosting, "restore", broken_restore)
+        r = client.post("/learn", json={"features": stream[50][0], "label": stream[50][1]})
+        assert r.status_code == 503
+        for method, path, body in [("POST", "/learn", {"features": {"a": 1}, "label": "low"}),
+                                   ("POST", "/predict_proba", {"features": {"a": 1}}),
+                                   ("GET", "/models/default", None)]:
+            r = client.request(method, path, json=body)
+            assert r.status_code == 503 and r.json() == {"detail": "Model is recovering; retry shortly."}
