@@ -1,8 +1,9 @@
 """Dependencies of the routers, as ``Annotated`` aliases (swap them with ``dependency_overrides``).
 
-Each route takes one dependency that checks access and resolves the model, reading the app
-state and the ``Authorization`` header from the request itself: FastAPI's per-dependency
-overhead (tens of microseconds each) would otherwise cost more than a prediction.
+Each route takes one dependency that checks access and resolves the model, on top of
+:func:`get_registry` (override that one to swap the models in tests). The access check reads
+the ``Authorization`` header itself rather than through a security sub-dependency: every
+dependency level costs FastAPI more per request than a prediction costs the library.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ async def get_registry(request: Request) -> Registry:
     return registry
 
 
+RegistryDep = Annotated[Registry, Depends(get_registry)]
+
+
 def _lookup(registry: Registry, name: str) -> ModelHost:
     host = registry.get(name)
     if host is None:
@@ -67,43 +71,42 @@ def _lookup(registry: Registry, name: str) -> ModelHost:
     return host
 
 
-async def registry_for_read(request: Request) -> Registry:
+async def registry_for_read(request: Request, registry: RegistryDep) -> Registry:
     """The registry, after the read access check."""
     check_access(request, write=False)
-    return await get_registry(request)
+    return registry
 
 
-async def registry_for_write(request: Request) -> Registry:
+async def registry_for_write(request: Request, registry: RegistryDep) -> Registry:
     """The registry, after the write access check."""
     check_access(request, write=True)
-    return await get_registry(request)
+    return registry
 
 
-async def model_for_read(name: NamePath, request: Request) -> ModelHost:
+async def model_for_read(name: NamePath, request: Request, registry: RegistryDep) -> ModelHost:
     """The model named in the path, for a read (404 if there is none)."""
     check_access(request, write=False)
-    return _lookup(await get_registry(request), name)
+    return _lookup(registry, name)
 
 
-async def model_for_write(name: NamePath, request: Request) -> ModelHost:
+async def model_for_write(name: NamePath, request: Request, registry: RegistryDep) -> ModelHost:
     """The model named in the path, for a write (404 if there is none)."""
     check_access(request, write=True)
-    return _lookup(await get_registry(request), name)
+    return _lookup(registry, name)
 
 
-async def default_for_read(request: Request) -> ModelHost:
+async def default_for_read(request: Request, registry: RegistryDep) -> ModelHost:
     """The model named ``default``, for a read (404 if it was deleted)."""
     check_access(request, write=False)
-    return _lookup(await get_registry(request), DEFAULT_MODEL)
+    return _lookup(registry, DEFAULT_MODEL)
 
 
-async def default_for_write(request: Request) -> ModelHost:
+async def default_for_write(request: Request, registry: RegistryDep) -> ModelHost:
     """The model named ``default``, for a write (404 if it was deleted)."""
     check_access(request, write=True)
-    return _lookup(await get_registry(request), DEFAULT_MODEL)
+    return _lookup(registry, DEFAULT_MODEL)
 
 
-RegistryDep = Annotated[Registry, Depends(get_registry)]
 ReadRegistry = Annotated[Registry, Depends(registry_for_read)]
 WriteRegistry = Annotated[Registry, Depends(registry_for_write)]
 ReadModel = Annotated[ModelHost, Depends(model_for_read)]

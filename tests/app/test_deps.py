@@ -49,3 +49,25 @@ def test_protect_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
         r = c.post("/predict_proba", json={"features": {"a": 1}}, headers={"Authorization": f"Bearer {KEY}"})
         assert r.status_code == 200
         assert c.get("/health").status_code == 200  # liveness stays open
+
+
+def test_registry_is_swapped_with_dependency_overrides(client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Every model route goes through get_registry: overriding it swaps the models."""
+    from fastapi import HTTPException
+
+    from app.deps import get_registry
+
+    async def unavailable() -> None:
+        raise HTTPException(status_code=503, detail="Service is starting.")
+
+    client.app.dependency_overrides[get_registry] = unavailable  # type: ignore[attr-defined]
+    try:
+        for method, path in [("POST", "/learn"), ("POST", "/predict_proba"), ("GET", "/models"),
+                             ("GET", "/models/default/metrics"), ("PUT", "/models/x"), ("GET", "/health"),
+                             ("GET", "/metrics")]:
+            body = {"features": {"a": 1}, "label": "x"} if method == "POST" else ({} if method == "PUT" else None)
+            r = client.request(method, path, json=body)
+            assert r.status_code == 503 and r.json() == {"detail": "Service is starting."}, path
+    finally:
+        client.app.dependency_overrides.clear()  # type: ignore[attr-defined]
+    assert client.get("/health").status_code == 200
