@@ -177,38 +177,47 @@ def rate(fn: Any, n: int) -> float:
 
 
 def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[dict[str, Any]],
-               n_single: int) -> dict[str, float]:
-    """Rates of the library alone, on a model fed the same ``warm`` events first."""
+               n_single: int, n_batches: int) -> dict[str, float]:
+    """Rates of the library alone on the server's own sequence of events.
+
+    The server learned ``xs[:warm]`` in batches, then ``xs[warm:warm + 2 * n_single]`` one by
+    one, scoring each event before learning it (test-then-train, for its metrics); then it
+    predicted ``probe`` one by one and in batches of 1,000. The same steps in-process give
+    each HTTP workload a baseline on a model of the same size.
+    """
     from streamtree import ProbabilityTree
 
+    def ttt(model: Any, xx: list[dict[str, Any]], yy: list[str]) -> None:
+        for x, y in zip(xx, yy, strict=True):
+            model.predict_proba_one(x)
+            model.learn_one(x, y)
+
+    def learn_loop(model: Any, xx: list[dict[str, Any]], yy: list[str]) -> None:
+        for x, y in zip(xx, yy, strict=True):
+            model.learn_one(x, y)
+
     out: dict[str, float] = {}
+    single_x, single_y = xs[warm:warm + 2 * n_single], ys[warm:warm + 2 * n_single]
+    t = ProbabilityTree()
+    out["test_then_train_batch_phase_per_s"] = rate(lambda: ttt(t, xs[:warm], ys[:warm]), warm)
+    out["test_then_train_single_phase_per_s"] = rate(lambda: ttt(t, single_x, single_y), len(single_x))
     m = ProbabilityTree()
-    out["learn_many_per_s"] = rate(lambda: m.learn_many(xs[:warm], ys[:warm]), warm)
-    m2 = ProbabilityTree()
-    m2.learn_many(xs[: warm // 2], ys[: warm // 2])
-    rest_x, rest_y = xs[warm // 2: warm // 2 + n_single], ys[warm // 2: warm // 2 + n_single]
-
-    def learn_loop() -> None:
-        for x, y in zip(rest_x, rest_y, strict=True):
-            m2.learn_one(x, y)
-
-    out["learn_one_per_s"] = rate(learn_loop, len(rest_x))
-    m3 = ProbabilityTree()
-    m3.learn_many(xs[: warm // 2], ys[: warm // 2])
-
-    def prequential_loop() -> None:
-        for x, y in zip(rest_x, rest_y, strict=True):
-            m3.predict_proba_one(x)
-            m3.learn_one(x, y)
-
-    out["test_then_train_per_s"] = rate(prequential_loop, len(rest_x))
+    out["learn_many_batch_phase_per_s"] = rate(lambda: m.learn_many(xs[:warm], ys[:warm]), warm)
+    out["learn_one_single_phase_per_s"] = rate(lambda: learn_loop(m, single_x, single_y), len(single_x))
 
     def predict_loop() -> None:
-        for x in probe[:n_single]:
-            m.predict_proba_one(x)
+        for x in probe[:2 * n_single]:
+            t.predict_proba_one(x)
 
-    out["predict_proba_one_per_s"] = rate(predict_loop, min(n_single, len(probe)))
-    out["predict_proba_batch_per_s"] = rate(lambda: m.predict_proba(probe), len(probe))
+    out["predict_proba_one_per_s"] = rate(predict_loop, min(2 * n_single, len(probe)))
+    chunks = [probe[i:i + 1000] for i in range(0, len(probe), 1000)]
+    chunks = (chunks * (n_batches // len(chunks) + 1))[:n_batches]
+
+    def predict_batches() -> None:
+        for chunk in chunks:
+            t.predict_proba(chunk)
+
+    out["predict_proba_1000_per_s"] = rate(predict_batches, sum(len(c) for c in chunks))
     return out
 
 
@@ -240,8 +249,9 @@ async def http_workloads(host: str, port: int, xs: list[dict[str, Any]], ys: lis
 
 
 def table(results: list[Result], baseline: dict[str, float]) -> str:
-    base_for = {"learn single": "test_then_train_per_s", "learn batched": "test_then_train_per_s",
-                "predict single": "predict_proba_one_per_s", "predict batched": "predict_proba_batch_per_s"}
+    base_for = {"learn single": "test_then_train_single_phase_per_s",
+                "learn batched": "test_then_train_batch_phase_per_s",
+                "predict single": "predict_proba_one_per_s", "predict batched": "predict_proba_1000_per_s"}
     rows = ["| workload | clients | requests | items/s | requests/s | p50 ms | p99 ms | in-process items/s "
             "| HTTP / in-process |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
@@ -264,7 +274,7 @@ def verdicts(results: list[Result]) -> dict[str, dict[str, float | bool]]:
         "learn_batched_per_s": max(get("learn batched", c).items_per_s for c in (1, 8)),
     }
     return {k: {"measured": v, "target": TARGETS[k],
-                "met": v <= TARGETS[k] if k.endswith("_ms") else v >= TARGETS[k]} for k, v in measured.items()}
+                "met": v <= TARGETS[k] if "_p50_ms" in k else v >= TARGETS[k]} for k, v in measured.items()}
 
 
 def main() -> None:
@@ -285,7 +295,7 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=60)
         shutil.rmtree(data_dir, ignore_errors=True)
-    baseline = in_process(xs, ys, warm, probe, n_single)
+    baseline = in_process(xs, ys, warm, probe, n_single, n_batches)
 
     report = {
         "benchmark": "bench/http_load.py",
@@ -296,7 +306,8 @@ def main() -> None:
         "quick": args.quick,
         "notes": "Client and server share the machine (loopback). learn = durable (SQLite WAL, synchronous=FULL, "
                  "response after commit) and scored prequentially (predict_proba_one before learn_one), so its "
-                 "in-process baseline is the test-then-train loop.",
+                 "in-process baseline is the test-then-train loop over the same events from the same state. "
+                 "With 8 clients on one event loop, p50 latency is queueing: about 8 / requests per second.",
         "results": [asdict(r) for r in results],
         "in_process": baseline,
         "targets": verdicts(results),
