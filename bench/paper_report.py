@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +150,7 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
     sig = {o: wdl(ours["hgs_paper"]["rmse"], ours[o]["rmse"]) for o in ("mle", "laplace", "mestimate")}
     t1b = all(w > l and p <= 0.05 for w, _, l, p in sig.values())
     out.append(
-        f"- Paper's ordering (HGS lowest mean RMSE among the paper's methods): ours ranks "
+        "- Paper's ordering (HGS lowest mean RMSE among the paper's methods): ours ranks "
         + " < ".join(f"{labels[n]} {ours[n]['rmse'].mean():.4f}" for n in order)
         + f". **{'met' if t1 else 'missed'}**."
     )

@@ -25,7 +25,7 @@ from streamtree.smoothing import HGS, Smoother
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
 
-__all__ = ["SmoothedTreeClassifier", "tree_parent", "node_counts"]
+__all__ = ["SmoothedTreeClassifier", "node_counts", "tree_parent"]
 
 Honest = Literal["none", "split", "crossfit", "cv"]
 
@@ -248,9 +248,10 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
             topology = Topology.from_parent(tree_parent(tree.tree_))
             smoother = fixed_hgs(topology.n_nodes, weight, prior)
             self.estimators_ = [tree]
-            self.smoothers_ = [smoother]
+            self.smoothers_: list[Smoother] = [smoother]
             self.leaf_proba_ = [smoother.node_proba(topology, node_counts(tree, X, codes, k, w))]
             return self
+        parts: list[tuple[IntArray, IntArray | None]]
         if self.honest == "none" or len(codes) < 4:
             parts = [(everything, None)]
         else:

@@ -9,9 +9,16 @@ from sklearn.tree import DecisionTreeClassifier, ExtraTreeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from streamtree.exceptions import ConfigError
-from streamtree.sklearn import CV_PRIOR_WEIGHTS, CV_WEIGHTS, SmoothedTreeClassifier, fixed_hgs, node_counts, tree_parent
-from streamtree.topology import Topology
+from streamtree.sklearn import (
+    CV_PRIOR_WEIGHTS,
+    CV_WEIGHTS,
+    SmoothedTreeClassifier,
+    fixed_hgs,
+    node_counts,
+    tree_parent,
+)
 from streamtree.smoothing import HGS, MBranch
+from streamtree.topology import Topology
 
 
 def _expected_failures(estimator: SmoothedTreeClassifier) -> dict[str, str]:

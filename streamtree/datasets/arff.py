@@ -27,6 +27,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Literal
 
@@ -35,7 +36,7 @@ import numpy as np
 from streamtree.exceptions import ConfigError, FormatError
 from streamtree.typing import FloatArray, IntArray
 
-__all__ = ["Attribute", "ArffDataset", "parse_arff", "read_arff"]
+__all__ = ["ArffDataset", "Attribute", "parse_arff", "read_arff"]
 
 Kind = Literal["numeric", "nominal", "string", "date"]
 
@@ -147,7 +148,7 @@ def _header_tokens(line: str, lineno: int) -> list[tuple[str, bool]]:
             raise FormatError(f"line {lineno}: unterminated quote in header: {line.strip()!r}")
         pos = m.end()
         kind = m.lastgroup
-        if kind in ("ws", "comment"):
+        if kind is None or kind in ("ws", "comment"):
             continue
         if kind == "sq" or kind == "dq":
             out.append((_unescape(m.group(kind)), True))
@@ -210,8 +211,7 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
     harmless because blank lines are skipped everywhere.
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    for number, line in enumerate(text.split("\n"), start=1):
-        yield number, line
+    yield from enumerate(text.split("\n"), start=1)
 
 
 # ----------------------------------------------------------------------------- the header
@@ -290,7 +290,7 @@ def _encode_column(
                 ) from None
         return out, attr
     if attr.kind == "date":
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         pattern = _java_to_strptime(attr.date_format or "")
         for i, (t, q) in enumerate(raw):
@@ -304,7 +304,7 @@ def _encode_column(
                     f"{attr.date_format!r}; got {t!r}"
                 ) from None
             if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=timezone.utc)
+                stamp = stamp.replace(tzinfo=UTC)
             out[i] = stamp.timestamp()
         return out, attr
     index = {v: float(i) for i, v in enumerate(attr.values)}
@@ -402,8 +402,7 @@ def parse_arff(
     >>> ds.X.tolist(), ds.y.tolist()
     ([[1.5, 1.0], [nan, 0.0]], [0, 1])
     """
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     relation: str | None = None
     attributes: list[Attribute] = []
     lines = _lines(text)

@@ -55,9 +55,8 @@ same depth, ``"parent"`` siblings (the root alone), ``"none"`` one per node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -123,13 +122,14 @@ def _dirichlet_rows(alpha: FloatArray, rng: np.random.Generator) -> FloatArray:
     concentration) can draw all-zero Gammas; it then falls back to its mean, ``alpha`` over its
     sum: the draw is concentrated there anyway and this avoids 0 / 0.
     """
-    g = rng.standard_gamma(alpha)
+    g: FloatArray = rng.standard_gamma(alpha)
     total = g.sum(axis=1, keepdims=True)
-    if np.all(total > 0):
-        return g / total
-    bad = total[:, 0] <= 0
-    g[bad] = alpha[bad]
-    return g / g.sum(axis=1, keepdims=True)
+    if not np.all(total > 0):
+        bad = total[:, 0] <= 0
+        g[bad] = alpha[bad]
+        total = g.sum(axis=1, keepdims=True)
+    out: FloatArray = g / total
+    return out
 
 
 def _check_number(name: str, value: object, low: float, *, integer: bool = False, strict: bool = True) -> None:
@@ -434,7 +434,8 @@ class HDP(Smoother):
         if node < self._proba.shape[0] and self._proba.shape[1] == counts.shape[1] and np.array_equal(
             self._counts[node], counts[node]
         ):
-            return self._proba[node].copy()
+            row: FloatArray = self._proba[node].copy()
+            return row
         return super().path_proba(parent, counts, path)
 
     # -- persistence --------------------------------------------------------------------
