@@ -220,7 +220,7 @@ def test_max_depth_is_respected() -> None:
 
 
 def test_every_node_on_the_path_counts_the_example() -> None:
-    model = fitted(n=500, leaf_init="zero")
+    model = fitted(n=500, leaf_init="zero", half_life=None)
     counts = model.counts_[: model.n_nodes].sum(axis=1)
     for node in range(1, model.n_nodes):
         parent = model.parent_[node]
