@@ -286,6 +286,7 @@ def main() -> None:
 
     xs, ys = make_stream(warm + 2 * n_single + 10, seed=0)
     probe, _ = make_stream(5_000, seed=1)
+    load_before = os.getloadavg()
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-bench-"))
     port = free_port()
     server = start_server(data_dir, port)
@@ -302,7 +303,8 @@ def main() -> None:
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                  cwd=ROOT).stdout.strip(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "quick": args.quick,
         "notes": "Client and server share the machine (loopback). learn = durable (SQLite WAL, synchronous=FULL, "
                  "response after commit) and scored prequentially (predict_proba_one before learn_one), so its "
@@ -314,7 +316,8 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    md = [f"# HTTP load ({report['date_utc']}, commit {report['commit']}, {os.cpu_count()} CPUs)", "",
+    md = [f"# HTTP load ({report['date_utc']}, commit {report['commit']}, {os.cpu_count()} CPUs, "
+          f"load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)", "",
           table(results, baseline), "", "| in-process (same model, same events) | per s |", "|---|---:|"]
     md += [f"| {k} | {v:,.0f} |" for k, v in baseline.items()]
     md += ["", "| target | measured | goal | met |", "|---|---:|---:|---|"]
