@@ -267,7 +267,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
             if kd == LEAF:
                 return path
             c = col[node]
-            v = x.get(names[kd][c])
+            v: Any = x.get(names[kd][c])
             t = type(v)
             # the common exact types inline; anything else through value_of (same semantics)
             if kd == NUMERIC and (t is float or t is int):
