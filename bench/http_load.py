@@ -218,7 +218,27 @@ def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[d
             t.predict_proba(chunk)
 
     out["predict_proba_1000_per_s"] = rate(predict_batches, sum(len(c) for c in chunks))
+    out["durable_commits_per_s"] = commit_rate()
     return out
+
+
+def commit_rate(n: int = 300) -> float:
+    """One-event durable commits per second of the service's store on this disk, now.
+
+    Each acknowledged learn request waits for one such commit (shared with the requests of
+    the same group), so this bounds single-event learning from one client.
+    """
+    from app.storage import Store
+
+    with tempfile.TemporaryDirectory(prefix="streamtree-bench-") as d:
+        store = Store(Path(d), sync="full")
+        store.create_model("m", "{}")
+        t0 = time.perf_counter()
+        for i in range(n):
+            store.append("m", i + 1, ['{"x": {"a": 1.0}, "y": "p"}'])
+        seconds = time.perf_counter() - t0
+        store.close()
+    return n / seconds
 
 
 # --------------------------------------------------------------------------- main
