@@ -24,7 +24,7 @@ import numpy as np
 
 from streamtree.exceptions import InputError
 
-__all__ = ["FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL"]
+__all__ = ["FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
 
 NUMERIC, NOMINAL = 0, 1
 _INFINITE = (math.inf, -math.inf)
@@ -62,6 +62,12 @@ def _kind_of(name: Hashable, value: Any, nominal_features: Collection[Hashable])
         f"Feature {name!r} must be a number, a string, a bool or None. Got {type(value).__name__} instead.",
         field=name,
     )
+
+
+def check_mapping(x: object) -> None:
+    """Raise :class:`InputError` unless ``x`` is a mapping of feature name to value."""
+    if not isinstance(x, Mapping):
+        raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
 
 
 def _plain(value: Any) -> Any:
@@ -125,8 +131,7 @@ class FeatureRegistry:
         unknown features are ignored, unknown nominal values get code -1, and values that
         cannot be used count as missing.
         """
-        if not isinstance(x, Mapping):
-            raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
+        check_mapping(x)
         index, kinds, nominal = self.index, self.kinds, self.nominal_features
         present = []
         for name, value in x.items():

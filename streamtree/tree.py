@@ -26,8 +26,8 @@ from streamtree.minibatch import batch_length, encode_batch, encode_for_predicti
 from streamtree.config import validate_config
 from streamtree.criteria import RANGES, hoeffding_bound
 from streamtree.exceptions import InputError
-from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry
-from streamtree.observers import LeafStats
+from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry, check_mapping
+from streamtree.observers import LeafStats, SplitSuggestion
 from streamtree.smoothing import HGS, SMOOTHERS, MEstimate, Smoother
 from streamtree.topology import Topology
 from streamtree.typing import ClassLabel, FloatArray, IntArray
@@ -227,7 +227,6 @@ class ProbabilityTree(base.MiniBatchClassifier):
         reg = self.registry
         self._stats.resize(len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
 
-
     def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
         label or a feature value cannot be used."""
@@ -295,7 +294,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         if suggestion.merit - suggestion.second_merit > eps or eps < self.tau:
             self._split(node, suggestion)
 
-    def _split(self, node: int, suggestion: Any) -> None:
+    def _split(self, node: int, suggestion: SplitSuggestion) -> None:
         if self.n_nodes + 2 > self.max_nodes:
             self._stop_growth()
             return
@@ -332,10 +331,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
 
     def _stop_growth(self) -> None:
         """Free every leaf's split statistics: the tree keeps counting but no longer splits."""
-        for node, slot in enumerate(self._slot):
-            if slot >= 0:
-                self._stats.release(slot)
-                self._slot[node] = -1
+        self._slot = [-1] * self.n_nodes
         self._stats = LeafStats()
         self._sync_stats_shape()
         self.growth_stopped = True
@@ -353,8 +349,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
 
     # -- prediction ---------------------------------------------------------------------
     def _path_of(self, x: Mapping[Hashable, Any]) -> list[int]:
-        if not isinstance(x, Mapping):
-            raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
+        check_mapping(x)
         return self._route(x)
 
     def _finish(self, proba: FloatArray) -> FloatArray:
