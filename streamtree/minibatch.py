@@ -30,31 +30,26 @@ from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["batch_length", "encode_batch", "encode_for_prediction", "learn_encoded"]
+__all__ = ["encode_batch", "encode_for_prediction", "learn_encoded"]
 
 _NEVER = 1 << 62
 
 
-def _columns(X: Any) -> list[tuple[Hashable, np.ndarray]] | None:
-    """``(name, values)`` per column for column-shaped inputs, ``None`` for a list of dicts."""
+def _as_batch(X: Any) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None]:
+    """Row count and ``(name, values)`` per column for column-shaped inputs (``None`` for a
+    list of dicts); raises :class:`InputError` for anything else."""
     if isinstance(X, pd.DataFrame):
-        return [(name, X[name].to_numpy()) for name in X.columns]
+        return len(X), [(name, X[name].to_numpy()) for name in X.columns]
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise InputError(f"X must be 2-dimensional. Got an array of shape {X.shape} instead.", field="X")
-        return [(j, X[:, j]) for j in range(X.shape[1])]
+        return X.shape[0], [(j, X[:, j]) for j in range(X.shape[1])]
     if isinstance(X, Sequence) and not isinstance(X, (str, bytes)):
-        return None
+        return len(X), None
     raise InputError(
         f"X must be a pandas DataFrame, a 2-D numpy array or a list of dicts. Got {type(X).__name__} instead.",
         field="X",
     )
-
-
-def batch_length(X: Any) -> int:
-    """Number of rows of a batch input."""
-    _columns(X)  # raises for unsupported inputs
-    return int(X.shape[0]) if isinstance(X, (pd.DataFrame, np.ndarray)) else len(X)
 
 
 def encode_batch(
@@ -68,8 +63,7 @@ def encode_batch(
     Raises :class:`InputError` for a bad value, leaving ``registry`` untouched.
     """
     reg = copy.deepcopy(registry)
-    n = batch_length(X)
-    columns = _columns(X)
+    n, columns = _as_batch(X)
     if columns is None:
         rows = [reg.encode(x, learn=True) for x in X]
         num = np.full((n, reg.n_numeric), np.nan)
@@ -92,10 +86,9 @@ def encode_for_prediction(registry: FeatureRegistry, X: Any) -> tuple[np.ndarray
     """Numeric (NaN missing) and nominal code (-1 missing or unseen) matrices for prediction,
     with :meth:`FeatureRegistry.encode` semantics without ``learn``: unknown features are
     ignored and unusable values count as missing. Registers nothing."""
-    n = batch_length(X)
+    n, columns = _as_batch(X)
     num = np.full((n, registry.n_numeric), np.nan)
     nom = np.full((n, registry.n_nominal), -1, dtype=np.int64)
-    columns = _columns(X)
     if columns is None:
         for i, x in enumerate(X):
             row = registry.encode(x, learn=False)

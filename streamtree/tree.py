@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from river import base
 
-from streamtree.minibatch import batch_length, encode_batch, encode_for_prediction, learn_encoded
+from streamtree.minibatch import encode_batch, encode_for_prediction, learn_encoded
 from streamtree.config import validate_config
 from streamtree.criteria import RANGES, hoeffding_bound
 from streamtree.exceptions import InputError
@@ -380,9 +380,9 @@ class ProbabilityTree(base.MiniBatchClassifier):
         nothing of the batch is learned.
         """
         labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
-        if len(labels) != batch_length(X):
-            raise InputError(f"X and y must have the same length. Got {batch_length(X)} and {len(labels)}.", field="y")
         registry, num, nom, first_values = encode_batch(self.registry, X)
+        if len(labels) != num.shape[0]:
+            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
         self.registry = registry
         self._sync_stats_shape()
         for col, value in first_values.items():
