@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from streamtree.exceptions import InputError
-from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry
+from streamtree.features import NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
 
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
@@ -65,14 +65,7 @@ def encode_batch(
     reg = copy.deepcopy(registry)
     n, columns = _as_batch(X)
     if columns is None:
-        rows = [reg.encode(x, learn=True) for x in X]
-        num = np.full((n, reg.n_numeric), np.nan)
-        nom = np.full((n, reg.n_nominal), -1, dtype=np.int64)
-        for i, row in enumerate(rows):
-            if row.num_cols:
-                num[i, row.num_cols] = row.num_vals
-            if row.nom_cols:
-                nom[i, row.nom_cols] = row.nom_codes
+        num, nom = _fill(reg, [reg.encode(x, learn=True) for x in X])
     else:
         num, nom = _encode_columns(reg, columns, n)
     first_values = {}
@@ -87,14 +80,10 @@ def encode_for_prediction(registry: FeatureRegistry, X: Any) -> tuple[np.ndarray
     with :meth:`FeatureRegistry.encode` semantics without ``learn``: unknown features are
     ignored and unusable values count as missing. Registers nothing."""
     n, columns = _as_batch(X)
+    if columns is None:
+        return _fill(registry, [registry.encode(x, learn=False) for x in X])
     num = np.full((n, registry.n_numeric), np.nan)
     nom = np.full((n, registry.n_nominal), -1, dtype=np.int64)
-    if columns is None:
-        for i, x in enumerate(X):
-            row = registry.encode(x, learn=False)
-            num[i, row.num_cols] = row.num_vals
-            nom[i, row.nom_cols] = row.nom_codes
-        return num, nom
     for name, values in columns:
         fid = registry.index.get(name)
         if fid is None:
@@ -109,6 +98,28 @@ def encode_for_prediction(registry: FeatureRegistry, X: Any) -> tuple[np.ndarray
             v = registry.value_of(kind, col, value)
             if v is not None and (kind == NOMINAL or math.isfinite(v)):
                 out[i, col] = v
+    return num, nom
+
+
+def _fill(registry: FeatureRegistry, rows: list[EncodedRow]) -> tuple[np.ndarray, np.ndarray]:
+    """The numeric and nominal matrices of encoded rows, filled with one assignment each."""
+    num = np.full((len(rows), registry.n_numeric), np.nan)
+    nom = np.full((len(rows), registry.n_nominal), -1, dtype=np.int64)
+    r_num: list[int] = []
+    c_num: list[int] = []
+    v_num: list[float] = []
+    r_nom: list[int] = []
+    c_nom: list[int] = []
+    v_nom: list[int] = []
+    for i, row in enumerate(rows):
+        r_num.extend([i] * len(row.num_cols))
+        c_num.extend(row.num_cols)
+        v_num.extend(row.num_vals)
+        r_nom.extend([i] * len(row.nom_cols))
+        c_nom.extend(row.nom_cols)
+        v_nom.extend(row.nom_codes)
+    num[r_num, c_num] = v_num
+    nom[r_nom, c_nom] = v_nom
     return num, nom
 
 

@@ -117,10 +117,8 @@ class LeafStats:
 
     @property
     def nbytes(self) -> int:
-        return sum(
-            a.nbytes
-            for a in (self.num_n, self.num_s, self.num_q, self.num_min, self.num_max, self.nom, self.seen)
-        )
+        """Bytes of the statistics at their logical sizes (what :meth:`to_state` saves)."""
+        return sum(np.asarray(v).nbytes for v in self.to_state().values() if isinstance(v, np.ndarray))
 
     # -- updates ------------------------------------------------------------------------
     def update_one(

@@ -391,10 +391,14 @@ class ProbabilityTree(base.MiniBatchClassifier):
 
     def predict_proba(self, X: Any) -> FloatArray:
         """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
-        num, nom = encode_for_prediction(self.registry, X)
+        if isinstance(X, list) and all(isinstance(x, Mapping) for x in X):
+            # dicts: walking each down its path beats encoding every feature of every row
+            nodes = np.array([self._route(x)[-1] for x in X], dtype=np.int64)
+        else:
+            num, nom = encode_for_prediction(self.registry, X)
+            nodes = self._route_matrix(num, nom, 0)
         if not self.classes_:
-            return np.zeros((num.shape[0], 0))
-        nodes = self._route_matrix(num, nom, 0)
+            return np.zeros((nodes.shape[0], 0))
         proba = self._smoother.predict(self.topology_, self._node_counts(), nodes)
         return self._finish(proba)
 
@@ -448,7 +452,8 @@ class ProbabilityTree(base.MiniBatchClassifier):
             "n_features": len(self.registry.names),
             "smoothing": self.smoothing,
             "growth_stopped": self.growth_stopped,
-            "memory_bytes": int(self.counts_.nbytes + self._inherited.nbytes + self._stats.nbytes),
+            # logical sizes, not capacity: the same model reports the same number after a reload
+            "memory_bytes": int(2 * self._node_counts().nbytes + self._stats.nbytes),
         }
         if isinstance(self._smoother, HGS):
             out["hgs"] = {"prior_weight": self._smoother.alpha0, "n_refits": self._smoother.n_refits}
@@ -510,9 +515,10 @@ class ProbabilityTree(base.MiniBatchClassifier):
     @property
     def tree_(self) -> dict[str, Any]:
         """The tree as plain data (lists), one entry per node."""
-        alpha = self._smoother.alpha[: self.n_nodes].tolist() if isinstance(self._smoother, HGS) else None
-        if alpha is not None and len(alpha) < self.n_nodes:
-            alpha += [None] * (self.n_nodes - len(alpha))
+        alpha = None
+        if isinstance(self._smoother, HGS):
+            self._smoother.grow(self.parent_)  # nodes created since the last refit get their weight
+            alpha = self._smoother.alpha[: self.n_nodes].tolist()
         return {
             "classes": list(self.classes_),
             "parent": list(self._parent),

@@ -315,3 +315,14 @@ def test_half_life_keeps_learn_many_exact_and_round_trips() -> None:
         many.learn_many([x for x, _ in batch], [y for _, y in batch])
     assert one.to_bytes() == many.to_bytes()
     assert ProbabilityTree.from_bytes(one.to_bytes()).to_bytes() == one.to_bytes()
+
+
+def test_summary_and_tree_are_the_same_after_a_reload() -> None:
+    """The service compares summaries across restarts: they must not depend on capacity."""
+    model = fitted(n=300)
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    assert again.summary() == model.summary()
+    assert again.tree_ == model.tree_
+    fresh = ProbabilityTree()
+    fresh.learn_one({"a": 1.0}, "x")
+    assert fresh.tree_["alpha"] == [1.0]  # the root's weight exists before any prediction

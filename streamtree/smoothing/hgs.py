@@ -272,7 +272,7 @@ class HGS(Smoother):
         self._alpha = self._theta.copy() if self.mode == "paper" else np.exp(self._theta)
         self._alpha0 = 0.0 if self.mode == "paper" else math.exp(self._theta0)
 
-    def _grow(self, parent: IntArray) -> None:
+    def grow(self, parent: IntArray) -> None:
         """Give nodes created since the last call their parent's weight (root: 1)."""
         old = self._theta.shape[0]
         new = parent.shape[0]
@@ -291,7 +291,7 @@ class HGS(Smoother):
 
     # -- fitting ------------------------------------------------------------------------
     def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
-        self._grow(topology.parent)
+        self.grow(topology.parent)
         counts = np.asarray(counts if fit_counts is None else fit_counts, dtype=np.float64)
         if counts.shape[1] == 0 or topology.n_nodes == 0:
             return
@@ -343,7 +343,7 @@ class HGS(Smoother):
 
     # -- prediction ---------------------------------------------------------------------
     def node_proba(self, topology: Topology, counts: FloatArray) -> FloatArray:
-        self._grow(topology.parent)
+        self.grow(topology.parent)
         counts = np.asarray(counts, dtype=np.float64)
         s, k = counts.shape
         if s == 0 or k == 0:
@@ -363,7 +363,7 @@ class HGS(Smoother):
 
     def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         # One short path: plain floats cost a fraction of numpy's per-call overhead here.
-        self._grow(parent)
+        self.grow(parent)
         rows = counts.take(path, axis=0).tolist()
         weights = self._alpha.take(path[:-1]).tolist()
         k = len(rows[0])
