@@ -221,10 +221,7 @@ class FeatureRegistry:
 
     def feature_of(self, kind: int, col: int) -> Hashable:
         """The name of the feature at column ``col`` of its kind."""
-        for fid, (k, c) in enumerate(zip(self.kinds, self.cols)):
-            if k == kind and c == col:
-                return self.names[fid]
-        raise KeyError((kind, col))
+        return self.names_by_kind[kind][col]
 
     # -- persistence --------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:

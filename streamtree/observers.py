@@ -261,7 +261,7 @@ class LeafStats:
     @classmethod
     def from_state(cls, state: dict[str, object]) -> LeafStats:
         stats = cls()
-        for name in ("num_n", "num_s", "num_q", "num_min", "num_max", "nom", "seen", "last_attempt", "shift"):
+        for name in cls.ARRAYS:
             setattr(stats, name, np.array(state[name], dtype=np.float64))
         stats.n_numeric, stats.n_classes = stats.num_n.shape[1:]
         stats.n_nominal, stats.n_values = stats.nom.shape[1:3]

@@ -14,6 +14,7 @@ with numpy passes per depth level (never per node in Python):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,45 +112,34 @@ class Topology:
         """Inverse of :meth:`to_preorder`."""
         return np.take(values, self.start, axis=0)
 
-    def preorder_subtree_sum(self, values: FloatArray) -> FloatArray:
-        """:meth:`subtree_sum` with values and result in preorder space."""
-        csum = np.cumsum(values, axis=0)
-        zero = np.zeros((1,) + values.shape[1:])
-        csum = np.concatenate([zero, csum])
-        return np.take(csum, self.end_preorder, axis=0) - csum[:-1]
-
     def preorder_subtree_sum_rows(self, values: FloatArray) -> FloatArray:
-        """:meth:`preorder_subtree_sum` of each row of ``(R, S)`` values (contiguous rows are
-        several times faster than ``(S, R)`` columns for small ``R``)."""
+        """:meth:`subtree_sum` of each row of ``(R, S)`` values, in preorder space (rows,
+        contiguous, are several times faster than ``(S, R)`` columns for small ``R``)."""
         csum = np.zeros((values.shape[0], values.shape[1] + 1))
         np.cumsum(values, axis=1, out=csum[:, 1:])
         return csum.take(self.end_preorder, axis=1) - csum[:, :-1]
 
     def preorder_ancestor_sum_rows(self, values: FloatArray) -> FloatArray:
-        """:meth:`preorder_ancestor_sum` of each row of ``(R, S)`` values."""
+        """:meth:`ancestor_sum` of each row of ``(R, S)`` values, in preorder space.
+
+        Position ``j`` is below node ``p`` when ``start[p] <= j < end[p]``: the sum over nodes
+        started at or before ``j`` minus the sum over nodes whose subtree ended at or before it.
+        """
         started = np.cumsum(values, axis=1)
         ended = np.zeros((values.shape[0], values.shape[1] + 1))
         np.cumsum(values.take(self.by_end, axis=1), axis=1, out=ended[:, 1:])
         return started - ended.take(self.ended_before, axis=1) - values
 
-    def preorder_ancestor_sum(self, values: FloatArray) -> FloatArray:
-        """:meth:`ancestor_sum` with values and result in preorder space.
-
-        Position ``j`` is below node ``p`` when ``start[p] <= j < end[p]``: the sum over nodes
-        started at or before ``j`` minus the sum over nodes whose subtree ended at or before it.
-        """
-        started = np.cumsum(values, axis=0)
-        ended = np.concatenate(
-            [np.zeros((1,) + values.shape[1:]), np.cumsum(np.take(values, self.by_end, axis=0), axis=0)]
-        )
-        return started - np.take(ended, self.ended_before, axis=0) - values
+    def _by_node(self, values: FloatArray, rows_sum: Callable[[FloatArray], FloatArray]) -> FloatArray:
+        """Apply a preorder row sum to ``(S,)`` or ``(S, K)`` values given per node."""
+        values = np.asarray(values, dtype=np.float64)
+        rows = np.ascontiguousarray(self.to_preorder(values).reshape(values.shape[0], -1).T)
+        return self.from_preorder(rows_sum(rows).T.reshape(values.shape))
 
     def subtree_sum(self, values: FloatArray) -> FloatArray:
         """Sum of ``values`` over each node's subtree (the node included); (S,) or (S, K)."""
-        values = np.asarray(values, dtype=np.float64)
-        return self.from_preorder(self.preorder_subtree_sum(self.to_preorder(values)))
+        return self._by_node(values, self.preorder_subtree_sum_rows)
 
     def ancestor_sum(self, values: FloatArray) -> FloatArray:
         """Sum of ``values`` over each node's strict ancestors; (S,) or (S, K)."""
-        values = np.asarray(values, dtype=np.float64)
-        return self.from_preorder(self.preorder_ancestor_sum(self.to_preorder(values)))
+        return self._by_node(values, self.preorder_ancestor_sum_rows)
