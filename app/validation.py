@@ -92,8 +92,7 @@ def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
                 raise field_error((*loc, k), "Feature values must be finite numbers (no NaN or infinity)",
                                   "finite_number")
         elif t is str:
-            if len(v) > m:
-                raise field_error((*loc, k), f"String should have at most {m} characters", "string_too_long")
+            _check_length(v, (*loc, k), m)
         elif t is int:
             _check_int(v, (*loc, k))
         elif t is not bool and v is not None:
@@ -101,13 +100,16 @@ def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
                               "(no nested objects or arrays)", "feature_type")
 
 
+def _check_length(value: str, loc: Loc, most: int) -> None:
+    if len(value) > most:
+        raise field_error(loc, f"String should have at most {most} characters", "string_too_long")
+
+
 def check_label(y: Any, loc: Loc, limits: Limits) -> None:
     """A label is a string (at most ``max_string_length``), an integer or a boolean."""
     t = type(y)
     if t is str:
-        if len(y) > limits.max_string_length:
-            raise field_error(loc, f"String should have at most {limits.max_string_length} characters",
-                              "string_too_long")
+        _check_length(y, loc, limits.max_string_length)
     elif t is int:
         _check_int(y, loc)
     elif t is not bool:
@@ -118,9 +120,7 @@ def check_id(i: Any, loc: Loc, limits: Limits) -> None:
     """An id is a string (at most ``max_string_length``) or an integer."""
     t = type(i)
     if t is str:
-        if len(i) > limits.max_string_length:
-            raise field_error(loc, f"String should have at most {limits.max_string_length} characters",
-                              "string_too_long")
+        _check_length(i, loc, limits.max_string_length)
     elif t is int:
         _check_int(i, loc)
     else:
