@@ -51,31 +51,25 @@ def _detail(status: int, detail: str) -> FastJSON:
     return FastJSON({"detail": detail}, status_code=status)
 
 
+# each domain exception below the routers, and the fixed HTTP error it becomes
+_FIXED: dict[type[Exception], tuple[int, str]] = {
+    NotAvailable: (404, MODEL_NOT_FOUND),
+    Recovering: (503, RECOVERING),
+    StorageFailure: (503, STORAGE_FAILURE),
+    LearnFailure: (500, LEARN_FAILURE),
+    ConfigConflict: (409, CONFIG_CONFLICT),
+    TooManyModels: (409, TOO_MANY_MODELS),
+}
+
+
 def install_handlers(app: FastAPI) -> None:
     """Map the domain exceptions raised below the routers to fixed HTTP errors."""
 
-    async def not_available(_: Request, __: Exception) -> Response:
-        return _detail(404, MODEL_NOT_FOUND)
-
-    async def recovering(_: Request, __: Exception) -> Response:
-        return _detail(503, RECOVERING)
-
-    async def storage_failure(_: Request, __: Exception) -> Response:
-        return _detail(503, STORAGE_FAILURE)
-
-    async def learn_failure(_: Request, __: Exception) -> Response:
-        return _detail(500, LEARN_FAILURE)
-
-    async def conflict(_: Request, __: Exception) -> Response:
-        return _detail(409, CONFIG_CONFLICT)
-
-    async def too_many(_: Request, __: Exception) -> Response:
-        return _detail(409, TOO_MANY_MODELS)
+    async def fixed(_: Request, exc: Exception) -> Response:
+        # the nearest class in _FIXED, as Starlette chose this handler (subclasses included)
+        status, detail = next(_FIXED[c] for c in type(exc).__mro__ if c in _FIXED)
+        return _detail(status, detail)
 
     app.add_exception_handler(RequestValidationError, validation_error_handler)
-    app.add_exception_handler(NotAvailable, not_available)
-    app.add_exception_handler(Recovering, recovering)
-    app.add_exception_handler(StorageFailure, storage_failure)
-    app.add_exception_handler(LearnFailure, learn_failure)
-    app.add_exception_handler(ConfigConflict, conflict)
-    app.add_exception_handler(TooManyModels, too_many)
+    for exception in _FIXED:
+        app.add_exception_handler(exception, fixed)
