@@ -1,7 +1,18 @@
 """The benchmark streams: river's bundled datasets that load offline and seeded generators.
 
 Every stream is a function returning a fresh iterator of ``(x, y)``; seeds are fixed so each
-run sees the same examples. Drifting streams record where their drifts are.
+run sees the same examples. Drifting streams record where their drifts are, when known: river's
+``ConceptDriftStream`` draws from the new concept with probability ``sigmoid(4 (t - p) / w)``
+at example ``t``, so a drift has a position ``p`` (half the examples from each concept) and a
+width ``w`` (the change runs over about ``p - w .. p + w``). Nested drift streams count their
+own examples, which start when the outer stream first draws from them, so a second drift at
+inner position ``q`` falls at about ``p + q`` (the positions below are these global estimates).
+
+A drift's kind follows from its width: ``abrupt`` up to :data:`ABRUPT_WIDTH` (100: river's
+sigmoid overflows for ``|t - p| > 177 w``, so ``w`` must be at least ``4 p / 709``, 57 for a
+drift at 10,000, and 100 is our "abrupt": the old concept is gone about 60 examples after
+``p``), ``fast gradual`` up to 1,000, ``gradual`` beyond. Streams marked ``drifting`` without
+positions (RandomRBFDrift, Hyperplane) drift continuously.
 """
 
 from __future__ import annotations
@@ -14,6 +25,15 @@ from river import datasets
 from river.datasets import synth
 
 N = 20_000
+ABRUPT_WIDTH = 100
+FAST_GRADUAL_WIDTH = 1_000
+
+
+def drift_kind(width: int) -> str:
+    """``abrupt`` (width <= 100), ``fast gradual`` (<= 1,000) or ``gradual``."""
+    if width <= ABRUPT_WIDTH:
+        return "abrupt"
+    return "fast gradual" if width <= FAST_GRADUAL_WIDTH else "gradual"
 
 
 @dataclass(frozen=True)
@@ -22,9 +42,20 @@ class Stream:
     make: Callable[[], Iterator[tuple[dict, object]]]
     drifting: bool = False
     drifts: tuple[int, ...] = field(default=())
+    widths: tuple[int, ...] = field(default=())  # one per drift: the ConceptDriftStream width
+
+    def __post_init__(self) -> None:
+        if len(self.widths) != len(self.drifts):
+            raise ValueError(f"{self.name}: one width per drift position")
+        if self.drifts and not self.drifting:
+            raise ValueError(f"{self.name}: drift positions on a stream not marked drifting")
 
     def take(self, n: int = N) -> list[tuple[dict, object]]:
         return list(itertools.islice(self.make(), n))
+
+    def known_drifts(self) -> list[tuple[int, int, str]]:
+        """``(position, width, kind)`` of each drift at a known position."""
+        return [(p, w, drift_kind(w)) for p, w in zip(self.drifts, self.widths, strict=True)]
 
 
 def _drift(first, second, position: int, width: int, seed: int = 42):  # type: ignore[no-untyped-def]
@@ -67,6 +98,7 @@ STREAMS: dict[str, Stream] = {
             lambda: iter(_drift(synth.SEA(variant=0, noise=0.1, seed=42), synth.SEA(variant=2, noise=0.1, seed=43), 10_000, 1_000)),
             drifting=True,
             drifts=(10_000,),
+            widths=(1_000,),
         ),
         Stream(
             "Agrawal-drift",
@@ -80,6 +112,7 @@ STREAMS: dict[str, Stream] = {
             ),
             drifting=True,
             drifts=(10_000,),
+            widths=(1_000,),
         ),
         Stream(
             "STAGGER-drift",
@@ -98,6 +131,66 @@ STREAMS: dict[str, Stream] = {
             ),
             drifting=True,
             drifts=(6_667, 13_334),
+            widths=(100, 100),
+        ),
+        Stream(
+            # abrupt: the four Sine concepts in turn (1 and 3 are 0 and 2 with the labels flipped)
+            "Sine-abrupt",
+            lambda: iter(
+                _drift(
+                    synth.Sine(classification_function=0, seed=42),
+                    _drift(
+                        synth.Sine(classification_function=1, seed=43),
+                        _drift(
+                            synth.Sine(classification_function=2, seed=44),
+                            synth.Sine(classification_function=3, seed=45),
+                            5_000,
+                            100,
+                        ),
+                        5_000,
+                        100,
+                    ),
+                    5_000,
+                    100,
+                )
+            ),
+            drifting=True,
+            drifts=(5_000, 10_000, 15_000),
+            widths=(100, 100, 100),
+        ),
+        Stream(
+            "Agrawal-gradual",
+            lambda: iter(
+                _drift(
+                    synth.Agrawal(classification_function=1, seed=42),
+                    synth.Agrawal(classification_function=4, seed=43),
+                    10_000,
+                    4_000,
+                )
+            ),
+            drifting=True,
+            drifts=(10_000,),
+            widths=(4_000,),
+        ),
+        Stream(
+            # abrupt and recurring: Mixed's concept, its label flip, and back
+            "Mixed-abrupt",
+            lambda: iter(
+                _drift(
+                    synth.Mixed(classification_function=0, seed=42),
+                    _drift(
+                        synth.Mixed(classification_function=1, seed=43),
+                        synth.Mixed(classification_function=0, seed=44),
+                        7_000,
+                        100,
+                    ),
+                    7_000,
+                    100,
+                )
+            ),
+            drifting=True,
+            drifts=(7_000, 14_000),
+            widths=(100, 100),
         ),
     ]
 }
