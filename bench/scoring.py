@@ -26,8 +26,10 @@ class Score:
     log_loss: float = 0.0
     brier: float = 0.0
     correct: int = 0
-    # per scored example, for reliability diagrams and windowed curves
+    # per scored example, for reliability diagrams and windowed curves; scored_at is the
+    # example's index in the stream (unscored examples leave gaps)
     losses: list[float] = field(default_factory=list)
+    scored_at: list[int] = field(default_factory=list)
     top_p: list[float] = field(default_factory=list)
     top_hit: list[bool] = field(default_factory=list)
 
@@ -48,8 +50,15 @@ class Score:
         top = int(np.argmax(p))
         self.correct += top == i
         self.losses.append(loss)
+        self.scored_at.append(self.n + self.unscored - 1)
         self.top_p.append(float(p[top]))
         self.top_hit.append(top == i)
+
+    def per_example_losses(self) -> np.ndarray:
+        """Log loss of every example seen, in stream order; NaN where it was not scored."""
+        out = np.full(self.n + self.unscored, np.nan)
+        out[np.array(self.scored_at, dtype=int)] = self.losses
+        return out
 
     def result(self) -> dict[str, float]:
         n = max(self.n, 1)
