@@ -31,14 +31,19 @@ def _int(low: int, high: float = math.inf, none: bool = False) -> tuple[Callable
     return ok, text + (" or None" if none else "")
 
 
-def _float(low: float, high: float, low_open: bool = False, high_open: bool = False) -> tuple[Callable[[Any], bool], str]:
+def _float(
+    low: float, high: float, low_open: bool = False, high_open: bool = False, none: bool = False
+) -> tuple[Callable[[Any], bool], str]:
     def ok(v: Any) -> bool:
+        if v is None:
+            return none
         if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
             return False
         x = float(v)
         return (low < x if low_open else low <= x) and (x < high if high_open else x <= high)
 
-    return ok, f"a float in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    text = f"a float in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    return ok, text + (" or None" if none else "")
 
 
 def _names(v: Any) -> bool:
@@ -63,6 +68,8 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "prior_weight": _float(1e-4, 1e6),
     "m": _float(0.0, 1e9, low_open=True),
     "half_life": _int(1, none=True),
+    "drift_delta": _float(0.0, 1.0, low_open=True, high_open=True, none=True),
+    "drift_patience": _int(1),
 }
 
 

@@ -11,6 +11,12 @@ and the first example of a new class. Each chunk's counts and statistics are add
 ``np.add.at`` in row order, so every floating-point sum sees the same additions in the same
 order as one example at a time; after a split, only the rows waiting at the split leaf are
 routed on.
+
+With change detection on, each row's error (computed from its leaf's counts as they stand
+before the row, rows of the same chunk included) feeds the detector in order, and a detected
+change ends the chunk at its row. While a background tree is compared with the tree, rows go
+one at a time (both trees score each row before learning it); after the background tree
+replaces the tree, the remaining rows are routed in the new tree.
 """
 
 from __future__ import annotations
@@ -189,12 +195,13 @@ def _encode_columns(
 class _Triggers:
     """Which row triggers each leaf's next split attempt, earliest first."""
 
-    def __init__(self, model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, nodes: np.ndarray) -> None:
+    def __init__(self, model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, nodes: np.ndarray, first: int = 0) -> None:
         self.model = model
         self.num, self.nom = num, nom
         self.heap: list[tuple[int, int]] = []
-        self.rows: dict[int, np.ndarray] = {}  # leaf -> its rows in the batch, in order
-        self._add_rows(nodes, np.arange(nodes.shape[0]))
+        self.rows: dict[int, np.ndarray] = {}  # leaf -> its rows in the batch from ``first``, in order
+        rows = np.arange(first, nodes.shape[0])
+        self._add_rows(nodes[rows], rows)
 
     def _add_rows(self, nodes: np.ndarray, rows: np.ndarray) -> None:
         order = np.argsort(nodes, kind="stable")
@@ -268,13 +275,57 @@ def learn_encoded(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, labe
         refit_row = i + model.refit_every - model.n_examples % model.refit_every - 1
         trigger_row, trigger_node = triggers.next()
         end = min(class_end, refit_row, trigger_row)
+        background = model._background
+        detected = False
+        if model._detector is not None:
+            if background is not None:
+                end = i
+                leaf = background._route_matrix(num[i : i + 1], nom[i : i + 1], 0)[0]
+                model._compare(_path(model, int(nodes[i])), _path(background, int(leaf)), int(ks[i]))
+            end, detected = _detect(model, nodes, ks, i, end)
         _apply(model, num, nom, nodes, ks, i, end)
+        if background is not None:
+            learn_encoded(background, num[i : i + 1], nom[i : i + 1], labels[i : i + 1])
         if end == trigger_row:
             model._attempt_split(trigger_node)
             triggers.attempted(trigger_node, end, nodes)
         if end == refit_row:
             model._refit()
+        if model._detector is not None:
+            swaps = model.n_swaps
+            model._watch(detected)
+            if model.n_swaps != swaps and end + 1 < n:  # a new tree: route the rest in it
+                nodes[end + 1 :] = model._route_matrix(num[end + 1 :], nom[end + 1 :], 0)
+                triggers = _Triggers(model, num, nom, nodes, first=end + 1)
         i = end + 1
+
+
+def _path(model: ProbabilityTree, node: int) -> list[int]:
+    """Root-to-``node`` path."""
+    path = [node]
+    parent = model._parent
+    while parent[node] >= 0:
+        node = parent[node]
+        path.append(node)
+    return path[::-1]
+
+
+def _detect(model: ProbabilityTree, nodes: np.ndarray, ks: np.ndarray, i: int, end: int) -> tuple[int, bool]:
+    """Feed rows ``i..end``'s errors to the detector in order, each from its leaf's counts as
+    ``learn_one`` would see them (earlier rows of the chunk added one by one, as floats);
+    returns the row the chunk must end at and whether a change was detected there."""
+    n_classes = len(model.classes_)
+    leaf_counts: dict[int, list[float]] = {}
+    for r in range(i, end + 1):
+        node, k = int(nodes[r]), int(ks[r])
+        row = leaf_counts.get(node)
+        if row is None:
+            row = leaf_counts[node] = model.counts_[node, :n_classes].tolist()
+        error = model._error(row, k)
+        row[k] += 1.0
+        if model._error_rose(error):
+            return r, True
+    return end, False
 
 
 def _apply(

@@ -2,9 +2,11 @@
 
 Layout: the magic bytes ``b"STREAMTREE"``, a big-endian uint32 header length, the UTF-8 JSON
 header (format version, configuration, classes, feature registry, counters, smoother
-scalars), then an ``.npz`` archive of the arrays, read back with ``allow_pickle=False``.
-Loading a file written by a newer format version, or anything else, raises
-:class:`~streamtree.exceptions.FormatError`.
+scalars, drift counters), then an ``.npz`` archive of the arrays, read back with
+``allow_pickle=False``. A background tree (see ``drift_delta``) is stored as a nested model in
+the same format, as one ``uint8`` array. Version 2 added the drift state; version 1 files
+still load (with no drift history). Loading a file written by a newer format version, or
+anything else, raises :class:`~streamtree.exceptions.FormatError`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streamtree.drift import Adwin
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
 from streamtree.observers import LeafStats
@@ -27,7 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "dump", "load"]
 
 MAGIC = b"STREAMTREE"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READS = (1, 2)
+_DRIFT_COUNTERS = ("n_detections", "n_swaps", "n_dropped", "tree_since", "_gap", "_compared")
 _STRUCTURE = ("_parent", "_left", "_right", "_kind", "_col", "_depth", "_slot")
 
 
@@ -51,6 +56,14 @@ def dump(model: ProbabilityTree) -> bytes:
     arrays["tree._thr"] = np.asarray(model._thr, dtype=np.float64)
     arrays["tree.counts"] = model.counts_[: model.n_nodes]
     arrays["tree.inherited"] = model._inherited[: model.n_nodes]
+    drift: dict[str, Any] = {name: getattr(model, name) for name in _DRIFT_COUNTERS}
+    drift["events"] = [list(event) for event in model._events]
+    if model._detector is not None:
+        detector_scalars, detector_arrays = _split_state(model._detector.to_state(), "detector.")
+        drift["detector"] = detector_scalars
+        arrays.update(detector_arrays)
+    if model._background is not None:
+        arrays["background"] = np.frombuffer(dump(model._background), dtype=np.uint8)
     header = {
         "format": "streamtree.ProbabilityTree",
         "version": FORMAT_VERSION,
@@ -61,6 +74,7 @@ def dump(model: ProbabilityTree) -> bytes:
         "growth_stopped": model.growth_stopped,
         "smoother": smoother_scalars,
         "stats": stats_scalars,
+        "drift": drift,
     }
     try:
         head = json.dumps(header, allow_nan=False).encode()
@@ -86,7 +100,7 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
         raise FormatError(f"Corrupt streamtree model: {err}.") from None
     if header.get("format") != "streamtree.ProbabilityTree":
         raise FormatError(f"Not a ProbabilityTree: the format is {header.get('format')!r}.")
-    if header.get("version") != FORMAT_VERSION:
+    if header.get("version") not in _READS:
         raise FormatError(
             f"Model format version {header.get('version')!r} is not supported; this streamtree reads version {FORMAT_VERSION}."
         )
@@ -112,4 +126,15 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     smoother = {key[len("smoother.") :]: value for key, value in arrays.items() if key.startswith("smoother.")}
     model._smoother.set_state({**smoother, **header["smoother"]})
     model._topology = None
+    drift = header.get("drift")  # absent in version 1
+    if drift is not None:
+        for name in _DRIFT_COUNTERS:
+            setattr(model, name, drift[name])
+        model._events = [(str(kind), int(at)) for kind, at in drift["events"]]
+        if "detector" in drift:
+            detector = {key[len("detector.") :]: value for key, value in arrays.items() if key.startswith("detector.")}
+            model._detector = Adwin.from_state({**detector, **drift["detector"]})
+        if "background" in arrays:
+            model._background = load(cls, arrays["background"].tobytes())
+            model._background.registry = model.registry
     return model

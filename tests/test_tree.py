@@ -13,6 +13,7 @@ from river import checks, datasets
 from river.datasets import synth
 
 from streamtree import ConfigError, FormatError, InputError, ProbabilityTree
+from streamtree.persistence import FORMAT_VERSION
 
 SMOOTHINGS = ["hgs", "mbranch", "mestimate", "laplace", "mle"]
 
@@ -130,7 +131,7 @@ def test_corrupt_bytes_raise_format_error() -> None:
         ProbabilityTree.from_bytes(b"not a model")
     with pytest.raises(FormatError):
         ProbabilityTree.from_bytes(data[:40])
-    newer = data.replace(b'"version": 1', b'"version": 9', 1)
+    newer = data.replace(f'"version": {FORMAT_VERSION}'.encode(), b'"version": 9', 1)
     with pytest.raises(FormatError, match="version 9"):
         ProbabilityTree.from_bytes(newer)
 
@@ -294,7 +295,8 @@ def test_half_life_forgets_an_old_concept() -> None:
     """After the concept flips, a forgetting tree follows the new one; counts stay consistent."""
     rng = random.Random(2)
     stream_ = [({"a": v, "b": rng.random()}, (v > 0.5) != (i >= 3000)) for i, v in enumerate(rng.random() for _ in range(5000))]
-    plain, forgetting = ProbabilityTree(refit_every=200), ProbabilityTree(refit_every=200, half_life=500)
+    plain = ProbabilityTree(refit_every=200, drift_delta=None)
+    forgetting = ProbabilityTree(refit_every=200, half_life=500, drift_delta=None)
     for model in (plain, forgetting):
         for x, y in stream_:
             model.learn_one(x, y)

@@ -1,0 +1,209 @@
+"""Change detection: the ADWIN detector, and how ProbabilityTree uses it (background trees)."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import math
+import random
+import struct
+
+import numpy as np
+import pytest
+from river import drift as river_drift
+
+from streamtree import ConfigError, ProbabilityTree
+from streamtree.drift import Adwin
+from streamtree.persistence import MAGIC
+
+
+def bernoulli(n: int, p_before: float, p_after: float, change: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [float(rng.random() < (p_before if i < change else p_after)) for i in range(n)]
+
+
+# -- the detector ---------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(5))
+def test_first_detection_matches_rivers_adwin(seed: int) -> None:
+    """Same algorithm as river's compiled ADWIN: the same first alarm on the same stream."""
+    values = bernoulli(6000, 0.2, 0.5, 3000, seed)
+    ours, theirs = Adwin(delta=0.002), river_drift.ADWIN(delta=0.002)
+    first_ours = next(i for i, v in enumerate(values) if ours.update(v))
+    first_theirs = None
+    for i, v in enumerate(values):
+        theirs.update(v)
+        if theirs.drift_detected:
+            first_theirs = i
+            break
+    assert first_ours == first_theirs
+    assert 3000 < first_ours < 3300
+
+
+def test_no_alarm_on_a_stationary_stream_and_the_window_grows() -> None:
+    detector = Adwin(delta=0.002)
+    alarms = sum(detector.update(v) for v in bernoulli(20_000, 0.1, 0.1, 0, seed=3))
+    assert alarms == 0
+    assert detector.width == 20_000
+    assert detector.mean == pytest.approx(0.1, abs=0.01)
+
+
+def test_after_a_change_the_window_holds_the_new_values() -> None:
+    detector = Adwin(delta=0.002)
+    for v in bernoulli(8000, 0.1, 0.6, 4000, seed=4):
+        detector.update(v)
+    assert detector.n_detections >= 1
+    assert detector.width < 4500
+    assert detector.mean == pytest.approx(0.6, abs=0.05)
+    # the bookkeeping stays consistent with the buckets it holds
+    held = sum(len(row) << i for i, row in enumerate(detector._totals))
+    assert held == detector.width
+    assert detector.total == pytest.approx(sum(sum(row) for row in detector._totals))
+
+
+def test_state_round_trip_continues_identically() -> None:
+    values = bernoulli(9000, 0.3, 0.7, 5000, seed=5)
+    a = Adwin()
+    for v in values[:4321]:
+        a.update(v)
+    b = Adwin.from_state(a.to_state())
+    assert [a.update(v) for v in values[4321:]] == [b.update(v) for v in values[4321:]]
+    assert a.to_state()["totals"].tolist() == b.to_state()["totals"].tolist()
+
+
+# -- the tree -------------------------------------------------------------------------------
+def flipping_stream(n: int = 8000, flip: int = 4000, seed: int = 0) -> list[tuple[dict, object]]:
+    """Two features; the label's rule flips abruptly at ``flip`` to depend on the other one."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a, b = rng.random(), rng.random()
+        label = (a > 0.5) if i < flip else (b > 0.3)
+        if rng.random() < 0.05:
+            label = not label
+        out.append(({"a": a, "b": b, "c": rng.choice(["x", "y"])}, label))
+    return out
+
+
+def prequential_losses(model: ProbabilityTree, data: list[tuple[dict, object]]) -> np.ndarray:
+    losses = []
+    for x, y in data:
+        proba = model.predict_proba_one(x)
+        losses.append(-math.log(max(proba.get(y, 0.0), 1e-15)) if proba else math.log(2))
+        model.learn_one(x, y)
+    return np.array(losses)
+
+
+def test_a_background_tree_replaces_the_tree_after_an_abrupt_change() -> None:
+    data = flipping_stream()
+    adaptive = ProbabilityTree(half_life=None)
+    static = ProbabilityTree(half_life=None, drift_delta=None)
+    adaptive_losses = prequential_losses(adaptive, data)
+    static_losses = prequential_losses(static, data)
+    after = slice(4500, 8000)
+    assert adaptive_losses[after].mean() < 0.6 * static_losses[after].mean()
+    summary = adaptive.summary()["drift"]
+    assert summary["n_detections"] >= 1 and summary["n_swaps"] >= 1
+    swaps = [e["at"] for e in summary["events"] if e["event"] == "swap"]
+    assert 4000 < swaps[0] < 5000
+    assert summary["tree_since"] > 4000
+    # the adopted tree learned only from the new concept: its root counts are all recent
+    assert adaptive.counts_[0].sum() < 4000
+    assert static.summary()["drift"] == {
+        "detection": False, "n_detections": 0, "n_swaps": 0, "n_dropped": 0,
+        "tree_since": 0, "background": None, "events": [],
+    }
+
+
+def test_no_swap_on_a_stationary_stream() -> None:
+    rng = random.Random(7)
+    data = [({"a": (a := rng.random()), "b": rng.random()}, (a > 0.4) != (rng.random() < 0.1)) for _ in range(8000)]
+    model = ProbabilityTree()
+    for x, y in data:
+        model.learn_one(x, y)
+    assert model.n_swaps == 0
+    assert model.tree_since == 0
+
+
+def test_explain_one_and_summary_show_the_background_tree_while_it_is_compared() -> None:
+    data = flipping_stream()
+    model = ProbabilityTree(half_life=None, drift_patience=100_000)
+    for x, y in data:
+        model.learn_one(x, y)
+        if model._background is not None and model._background.n_examples == 50:
+            break
+    assert model._background is not None
+    seen = model.summary()["drift"]["background"]
+    assert seen["n_examples"] == 50 and seen["compared"] == 50
+    assert isinstance(seen["mean_log_loss_gain"], float)
+    assert model.explain_one(data[0][0])["drift"] == model.summary()["drift"]
+    json.dumps(model.summary())
+
+
+def test_learn_many_equals_learn_one_across_detections_and_swaps() -> None:
+    data = flipping_stream(7000)
+    one = ProbabilityTree(refit_every=100)
+    for x, y in data:
+        one.learn_one(x, y)
+    assert one.n_swaps >= 1
+    many = ProbabilityTree(refit_every=100)
+    sizes = [1, 37, 500, 3, 999, 64]
+    start = 0
+    for size in itertools.cycle(sizes):
+        if start >= len(data):
+            break
+        batch = data[start : start + size]
+        many.learn_many([x for x, _ in batch], [y for _, y in batch])
+        start += size
+    assert one.to_bytes() == many.to_bytes()
+
+
+
+
+def test_round_trip_with_a_live_background_tree_is_exact() -> None:
+    data = flipping_stream()
+    model = ProbabilityTree(drift_patience=100_000)
+    i = 0
+    while model._background is None or model._background.n_examples < 40:
+        model.learn_one(*data[i])
+        i += 1
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    assert again.to_bytes() == model.to_bytes()
+    assert again._background is not None and again._background.registry is again.registry
+    for x, y in data[i:]:
+        model.learn_one(x, y)
+        again.learn_one(x, y)
+    assert again.to_bytes() == model.to_bytes()
+    assert again.n_swaps == model.n_swaps >= 1
+
+
+def test_version_1_files_still_load() -> None:
+    """Models saved before the drift state existed load, with an empty drift history."""
+    model = ProbabilityTree()
+    for x, y in flipping_stream(300):
+        model.learn_one(x, y)
+    data = model.to_bytes()
+    (size,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
+    header = json.loads(data[len(MAGIC) + 4 : len(MAGIC) + 4 + size])
+    header["version"] = 1
+    del header["drift"]
+    with np.load(io.BytesIO(data[len(MAGIC) + 4 + size :])) as archive:
+        arrays = {k: archive[k] for k in archive.files if not k.startswith("detector.")}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    head = json.dumps(header).encode()
+    old = ProbabilityTree.from_bytes(MAGIC + struct.pack(">I", len(head)) + head + buffer.getvalue())
+    assert old.n_detections == 0 and old._detector is not None and old._detector.width == 0
+    probe = flipping_stream(1)[0][0]
+    assert old.predict_proba_one(probe) == model.predict_proba_one(probe)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [({"drift_delta": 0.0}, "drift_delta"), ({"drift_delta": 1.5}, "drift_delta"), ({"drift_delta": "x"}, "drift_delta"),
+     ({"drift_patience": 0}, "drift_patience"), ({"drift_patience": None}, "drift_patience")],
+)
+def test_invalid_drift_config_names_the_parameter(kwargs: dict, param: str) -> None:
+    with pytest.raises(ConfigError, match=param) as info:
+        ProbabilityTree(**kwargs)
+    assert info.value.param == param
