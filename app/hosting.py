@@ -274,9 +274,12 @@ class ModelHost:
         if self.recovering:
             return {}
         s = self.model.summary()
+        drift = s["drift"]
         return {"nodes": s.get("n_nodes", 0), "leaves": s.get("n_leaves", 0), "depth": s.get("depth", 0),
                 "examples": s.get("n_examples", 0), "classes": len(s.get("classes", ())),
-                "seq": self.seq, "pending_ids": len(self.pending)}
+                "seq": self.seq, "pending_ids": len(self.pending),
+                "drift_detections": drift["n_detections"], "drift_swaps": drift["n_swaps"],
+                "drift_background": float(drift["background"] is not None)}
 
     # ------------------------------------------------------------------ writing
     async def learn(self, events: list[Event], batch: bool) -> tuple[int, int]:

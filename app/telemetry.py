@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -36,6 +36,12 @@ _GAUGES = {
     "classes": "Distinct labels the model has seen.",
     "seq": "Last durable event sequence number.",
     "pending_ids": "Predictions waiting for a delayed label.",
+    "drift_background": "1 while a background tree is compared with the tree after a detected change.",
+}
+# read from the model's durable state, so they survive restarts and only ever grow
+_COUNTERS = {
+    "drift_detections": "Detected rises of the tree's error rate (concept drift).",
+    "drift_swaps": "Times a background tree replaced the tree.",
 }
 
 
@@ -44,8 +50,10 @@ class _ModelCollector(Collector):
         self._models = models
 
     def collect(self) -> Iterator[Metric]:
-        families = {k: GaugeMetricFamily(f"streamtree_model_{k}", doc, labels=["model"])
-                    for k, doc in _GAUGES.items()}
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            k: GaugeMetricFamily(f"streamtree_model_{k}", doc, labels=["model"]) for k, doc in _GAUGES.items()}
+        families |= {k: CounterMetricFamily(f"streamtree_model_{k}", doc, labels=["model"])
+                     for k, doc in _COUNTERS.items()}
         for m in self._models():
             for k, v in m.gauges().items():
                 if k in families:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.app.conftest import learn_all
+from tests.app.conftest import learn_all, make_stream
 
 
 def test_requests_latencies_events_and_model_size(client, stream) -> None:  # type: ignore[no-untyped-def]
@@ -26,3 +26,21 @@ def test_requests_latencies_events_and_model_size(client, stream) -> None:  # ty
     assert samples[("streamtree_model_seq", (("model", "default"),))] == 120
     assert samples[("streamtree_model_nodes", (("model", "default"),))] >= 1
     assert samples[("streamtree_commit_group_events_sum", ())] == 120
+
+
+def test_drift_detections_and_swaps_are_exported(client) -> None:  # type: ignore[no-untyped-def]
+    """After an abrupt change the model summary and the Prometheus counters show it."""
+    events = make_stream(3000, seed=1)
+    swapped = {"low": "high", "high": "low", "mid": "mid"}
+    flipped = events[:1500] + [(x, swapped[y]) for x, y in events[1500:]]
+    assert client.put("/models/m", json={"half_life": None}).status_code == 201
+    learn_all(client, flipped, path="/models/m/learn", batch=500)
+    drift = client.get("/models/m").json()["summary"]["drift"]
+    assert drift["n_detections"] >= 1 and drift["n_swaps"] >= 1
+    assert any(e["event"] == "swap" and e["at"] > 1500 for e in drift["events"])
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    assert samples[("streamtree_model_drift_detections_total", (("model", "m"),))] == drift["n_detections"]
+    assert samples[("streamtree_model_drift_swaps_total", (("model", "m"),))] == drift["n_swaps"]
+    assert samples[("streamtree_model_drift_detections_total", (("model", "default"),))] == 0
+    assert ("streamtree_model_drift_background", (("model", "m"),)) in samples
