@@ -63,6 +63,15 @@ def _drift(first, second, position: int, width: int, seed: int = 42):  # type: i
     return synth.ConceptDriftStream(first, second, position=position, width=width, seed=seed)
 
 
+def _chain(concepts: list, every: int, width: int):  # type: ignore[no-untyped-def]
+    """One concept after another: each drift ``every`` examples of the stream before it
+    (nested streams count their own examples, so drift i is near ``i * every``)."""
+    stream = concepts[-1]
+    for concept in reversed(concepts[:-1]):
+        stream = _drift(concept, stream, every, width)
+    return stream
+
+
 STREAMS: dict[str, Stream] = {
     s.name: s
     for s in [
@@ -116,19 +125,7 @@ STREAMS: dict[str, Stream] = {
         ),
         Stream(
             "STAGGER-drift",
-            lambda: iter(
-                _drift(
-                    synth.STAGGER(classification_function=0, seed=42),
-                    _drift(
-                        synth.STAGGER(classification_function=1, seed=43),
-                        synth.STAGGER(classification_function=2, seed=44),
-                        6_667,
-                        100,
-                    ),
-                    6_667,
-                    100,
-                )
-            ),
+            lambda: iter(_chain([synth.STAGGER(classification_function=f, seed=42 + f) for f in range(3)], 6_667, 100)),
             drifting=True,
             drifts=(6_667, 13_334),
             widths=(100, 100),
@@ -136,24 +133,7 @@ STREAMS: dict[str, Stream] = {
         Stream(
             # abrupt: the four Sine concepts in turn (1 and 3 are 0 and 2 with the labels flipped)
             "Sine-abrupt",
-            lambda: iter(
-                _drift(
-                    synth.Sine(classification_function=0, seed=42),
-                    _drift(
-                        synth.Sine(classification_function=1, seed=43),
-                        _drift(
-                            synth.Sine(classification_function=2, seed=44),
-                            synth.Sine(classification_function=3, seed=45),
-                            5_000,
-                            100,
-                        ),
-                        5_000,
-                        100,
-                    ),
-                    5_000,
-                    100,
-                )
-            ),
+            lambda: iter(_chain([synth.Sine(classification_function=f, seed=42 + f) for f in range(4)], 5_000, 100)),
             drifting=True,
             drifts=(5_000, 10_000, 15_000),
             widths=(100, 100, 100),
@@ -175,19 +155,7 @@ STREAMS: dict[str, Stream] = {
         Stream(
             # abrupt and recurring: Mixed's concept, its label flip, and back
             "Mixed-abrupt",
-            lambda: iter(
-                _drift(
-                    synth.Mixed(classification_function=0, seed=42),
-                    _drift(
-                        synth.Mixed(classification_function=1, seed=43),
-                        synth.Mixed(classification_function=0, seed=44),
-                        7_000,
-                        100,
-                    ),
-                    7_000,
-                    100,
-                )
-            ),
+            lambda: iter(_chain([synth.Mixed(classification_function=f % 2, seed=42 + f) for f in range(3)], 7_000, 100)),
             drifting=True,
             drifts=(7_000, 14_000),
             widths=(100, 100),

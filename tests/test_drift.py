@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import math
 import random
@@ -11,11 +10,15 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from river import drift as river_drift
 
 from streamtree import ConfigError, ProbabilityTree
 from streamtree.drift import Adwin
 from streamtree.persistence import MAGIC
+
+from tests.batches import learn_in_batches
 
 
 def bernoulli(n: int, p_before: float, p_after: float, change: int, seed: int) -> list[float]:
@@ -146,15 +149,7 @@ def test_learn_many_equals_learn_one_across_detections_and_swaps() -> None:
     for x, y in data:
         one.learn_one(x, y)
     assert one.n_swaps >= 1
-    many = ProbabilityTree(refit_every=100)
-    sizes = [1, 37, 500, 3, 999, 64]
-    start = 0
-    for size in itertools.cycle(sizes):
-        if start >= len(data):
-            break
-        batch = data[start : start + size]
-        many.learn_many([x for x, _ in batch], [y for _, y in batch])
-        start += size
+    many = learn_in_batches(ProbabilityTree(refit_every=100), data, [1, 37, 500, 3, 999, 64])
     assert one.to_bytes() == many.to_bytes()
 
 
@@ -207,3 +202,15 @@ def test_invalid_drift_config_names_the_parameter(kwargs: dict, param: str) -> N
     with pytest.raises(ConfigError, match=param) as info:
         ProbabilityTree(**kwargs)
     assert info.value.param == param
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=8))
+def test_any_batch_boundaries_around_a_swap_give_the_same_model(sizes: list[int]) -> None:
+    data = flipping_stream(2500, flip=1000, seed=3)
+    one = ProbabilityTree(refit_every=100)
+    for x, y in data:
+        one.learn_one(x, y)
+    assert one.n_swaps >= 1
+    many = learn_in_batches(ProbabilityTree(refit_every=100), data, sizes)
+    assert one.to_bytes() == many.to_bytes()

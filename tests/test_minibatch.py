@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import numpy as np
@@ -12,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamtree import InputError, ProbabilityTree
+
+from tests.batches import learn_in_batches
 
 
 def rows(n: int, seed: int = 0) -> list[tuple[dict, object]]:
@@ -33,14 +34,7 @@ def test_any_batch_boundaries_give_the_same_model(sizes: list[int]) -> None:
     one = ProbabilityTree(grace_period=15, refit_every=40)
     for x, y in data:
         one.learn_one(x, y)
-    many = ProbabilityTree(grace_period=15, refit_every=40)
-    i = 0
-    for size in itertools.cycle(sizes):
-        if i >= len(data):
-            break
-        batch = data[i : i + size]
-        many.learn_many([x for x, _ in batch], [y for _, y in batch])
-        i += size
+    many = learn_in_batches(ProbabilityTree(grace_period=15, refit_every=40), data, sizes)
     assert many.n_examples == len(data)
     assert one.to_bytes() == many.to_bytes()
 

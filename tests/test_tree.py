@@ -15,6 +15,8 @@ from river.datasets import synth
 from streamtree import ConfigError, FormatError, InputError, ProbabilityTree
 from streamtree.persistence import FORMAT_VERSION
 
+from tests.batches import learn_in_batches
+
 SMOOTHINGS = ["hgs", "mbranch", "mestimate", "laplace", "mle"]
 
 
@@ -73,10 +75,8 @@ def test_learn_many_equals_learn_one(smoothing: str) -> None:
     one = ProbabilityTree(smoothing=smoothing, grace_period=20, refit_every=37)
     for x, y in data:
         one.learn_one(x, y)
-    many = ProbabilityTree(smoothing=smoothing, grace_period=20, refit_every=37)
-    for start in range(0, len(data), 97):  # batch boundaries unrelated to grace or refits
-        batch = data[start : start + 97]
-        many.learn_many([x for x, _ in batch], [y for _, y in batch])
+    # batch boundaries unrelated to grace or refits
+    many = learn_in_batches(ProbabilityTree(smoothing=smoothing, grace_period=20, refit_every=37), data, [97])
     assert one.to_bytes() == many.to_bytes()
 
 
@@ -311,10 +311,7 @@ def test_half_life_keeps_learn_many_exact_and_round_trips() -> None:
     one = ProbabilityTree(grace_period=20, refit_every=50, half_life=300)
     for x, y in data:
         one.learn_one(x, y)
-    many = ProbabilityTree(grace_period=20, refit_every=50, half_life=300)
-    for start in range(0, len(data), 130):
-        batch = data[start : start + 130]
-        many.learn_many([x for x, _ in batch], [y for _, y in batch])
+    many = learn_in_batches(ProbabilityTree(grace_period=20, refit_every=50, half_life=300), data, [130])
     assert one.to_bytes() == many.to_bytes()
     assert ProbabilityTree.from_bytes(one.to_bytes()).to_bytes() == one.to_bytes()
 
