@@ -70,6 +70,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "half_life": _int(1, none=True),
     "drift_delta": _float(0.0, 1.0, low_open=True, high_open=True, none=True),
     "drift_patience": _int(1),
+    "naive_bayes": (lambda v: isinstance(v, bool), "a bool"),
 }
 
 

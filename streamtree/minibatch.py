@@ -24,19 +24,20 @@ from __future__ import annotations
 import copy
 import heapq
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from streamtree.exceptions import InputError
-from streamtree.features import NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
+from streamtree.features import _INFINITE, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
+from streamtree.naive_bayes import SAMPLE_EVERY
 
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["encode_batch", "encode_for_prediction", "learn_encoded"]
+__all__ = ["encode_batch", "encode_for_prediction", "encode_one", "learn_encoded"]
 
 _NEVER = 1 << 62
 
@@ -105,6 +106,27 @@ def encode_for_prediction(registry: FeatureRegistry, X: Any) -> tuple[np.ndarray
             if v is not None and (kind == NOMINAL or math.isfinite(v)):
                 out[i, col] = v
     return num, nom
+
+
+def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[list[float], list[int]]:
+    """One example's values and codes by column (NaN and -1 where missing, unusable or
+    unseen), as :func:`encode_for_prediction` reads them; only the model's features are read."""
+    numeric, nominal = registry.names_by_kind
+    value_of, codes_of = registry.value_of, registry.codes
+    values = []
+    for c, name in enumerate(numeric):
+        v = x.get(name)
+        t = type(v)
+        if not (t is float or t is int):
+            v = None if v is None else value_of(NUMERIC, c, v)
+        values.append(math.nan if v is None or v in _INFINITE else float(v))
+    codes = []
+    for c, name in enumerate(nominal):
+        v = x.get(name)
+        t = type(v)
+        code = codes_of[c].get(v, -1) if t is str or t is bool else (None if v is None else value_of(NOMINAL, c, v))
+        codes.append(-1 if code is None else int(code))
+    return values, codes
 
 
 def _fill(registry: FeatureRegistry, rows: list[EncodedRow]) -> tuple[np.ndarray, np.ndarray]:
@@ -275,13 +297,21 @@ def learn_encoded(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, labe
         refit_row = i + model.refit_every - model.n_examples % model.refit_every - 1
         trigger_row, trigger_node = triggers.next()
         end = min(class_end, refit_row, trigger_row)
+        if model._nb is not None:
+            # a scored row is scored before anything of it is learned: it starts its own chunk
+            scored_row = i + (SAMPLE_EVERY - 1 - model.n_examples % SAMPLE_EVERY)
+            if scored_row == i:
+                loglik = model._nb.row_loglik(num[i].tolist(), nom[i].tolist())
+                model._nb.score(model._smoothed(_path(model, int(nodes[i]))), loglik, int(ks[i]))
+                scored_row += SAMPLE_EVERY
+            end = min(end, scored_row - 1)
         background = model._background
         detected = False
         if model._detector is not None:
             if background is not None:
                 end = i
                 leaf = background._route_matrix(num[i : i + 1], nom[i : i + 1], 0)[0]
-                model._compare(_path(model, int(nodes[i])), _path(background, int(leaf)), int(ks[i]))
+                model._compare(_path(model, int(nodes[i])), _path(background, int(leaf)), num[i].tolist(), nom[i].tolist(), int(ks[i]))
             end, detected = _detect(model, nodes, ks, i, end)
         _apply(model, num, nom, nodes, ks, i, end)
         if background is not None:
@@ -341,6 +371,8 @@ def _apply(
         up = parent[cur]
         keep = up >= 0
         cur, kk = up[keep], kk[keep]
+    if model._nb is not None:
+        model._nb.stats.update_many(np.zeros(node.shape[0], dtype=np.int64), k, num[i : end + 1], nom[i : end + 1])
     slots = np.asarray(model._slot, dtype=np.int64)[node]
     at_leaf = slots >= 0
     if at_leaf.any():

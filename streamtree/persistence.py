@@ -4,8 +4,9 @@ Layout: the magic bytes ``b"STREAMTREE"``, a big-endian uint32 header length, th
 header (format version, configuration, classes, feature registry, counters, smoother
 scalars, drift counters), then an ``.npz`` archive of the arrays, read back with
 ``allow_pickle=False``. A background tree (see ``drift_delta``) is stored as a nested model in
-the same format, as one ``uint8`` array. Version 2 added the drift state; version 1 files
-still load (with no drift history). Loading a file written by a newer format version, or
+the same format, as one ``uint8`` array. Version 2 added the drift state and the naive-Bayes
+factor; version 1 files still load (no drift history; the factor, when configured, starts
+from nothing). Loading a file written by a newer format version, or
 anything else, raises :class:`~streamtree.exceptions.FormatError`.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 from streamtree.drift import Adwin
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
+from streamtree.naive_bayes import NaiveBayesFactor
 from streamtree.observers import LeafStats
 
 if TYPE_CHECKING:
@@ -62,6 +64,10 @@ def dump(model: ProbabilityTree) -> bytes:
         detector_scalars, detector_arrays = _split_state(model._detector.to_state(), "detector.")
         drift["detector"] = detector_scalars
         arrays.update(detector_arrays)
+    nb_scalars: dict[str, Any] | None = None
+    if model._nb is not None:
+        nb_scalars, nb_arrays = _split_state(model._nb.to_state(), "nb.")
+        arrays.update(nb_arrays)
     if model._background is not None:
         arrays["background"] = np.frombuffer(dump(model._background), dtype=np.uint8)
     header = {
@@ -75,6 +81,7 @@ def dump(model: ProbabilityTree) -> bytes:
         "smoother": smoother_scalars,
         "stats": stats_scalars,
         "drift": drift,
+        "naive_bayes": nb_scalars,
     }
     try:
         head = json.dumps(header, allow_nan=False).encode()
@@ -126,6 +133,9 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     smoother = {key[len("smoother.") :]: value for key, value in arrays.items() if key.startswith("smoother.")}
     model._smoother.set_state({**smoother, **header["smoother"]})
     model._topology = None
+    if header.get("naive_bayes") is not None:
+        nb = {key[len("nb.") :]: value for key, value in arrays.items() if key.startswith("nb.")}
+        model._nb = NaiveBayesFactor.from_state({**nb, **header["naive_bayes"]})
     drift = header.get("drift")  # absent in version 1
     if drift is not None:
         for name in _DRIFT_COUNTERS:

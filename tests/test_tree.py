@@ -249,7 +249,8 @@ def test_explain_one_shares_reconstruct_the_probability() -> None:
     k = len(model.classes_)
     for label in model.classes_:
         mixture = sum(n["share"] * n["mle"][label] for n in path if n["mle"]) + explained["prior_share"] / k
-        assert mixture == pytest.approx(explained["proba"][label])
+        assert mixture == pytest.approx(explained["smoothed"][label])
+    assert explained["proba"] == explained["smoothed"] and explained["naive_bayes"] is None
 
 
 def test_summary_and_tree_are_plain_data() -> None:
