@@ -305,9 +305,10 @@ def learn_encoded(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, labe
                 model._nb.score(model._smoothed(_path(model, int(nodes[i]))), loglik, int(ks[i]))
                 scored_row += SAMPLE_EVERY
             end = min(end, scored_row - 1)
+        drift = model._drift
         background = model._background
         detected = False
-        if model._detector is not None:
+        if drift is not None:
             if background is not None:
                 end = i
                 leaf = background._route_matrix(num[i : i + 1], nom[i : i + 1], 0)[0]
@@ -321,10 +322,10 @@ def learn_encoded(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, labe
             triggers.attempted(trigger_node, end, nodes)
         if end == refit_row:
             model._refit()
-        if model._detector is not None:
-            swaps = model.n_swaps
+        if drift is not None:
+            swaps = drift.n_swaps
             model._watch(detected)
-            if model.n_swaps != swaps and end + 1 < n:  # a new tree: route the rest in it
+            if drift.n_swaps != swaps and end + 1 < n:  # a new tree: route the rest in it
                 nodes[end + 1 :] = model._route_matrix(num[end + 1 :], nom[end + 1 :], 0)
                 triggers = _Triggers(model, num, nom, nodes, first=end + 1)
         i = end + 1
@@ -344,6 +345,8 @@ def _detect(model: ProbabilityTree, nodes: np.ndarray, ks: np.ndarray, i: int, e
     """Feed rows ``i..end``'s errors to the detector in order, each from its leaf's counts as
     ``learn_one`` would see them (earlier rows of the chunk added one by one, as floats);
     returns the row the chunk must end at and whether a change was detected there."""
+    drift = model._drift
+    assert drift is not None
     n_classes = len(model.classes_)
     leaf_counts: dict[int, list[float]] = {}
     for r in range(i, end + 1):
@@ -351,9 +354,9 @@ def _detect(model: ProbabilityTree, nodes: np.ndarray, ks: np.ndarray, i: int, e
         row = leaf_counts.get(node)
         if row is None:
             row = leaf_counts[node] = model.counts_[node, :n_classes].tolist()
-        error = model._error(row, k)
+        error = drift.error(row, k)
         row[k] += 1.0
-        if model._error_rose(error):
+        if drift.error_rose(error):
             return r, True
     return end, False
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamtree.drift import Adwin
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
 from streamtree.naive_bayes import NaiveBayesFactor
@@ -34,7 +33,6 @@ __all__ = ["FORMAT_VERSION", "dump", "load"]
 MAGIC = b"STREAMTREE"
 FORMAT_VERSION = 2
 _READS = (1, 2)
-_DRIFT_COUNTERS = ("n_detections", "n_swaps", "n_dropped", "tree_since", "_gap", "_compared")
 _STRUCTURE = ("_parent", "_left", "_right", "_kind", "_col", "_depth", "_slot")
 
 
@@ -58,12 +56,10 @@ def dump(model: ProbabilityTree) -> bytes:
     arrays["tree._thr"] = np.asarray(model._thr, dtype=np.float64)
     arrays["tree.counts"] = model.counts_[: model.n_nodes]
     arrays["tree.inherited"] = model._inherited[: model.n_nodes]
-    drift: dict[str, Any] = {name: getattr(model, name) for name in _DRIFT_COUNTERS}
-    drift["events"] = [list(event) for event in model._events]
-    if model._detector is not None:
-        detector_scalars, detector_arrays = _split_state(model._detector.to_state(), "detector.")
-        drift["detector"] = detector_scalars
-        arrays.update(detector_arrays)
+    drift: dict[str, Any] | None = None
+    if model._drift is not None:
+        drift, drift_arrays = _split_state(model._drift.to_state(), "drift.")
+        arrays.update(drift_arrays)
     nb_scalars: dict[str, Any] | None = None
     if model._nb is not None:
         nb_scalars, nb_arrays = _split_state(model._nb.to_state(), "nb.")
@@ -136,15 +132,11 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     if header.get("naive_bayes") is not None:
         nb = {key[len("nb.") :]: value for key, value in arrays.items() if key.startswith("nb.")}
         model._nb = NaiveBayesFactor.from_state({**nb, **header["naive_bayes"]})
-    drift = header.get("drift")  # absent in version 1
-    if drift is not None:
-        for name in _DRIFT_COUNTERS:
-            setattr(model, name, drift[name])
-        model._events = [(str(kind), int(at)) for kind, at in drift["events"]]
-        if "detector" in drift:
-            detector = {key[len("detector.") :]: value for key, value in arrays.items() if key.startswith("detector.")}
-            model._detector = Adwin.from_state({**detector, **drift["detector"]})
+    if model._drift is not None and header.get("drift") is not None:  # absent in version 1
+        drift = {key[len("drift.") :]: value for key, value in arrays.items() if key.startswith("drift.")}
+        model._drift.set_state({**drift, **header["drift"]})
         if "background" in arrays:
-            model._background = load(cls, arrays["background"].tobytes())
-            model._background.registry = model.registry
+            background = load(cls, arrays["background"].tobytes())
+            background.registry = model.registry
+            model._drift.background = background
     return model

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from river import base
 
+from streamtree.adaptation import OFF, Adaptation
 from streamtree.config import validate_config
 from streamtree.criteria import RANGES, hoeffding_bound
-from streamtree.drift import Adwin
 from streamtree.exceptions import InputError
 from streamtree.features import NOMINAL, NUMERIC, EncodedRow, FeatureRegistry, check_mapping
 from streamtree.minibatch import encode_batch, encode_for_prediction, encode_one, learn_encoded
@@ -39,8 +39,6 @@ __all__ = ["ProbabilityTree"]
 
 LEAF = -1
 _MIN_PROBA = 1e-15  # only MLE can produce exact zeros; a served 0 makes log loss infinite
-_MIN_COMPARE = 100  # examples a background tree is compared on before it may replace the tree
-_EVENTS_KEPT = 20  # drift events listed by summary()
 
 
 def _check_label(y: Any) -> ClassLabel:
@@ -225,18 +223,11 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self._nb = NaiveBayesFactor() if self.naive_bayes else None
         self._topology: Topology | None = None
         self.growth_stopped = False
-        self._reset_drift()
+        self._drift = Adaptation(self.drift_delta, self.drift_patience) if self.drift_delta is not None else None
 
-    def _reset_drift(self) -> None:
-        self._detector = Adwin(self.drift_delta) if self.drift_delta is not None else None
-        self._background: ProbabilityTree | None = None
-        self._gap = 0.0  # sum over compared examples of (tree's log loss - background's)
-        self._compared = 0
-        self.n_detections = 0
-        self.n_swaps = 0
-        self.n_dropped = 0
-        self.tree_since = 0  # n_examples when the current tree started learning
-        self._events: list[tuple[str, int]] = []
+    @property
+    def _background(self) -> ProbabilityTree | None:
+        return self._drift.background if self._drift is not None else None
 
     @property
     def n_nodes(self) -> int:
@@ -302,13 +293,14 @@ class ProbabilityTree(base.MiniBatchClassifier):
         path = self._route(x)
         node = path[-1]
         counts = self.counts_
+        drift = self._drift
         background = self._background
         # scores first: each reads the models as they were before this example
         nb = self._nb
         if nb is not None and (self.n_examples + 1) % SAMPLE_EVERY == 0:
             nb.score(self._smoothed(path), nb.row_loglik(*self._row_lists(row)), k)
-        if self._detector is not None:
-            error = self._error(counts[node, : len(self.classes_)].tolist(), k)
+        if drift is not None:
+            error = drift.error(counts[node, : len(self.classes_)].tolist(), k)
             if background is not None:
                 self._compare(path, background._route(x), *self._row_lists(row), k)
         if nb is not None:
@@ -325,8 +317,8 @@ class ProbabilityTree(base.MiniBatchClassifier):
             background.learn_one(x, y)
         if self.n_examples % self.refit_every == 0:
             self._refit()
-        if self._detector is not None:
-            self._watch(self._error_rose(error))
+        if drift is not None:
+            self._watch(drift.error_rose(error))
 
     def _route(self, x: Mapping[Hashable, Any]) -> list[int]:
         """Root-to-node path of ``x``; it stops where the split feature is missing."""
@@ -424,53 +416,40 @@ class ProbabilityTree(base.MiniBatchClassifier):
         fit_counts = counts - self._inherited[: self.n_nodes, : counts.shape[1]] if self.loocv_counts == "honest" else counts
         self._smoother.refit(self.topology_, counts, fit_counts)
 
-    # -- drift --------------------------------------------------------------------------
-    @staticmethod
-    def _error(leaf_counts: list[float], k: int) -> float:
-        """1.0 when the leaf's most counted class (the first on ties) is not ``k``."""
-        return float(leaf_counts.index(max(leaf_counts)) != k) if leaf_counts else 1.0
-
-    def _error_rose(self, error: float) -> bool:
-        """Feed the detector; ``True`` on a detected rise of the error rate (a fall means the
-        tree is learning, not that the concept changed)."""
-        detector = self._detector
-        assert detector is not None
-        return detector.update(error) and detector.change > 0
-
+    # -- drift (policy and state: streamtree.adaptation) ---------------------------------
     def _compare(self, path: Sequence[int], background_path: Sequence[int], values: list[float], codes: list[int], k: int) -> None:
         """Score the tree and the background tree on one example, before either learns it."""
-        background = self._background
-        assert background is not None
-        p = self._proba_on_path(path, values, codes)[k]
-        q = background._proba_on_path(background_path, values, codes)[k]
-        self._gap += math.log(max(float(q), _MIN_PROBA)) - math.log(max(float(p), _MIN_PROBA))
-        self._compared += 1
-
-    def _event(self, kind: str) -> None:
-        self._events = [*self._events[-(_EVENTS_KEPT - 1) :], (kind, self.n_examples)]
+        drift, background = self._drift, self._background
+        assert drift is not None and background is not None
+        drift.compare(self._proba_on_path(path, values, codes)[k], background._proba_on_path(background_path, values, codes)[k])
 
     def _watch(self, detected: bool) -> None:
         """After an example: start, adopt or drop the background tree."""
-        if detected:
-            self.n_detections += 1
-            self._event("detection")
-            if self._nb is not None:
-                # the feature models describe the concept that just failed: until the next
-                # refit (or a swap), predict from the counts alone
-                self._nb.gamma = 0.0
-            if self._background is None:
-                self._start_background()
-                return
-        if self._background is None:
-            return
-        if self._compared >= _MIN_COMPARE and self._gap > 0:
-            self._adopt_background()
-        elif self._compared >= self.drift_patience:
-            self._background = None
-            self.n_dropped += 1
-            self._event("dropped")
+        drift = self._drift
+        assert drift is not None
+        if detected and self._nb is not None:
+            # the feature models describe the concept that just failed: until the next refit
+            # (or a swap), predict from the counts alone
+            self._nb.gamma = 0.0
+        action = drift.decide(detected, self.n_examples)
+        if action == "start":
+            drift.started(self._new_background())
+        elif action == "adopt":
+            background = drift.background
+            assert background is not None
+            for name in self._TREE_STATE:
+                setattr(self, name, getattr(background, name))
+            drift.adopted(self.n_examples)
 
-    def _start_background(self) -> None:
+    _TREE_STATE = (
+        "_parent", "_left", "_right", "_kind", "_col", "_thr", "_depth", "_slot",
+        "_parent_arr", "counts_", "_inherited", "_stats", "_smoother", "_nb", "_topology", "growth_stopped",
+    )
+    """What a background tree hands over when it replaces the tree (the example counter, the
+    registry, the classes and the drift history stay)."""
+
+    def _new_background(self) -> ProbabilityTree:
+        """An empty tree of the same configuration that reads this tree's encoding and classes."""
         background = ProbabilityTree(**{**self.get_config(), "drift_delta": None})
         background.registry = self.registry
         for label in self.classes_:
@@ -478,46 +457,11 @@ class ProbabilityTree(base.MiniBatchClassifier):
         background._stats.shift[:] = self._stats.shift[: background._stats.shift.shape[0]]
         if self._nb is not None and background._nb is not None:
             background._nb.stats.shift[:] = self._nb.stats.shift[: background._nb.stats.shift.shape[0]]
-        self._background = background
-        self._gap = 0.0
-        self._compared = 0
-
-    _TREE_STATE = (
-        "_parent", "_left", "_right", "_kind", "_col", "_thr", "_depth", "_slot",
-        "_parent_arr", "counts_", "_inherited", "_stats", "_smoother", "_nb", "_topology", "growth_stopped",
-    )
-
-    def _adopt_background(self) -> None:
-        """The background tree becomes the tree (the example counter and history stay)."""
-        background = self._background
-        assert background is not None
-        for name in self._TREE_STATE:
-            setattr(self, name, getattr(background, name))
-        self._background = None
-        self._detector = Adwin(self.drift_delta) if self.drift_delta is not None else None
-        self.n_swaps += 1
-        self.tree_since = self.n_examples - background.n_examples
-        self._event("swap")
+        return background
 
     def drift_summary(self) -> dict[str, Any]:
-        """Detected changes, background trees and swaps, as JSON-able data."""
-        background = self._background
-        return {
-            "detection": self.drift_delta is not None,
-            "n_detections": self.n_detections,
-            "n_swaps": self.n_swaps,
-            "n_dropped": self.n_dropped,
-            "tree_since": self.tree_since,
-            "background": None
-            if background is None
-            else {
-                "n_examples": background.n_examples,
-                "n_nodes": background.n_nodes,
-                "compared": self._compared,
-                "mean_log_loss_gain": self._gap / self._compared if self._compared else None,
-            },
-            "events": [{"event": kind, "at": at} for kind, at in self._events],
-        }
+        """Detected changes, the background tree and swaps, as JSON-able data."""
+        return self._drift.summary() if self._drift is not None else dict(OFF)
 
     # -- prediction ---------------------------------------------------------------------
     def _path_of(self, x: Mapping[Hashable, Any]) -> list[int]:
@@ -650,7 +594,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
             "smoothing": self.smoothing,
             "growth_stopped": self.growth_stopped,
             # logical sizes, not capacity: the same model reports the same number after a reload
-            "memory_bytes": int(2 * self._node_counts().nbytes + self._stats.nbytes),
+            "memory_bytes": self._memory_bytes(),
             "drift": self.drift_summary(),
         }
         if isinstance(self._smoother, HGS):
@@ -658,6 +602,15 @@ class ProbabilityTree(base.MiniBatchClassifier):
         if self._nb is not None:
             out["naive_bayes"] = {"gamma": self._nb.gamma, "n_scored": self._nb.n_scored}
         return out
+
+    def _memory_bytes(self) -> int:
+        """Counts, split statistics, the naive-Bayes statistics and any background tree."""
+        size = 2 * self._node_counts().nbytes + self._stats.nbytes
+        if self._nb is not None:
+            size += self._nb.stats.nbytes
+        if self._background is not None:
+            size += self._background._memory_bytes()
+        return int(size)
 
     def _split_description(self, node: int) -> dict[str, Any] | None:
         kind = self._kind[node]
