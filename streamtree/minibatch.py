@@ -12,7 +12,8 @@ and the first example of a new class. Each chunk's counts and statistics are add
 order as one example at a time; after a split, only the rows waiting at the split leaf are
 routed on.
 
-With change detection on, each row's error (computed from its leaf's counts as they stand
+With the naive-Bayes factor on, every ``SAMPLE_EVERY``-th row is scored before it is learned,
+at the start of a chunk. With change detection on, each row's error (computed from its leaf's counts as they stand
 before the row, rows of the same chunk included) feeds the detector in order, and a detected
 change ends the chunk at its row. While a background tree is compared with the tree, rows go
 one at a time (both trees score each row before learning it); after the background tree
@@ -298,18 +299,12 @@ def learn_encoded(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, labe
         trigger_row, trigger_node = triggers.next()
         end = min(class_end, refit_row, trigger_row)
         if model._nb is not None:
-            # a scored row is scored before anything of it is learned: it starts its own chunk
-            scored_row = i + (SAMPLE_EVERY - 1 - model.n_examples % SAMPLE_EVERY)
-            if scored_row == i:
-                loglik = model._nb.row_loglik(num[i].tolist(), nom[i].tolist())
-                model._nb.score(model._smoothed(_path(model, int(nodes[i]))), loglik, int(ks[i]))
-                scored_row += SAMPLE_EVERY
-            end = min(end, scored_row - 1)
+            end = min(end, _score_for_factor(model, num, nom, nodes, ks, i))
         drift = model._drift
         background = model._background
         detected = False
         if drift is not None:
-            if background is not None:
+            if background is not None:  # both trees score each row before learning it
                 end = i
                 leaf = background._route_matrix(num[i : i + 1], nom[i : i + 1], 0)[0]
                 model._compare(_path(model, int(nodes[i])), _path(background, int(leaf)), num[i].tolist(), nom[i].tolist(), int(ks[i]))
@@ -329,6 +324,19 @@ def learn_encoded(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, labe
                 nodes[end + 1 :] = model._route_matrix(num[end + 1 :], nom[end + 1 :], 0)
                 triggers = _Triggers(model, num, nom, nodes, first=end + 1)
         i = end + 1
+
+
+def _score_for_factor(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, nodes: np.ndarray, ks: np.ndarray, i: int) -> int:
+    """Score row ``i`` for the naive-Bayes factor if ``learn_one`` would (every
+    ``SAMPLE_EVERY``-th example, before it is learned); returns the last row the chunk may
+    reach, so that the next scored row starts a chunk of its own."""
+    nb = model._nb
+    assert nb is not None
+    scored_row = i + (SAMPLE_EVERY - 1 - model.n_examples % SAMPLE_EVERY)
+    if scored_row == i:
+        nb.score(model._smoothed(_path(model, int(nodes[i]))), nb.row_loglik(num[i].tolist(), nom[i].tolist()), int(ks[i]))
+        scored_row += SAMPLE_EVERY
+    return scored_row - 1
 
 
 def _path(model: ProbabilityTree, node: int) -> list[int]:
