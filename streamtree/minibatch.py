@@ -12,10 +12,10 @@ and the first example of a new class. Each chunk's counts and statistics are add
 order as one example at a time; after a split, only the rows waiting at the split leaf are
 routed on.
 
-With the naive-Bayes factor on, every ``SAMPLE_EVERY``-th row is scored before it is learned,
-at the start of a chunk. With change detection on, each row's error (computed from its leaf's counts as they stand
-before the row, rows of the same chunk included) feeds the detector in order, and a detected
-change ends the chunk at its row. While a background tree is compared with the tree, rows go
+With the naive-Bayes factor on, every ``SAMPLE_EVERY``-th row is scored before it is
+learned, at the start of a chunk. With change detection on, each row's error (computed from
+its leaf's counts as they stand before the row, rows of the same chunk included) feeds the
+detector in order, and a detected change ends the chunk at its row. While a background tree is compared with the tree, rows go
 one at a time (both trees score each row before learning it); after the background tree
 replaces the tree, the remaining rows are routed in the new tree.
 """
