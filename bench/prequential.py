@@ -132,7 +132,7 @@ def markdown(results: dict[str, Any]) -> str:
     models = list(dict.fromkeys(r["model"] for r in rows))
     by = {(r["stream"], r["model"]): r for r in rows}
     out = [f"# Prequential benchmark\n\n{results['meta']['note']}\n"]
-    headline = [m for m in ("streamtree-hgs", "streamtree-laplace", "river-HT-nba", "river-HAT", "river-ARF-10") if m in models]
+    headline = [m for m in ("streamtree-hgs", NB, "streamtree-laplace", "river-HT-nba", "river-HAT", "river-ARF-10") if m in models]
     if headline:
         out.append("\n## Headline: log loss (lower is better; bold: best single tree)\n")
         out.append("| stream | " + " | ".join(headline) + " | ours vs ARF-10 |")
@@ -178,10 +178,12 @@ def summarise(rows: list[dict[str, Any]], drift: dict[str, Any] | None = None) -
         both = [s for s in streams if (s, a) in by and (s, b) in by]
         return sum(by[(s, a)]["log_loss"] < by[(s, b)]["log_loss"] for s in both), len(both)
 
-    for other in ("river-HT-nba", "streamtree-laplace", "river-HAT", "river-ARF-10"):
-        w, n = wins("streamtree-hgs", other)
-        if n:
-            lines.append(f"log loss, streamtree-hgs below {other}: {w} of {n} streams")
+    for ours, others in (("streamtree-hgs", ("river-HT-nba", "streamtree-laplace", "river-HAT", "river-ARF-10")),
+                         (NB, ("streamtree-hgs", "river-HT-nba", "river-HAT", "river-ARF-10"))):
+        for other in others:
+            w, n = wins(ours, other)
+            if n:
+                lines.append(f"log loss, {ours} below {other}: {w} of {n} streams")
     gaps = []
     for s in streams:
         if (s, "streamtree-hgs") in by and (s, "river-ARF-10") in by:
