@@ -8,9 +8,15 @@ The policy (see ``drift_delta`` in :class:`~streamtree.tree.ProbabilityTree`):
 2. On a change, a background tree (same configuration, no detector of its own) starts from
    nothing and learns every later example beside the tree.
 3. Both score each example before learning it; ``gap`` sums the tree's log loss minus the
-   background tree's. Once at least ``MIN_COMPARE`` examples were compared and ``gap > 0``
-   (the background tree is better on the same examples), it becomes the tree and the detector
-   restarts; after ``patience`` examples without that, it is dropped.
+   background tree's, the log likelihood ratio of the two on the same examples. Once at least
+   ``MIN_COMPARE`` examples were compared and ``gap > MARGIN`` (the background tree is
+   ``e**MARGIN``, about 7.4, times likelier), it becomes the tree and the detector restarts;
+   after ``patience`` examples without that, it is dropped.
+
+The small ``MIN_COMPARE`` matters: after an abrupt change the old tree is confidently wrong,
+and every example it keeps serving costs; measured on the abrupt-drift streams, waiting for
+10 compared examples instead of 100 cut log loss by 10-50% (STAGGER-drift 0.040 -> 0.020),
+and the margin keeps a young tree from winning on a lucky streak.
 
 This class holds the state and makes the decisions; the tree does the scoring and the swap.
 
@@ -33,9 +39,10 @@ from streamtree.drift import Adwin
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["Adaptation", "MIN_COMPARE", "OFF"]
+__all__ = ["MARGIN", "MIN_COMPARE", "OFF", "Adaptation"]
 
-MIN_COMPARE = 100  # examples a background tree is compared on before it may replace the tree
+MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
+MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
 EVENTS_KEPT = 20  # most recent events listed by the summary
 _MIN_PROBA = 1e-15
 
@@ -87,7 +94,7 @@ class Adaptation:
                 return "start"
         if self.background is None:
             return None
-        if self.compared >= MIN_COMPARE and self.gap > 0:
+        if self.compared >= MIN_COMPARE and self.gap > MARGIN:
             return "adopt"
         if self.compared >= self.patience:
             self.background = None

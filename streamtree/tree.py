@@ -106,8 +106,9 @@ class ProbabilityTree(base.MiniBatchClassifier):
         confidence watches the tree's error (is the top class of the leaf's counts, before
         the update, wrong?). On a detected rise of the error a *background tree* starts from
         nothing and learns every example beside the tree; both predict each example before
-        learning it, and once the background tree has seen at least 100 examples with a lower
-        mean log loss than the tree on the same examples, it replaces the tree. A stationary
+        learning it, and once the background tree's log likelihood on at least 10 shared
+        examples beats the tree's by 2 nats, it replaces the tree
+        (:mod:`streamtree.adaptation`). A stationary
         stream's error does not rise, so there it costs nothing (measured: the same models as
         with detection off). ``None`` turns detection off.
     drift_patience

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 
 from streamtree import ProbabilityTree
-from streamtree.adaptation import MIN_COMPARE, Adaptation
+from streamtree.adaptation import MARGIN, MIN_COMPARE, Adaptation
 
 
 def started(patience: int = 500) -> Adaptation:
@@ -33,6 +34,18 @@ def test_the_background_tree_is_adopted_only_after_enough_examples_where_it_is_b
     summary = adaptation.summary()
     assert summary["n_swaps"] == 1 and summary["tree_since"] == 1000 and summary["background"] is None
     assert adaptation.detector.width == 0  # a new tree: a new error stream
+
+
+def test_a_slightly_better_background_tree_must_first_clear_the_margin() -> None:
+    adaptation = started()
+    per_example = math.log(0.55 / 0.5)
+    needed = math.floor(MARGIN / per_example) + 1  # the first count whose gap exceeds the margin
+    actions = []
+    for i in range(needed):
+        adaptation.compare(p_tree=0.5, p_background=0.55)
+        actions.append(adaptation.decide(detected=False, at=1001 + i))
+    assert actions[-1] == "adopt" and set(actions[:-1]) == {None}
+    assert adaptation.gap > MARGIN
 
 
 def test_a_worse_background_tree_is_dropped_after_patience_and_a_new_detection_restarts_one() -> None:

@@ -133,11 +133,11 @@ def test_explain_one_and_summary_show_the_background_tree_while_it_is_compared()
     model = ProbabilityTree(half_life=None, drift_patience=100_000)
     for x, y in data:
         model.learn_one(x, y)
-        if model._background is not None and model._background.n_examples == 50:
+        if model._background is not None and model._background.n_examples == 5:
             break
     assert model._background is not None
     seen = model.summary()["drift"]["background"]
-    assert seen["n_examples"] == 50 and seen["compared"] == 50
+    assert seen["n_examples"] == 5 and seen["compared"] == 5
     assert isinstance(seen["mean_log_loss_gain"], float)
     assert model.explain_one(data[0][0])["drift"] == model.summary()["drift"]
     json.dumps(model.summary())
@@ -159,7 +159,7 @@ def test_round_trip_with_a_live_background_tree_is_exact() -> None:
     data = flipping_stream()
     model = ProbabilityTree(drift_patience=100_000)
     i = 0
-    while model._background is None or model._background.n_examples < 40:
+    while model._background is None or model._background.n_examples < 5:
         model.learn_one(*data[i])
         i += 1
     again = ProbabilityTree.from_bytes(model.to_bytes())
