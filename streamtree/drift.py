@@ -83,9 +83,11 @@ class Adwin:
             diff = value - self.total / (self.width - 1)
             self.variance += (self.width - 1) * diff * diff / self.width
         self.total += value
-        self._totals[0].append(float(value))
+        row = self._totals[0]
+        row.append(float(value))
         self._variances[0].append(0.0)
-        self._compress()
+        if len(row) > self.max_buckets:
+            self._compress()
         self.time += 1
         if self.time % self.clock == 0 and self.width > _MIN_PART:
             if self._cut():

@@ -295,7 +295,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         node = path[-1]
         counts = self.counts_
         drift = self._drift
-        background = self._background
+        background = drift.background if drift is not None else None
         # scores first: each reads the models as they were before this example
         nb = self._nb
         if nb is not None and (self.n_examples + 1) % SAMPLE_EVERY == 0:
