@@ -5,7 +5,10 @@ holds an up-to-date estimate; a :class:`~streamtree.smoothing.Smoother` turns th
 into leaf probabilities (HGS by default: each leaf backed off to all its ancestors at once).
 The tree grows Hoeffding-style: a leaf tries to split every ``grace_period`` examples it sees,
 and splits when the best split's merit beats the runner-up's by more than the Hoeffding bound
-(or the bound falls below ``tau``).
+(or the bound falls below ``tau``). A change detector on the tree's error grows a background
+tree after a detected change and swaps it in once it predicts better
+(:mod:`streamtree.adaptation`); an opt-in naive-Bayes factor adds the features' evidence inside
+a leaf (:mod:`streamtree.naive_bayes`).
 
 The structure is a set of parallel arrays (``parent``, ``left``, ``right``, split feature and
 threshold, ``counts[node, class]``); the per-event paths walk Python lists mirrored from them,
