@@ -334,7 +334,7 @@ def _score_for_factor(model: ProbabilityTree, num: np.ndarray, nom: np.ndarray, 
     assert nb is not None
     scored_row = i + (SAMPLE_EVERY - 1 - model.n_examples % SAMPLE_EVERY)
     if scored_row == i:
-        nb.score(model._smoothed(_path(model, int(nodes[i]))), nb.row_loglik(num[i].tolist(), nom[i].tolist()), int(ks[i]))
+        nb.score(model._smoothed(_path(model, int(nodes[i]))), nb.row_loglik(num[i].tolist(), nom[i].tolist(), len(model.classes_)), int(ks[i]))
         scored_row += SAMPLE_EVERY
     return scored_row - 1
 

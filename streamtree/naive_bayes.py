@@ -41,10 +41,10 @@ Examples
 >>> for v, k in [(0.0, 0), (0.2, 0), (1.0, 1), (1.2, 1)]:
 ...     nb.stats.update_one(0, k, [0], [v], [], [])
 >>> nb.refresh(2)
->>> ll = nb.row_loglik([0.1], [])
+>>> ll = nb.row_loglik([0.1], [], n_classes=2)
 >>> ll[0] > ll[1]  # 0.1 is likelier under class 0
 True
->>> bool(np.allclose(nb.loglik(np.array([[0.1]]), np.zeros((1, 0), dtype=np.int64)), [ll]))
+>>> bool(np.allclose(nb.loglik(np.array([[0.1]]), np.zeros((1, 0), dtype=np.int64), n_classes=2), [ll]))
 True
 """
 
@@ -139,13 +139,14 @@ class NaiveBayesFactor:
         ]
         self._nominal = [(col, rows) for col, rows in enumerate(self.table.tolist()) if rows[-1][0] == rows[-1][0]]
 
-    def loglik(self, num: FloatArray, nom: IntArray) -> FloatArray:
-        """``(n, K)`` log likelihood of each row under each class (0 where nothing is known),
-        from numeric (NaN missing) and nominal (code, -1 missing) matrices.
+    def loglik(self, num: FloatArray, nom: IntArray, n_classes: int) -> FloatArray:
+        """``(n, n_classes)`` log likelihood of each row under each class (0 where nothing is
+        known), from numeric (NaN missing) and nominal (code, -1 missing) matrices. A class
+        newer than the parameters gets the row's largest value: no evidence against it.
 
         Only the columns known at the last refresh are read, so wider matrices (columns
         registered later) give the same result. Agrees with :meth:`row_loglik` up to rounding."""
-        k = self.mean.shape[1] if self.mean.shape[0] else self.table.shape[2]
+        k = self._n_classes
         out = np.zeros((num.shape[0], k))
         f = min(self.mean.shape[0], num.shape[1])
         if f:
@@ -161,12 +162,18 @@ class NaiveBayesFactor:
             rows = self.table[np.arange(c)[None, :], np.where((codes >= 0) & (codes < last), codes, last)]
             rows = np.where((codes >= 0)[:, :, None] & ~np.isnan(rows), rows, 0.0)
             out += rows.sum(axis=1)
-        return out
+        top = out.max(axis=1, keepdims=True) if k else np.zeros((num.shape[0], 1))
+        return np.concatenate([out, np.repeat(top, n_classes - k, axis=1)], axis=1)
 
-    def row_loglik(self, values: list[float], codes: list[int]) -> list[float]:
+    @property
+    def _n_classes(self) -> int:
+        """Classes the parameters know (classes seen since the last refresh are not among them)."""
+        return self.mean.shape[1] if self.mean.shape[0] else self.table.shape[2]
+
+    def row_loglik(self, values: list[float], codes: list[int], n_classes: int) -> list[float]:
         """:meth:`loglik` of one example given as lists indexed by column (NaN, -1: missing),
         in plain floats, columns in order: numpy's per-call overhead would dominate."""
-        k = self.mean.shape[1] if self.mean.shape[0] else self.table.shape[2]
+        k = self._n_classes
         out = [0.0] * k
         for col, shift, mean, inv2var, const in self._numeric:
             v = values[col]
@@ -183,15 +190,13 @@ class NaiveBayesFactor:
             row = rows[code] if code < len(rows) - 1 else rows[-1]
             for j in range(k):
                 out[j] += row[j]
-        return out
+        return out + [max(out, default=0.0)] * (n_classes - k)
 
     def temper(self, proba: list[float], loglik: list[float]) -> list[float]:
-        """One example: ``proba * exp(gamma * loglik)`` renormalised (classes newer than the
-        feature models get a log likelihood of 0)."""
+        """One example: ``proba * exp(gamma * loglik)`` renormalised."""
         if self.gamma == 0.0 or not loglik:
             return proba
         top = max(loglik)
-        loglik = loglik + [top] * (len(proba) - len(loglik))
         z = [math.log(p) + self.gamma * (v - top) for p, v in zip(proba, loglik)]
         peak = max(z)
         e = [math.exp(v - peak) for v in z]
@@ -199,12 +204,10 @@ class NaiveBayesFactor:
         return [v / total for v in e]
 
     def apply(self, proba: FloatArray, loglik: FloatArray) -> FloatArray:
-        """:meth:`temper` for a batch: ``(n, K)`` probabilities, ``(n, K')`` log likelihoods."""
+        """:meth:`temper` for a batch of ``(n, K)`` probabilities and log likelihoods."""
         if self.gamma == 0.0 or not loglik.shape[1]:
             return proba
-        top = loglik.max(axis=-1, keepdims=True)
-        loglik = np.concatenate([loglik, np.repeat(top, proba.shape[1] - loglik.shape[1], axis=1)], axis=1)
-        z = np.log(proba) + self.gamma * (loglik - top)
+        z = np.log(proba) + self.gamma * (loglik - loglik.max(axis=-1, keepdims=True))
         z = np.exp(z - z.max(axis=-1, keepdims=True))
         return z / z.sum(axis=-1, keepdims=True)
 
@@ -213,10 +216,8 @@ class NaiveBayesFactor:
         """Keep one example's pre-update tree probabilities and log likelihoods."""
         i = self.n_scored % BUFFER
         self.a[i] = np.log(np.maximum(proba, 1e-15))
-        self.b[i] = 0.0
-        if loglik:
-            top = max(loglik)
-            self.b[i, : len(loglik)] = [v - top for v in loglik]
+        top = max(loglik, default=0.0)
+        self.b[i] = [v - top for v in loglik]
         self.y[i] = k
         self.n_scored += 1
 

@@ -302,7 +302,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         # scores first: each reads the models as they were before this example
         nb = self._nb
         if nb is not None and (self.n_examples + 1) % SAMPLE_EVERY == 0:
-            nb.score(self._smoothed(path), nb.row_loglik(*self._row_lists(row)), k)
+            nb.score(self._smoothed(path), nb.row_loglik(*self._row_lists(row), len(self.classes_)), k)
         if drift is not None:
             error = drift.error(counts[node, : len(self.classes_)].tolist(), k)
             if background is not None:
@@ -492,7 +492,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         proba: list[float] = self._smoothed(path).tolist()
         nb = self._nb
         if nb is not None and nb.gamma:
-            proba = nb.temper(proba, nb.row_loglik(values, codes))
+            proba = nb.temper(proba, nb.row_loglik(values, codes, len(proba)))
         return proba
 
     def _finish(self, proba: FloatArray) -> FloatArray:
@@ -545,7 +545,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         if not self.classes_:
             return np.zeros((nodes.shape[0], 0))
         proba = self._finish(self._smoother.predict(self.topology_, self._node_counts(), nodes))
-        return proba if nb is None else nb.apply(proba, nb.loglik(num, nom))
+        return proba if nb is None else nb.apply(proba, nb.loglik(num, nom, proba.shape[1]))
 
     def predict_proba_many(self, X: Any) -> pd.DataFrame:
         """:meth:`predict_proba` as a DataFrame indexed like ``X``, one column per class."""
@@ -678,9 +678,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         nb = self._nb
         if nb is None or not self.classes_:
             return None
-        loglik = nb.row_loglik(*encode_one(self.registry, x))
-        top = max(loglik, default=0.0)
-        loglik += [top] * (len(self.classes_) - len(loglik))  # classes newer than the feature models
+        loglik = nb.row_loglik(*encode_one(self.registry, x), len(self.classes_))
         return {"gamma": nb.gamma, "loglik": dict(zip(self.classes_, loglik))}
 
     @property

@@ -60,8 +60,8 @@ def test_loglik_is_the_shrunk_gaussian_and_add_one_nominal_model() -> None:
         gauss = -0.5 * math.log(2 * math.pi * var) - (x - v.mean()) ** 2 / (2 * var)
         nominal = math.log(((colours[k] == code).sum() + 1) / (colours[k].size + 3 + 1))
         expected.append(gauss + nominal)
-    assert nb.row_loglik([x], [code]) == pytest.approx(expected, rel=1e-9)
-    batch = nb.loglik(np.array([[x], [np.nan]]), np.array([[code], [-1]]))
+    assert nb.row_loglik([x], [code], 2) == pytest.approx(expected, rel=1e-9)
+    batch = nb.loglik(np.array([[x], [np.nan]]), np.array([[code], [-1]]), 2)
     assert batch[0].tolist() == pytest.approx(expected, rel=1e-9)
     assert batch[1].tolist() == [0.0, 0.0]  # nothing known: no evidence either way
 
@@ -92,7 +92,7 @@ def test_state_round_trip() -> None:
     again = NaiveBayesFactor.from_state(nb.to_state())
     assert again.gamma == nb.gamma and again.n_scored == nb.n_scored
     probe = [0.2, 0.9, 0.4, 0.1]
-    assert again.row_loglik(probe, []) == nb.row_loglik(probe, [])
+    assert again.row_loglik(probe, [], 2) == nb.row_loglik(probe, [], 2)
 
 
 # -- the tree with the factor ---------------------------------------------------------------
