@@ -72,6 +72,19 @@ def _chain(concepts: list, every: int, width: int):  # type: ignore[no-untyped-d
     return stream
 
 
+def _switching(name: str, concepts: Callable[[], list], every: int, width: int) -> Stream:
+    """A stream through ``concepts()`` in turn, a drift every ``every`` examples; its known
+    drift positions and widths come from the same numbers that build it."""
+    n = len(concepts()) - 1
+    return Stream(
+        name,
+        lambda: iter(_chain(concepts(), every, width)),
+        drifting=True,
+        drifts=tuple(every * i for i in range(1, n + 1)),
+        widths=(width,) * n,
+    )
+
+
 STREAMS: dict[str, Stream] = {
     s.name: s
     for s in [
@@ -102,63 +115,15 @@ STREAMS: dict[str, Stream] = {
         ),
         Stream("LED", lambda: iter(synth.LED(seed=42, noise_percentage=0.1, irrelevant_features=True))),
         Stream("Waveform", lambda: iter(synth.Waveform(seed=42, has_noise=True))),
-        Stream(
-            "SEA-drift",
-            lambda: iter(_drift(synth.SEA(variant=0, noise=0.1, seed=42), synth.SEA(variant=2, noise=0.1, seed=43), 10_000, 1_000)),
-            drifting=True,
-            drifts=(10_000,),
-            widths=(1_000,),
+        _switching("SEA-drift", lambda: [synth.SEA(variant=v, noise=0.1, seed=42 + i) for i, v in enumerate((0, 2))], 10_000, 1_000),
+        _switching("Agrawal-drift", lambda: [synth.Agrawal(classification_function=f, seed=42 + i) for i, f in enumerate((0, 2))], 10_000, 1_000),
+        _switching("STAGGER-drift", lambda: [synth.STAGGER(classification_function=f, seed=42 + f) for f in range(3)], 6_667, 100),
+        # abrupt: the four Sine concepts in turn (1 and 3 are 0 and 2 with the labels flipped)
+        _switching("Sine-abrupt", lambda: [synth.Sine(classification_function=f, seed=42 + f) for f in range(4)], 5_000, 100),
+        _switching(
+            "Agrawal-gradual", lambda: [synth.Agrawal(classification_function=f, seed=42 + i) for i, f in enumerate((1, 4))], 10_000, 4_000
         ),
-        Stream(
-            "Agrawal-drift",
-            lambda: iter(
-                _drift(
-                    synth.Agrawal(classification_function=0, seed=42),
-                    synth.Agrawal(classification_function=2, seed=43),
-                    10_000,
-                    1_000,
-                )
-            ),
-            drifting=True,
-            drifts=(10_000,),
-            widths=(1_000,),
-        ),
-        Stream(
-            "STAGGER-drift",
-            lambda: iter(_chain([synth.STAGGER(classification_function=f, seed=42 + f) for f in range(3)], 6_667, 100)),
-            drifting=True,
-            drifts=(6_667, 13_334),
-            widths=(100, 100),
-        ),
-        Stream(
-            # abrupt: the four Sine concepts in turn (1 and 3 are 0 and 2 with the labels flipped)
-            "Sine-abrupt",
-            lambda: iter(_chain([synth.Sine(classification_function=f, seed=42 + f) for f in range(4)], 5_000, 100)),
-            drifting=True,
-            drifts=(5_000, 10_000, 15_000),
-            widths=(100, 100, 100),
-        ),
-        Stream(
-            "Agrawal-gradual",
-            lambda: iter(
-                _drift(
-                    synth.Agrawal(classification_function=1, seed=42),
-                    synth.Agrawal(classification_function=4, seed=43),
-                    10_000,
-                    4_000,
-                )
-            ),
-            drifting=True,
-            drifts=(10_000,),
-            widths=(4_000,),
-        ),
-        Stream(
-            # abrupt and recurring: Mixed's concept, its label flip, and back
-            "Mixed-abrupt",
-            lambda: iter(_chain([synth.Mixed(classification_function=f % 2, seed=42 + f) for f in range(3)], 7_000, 100)),
-            drifting=True,
-            drifts=(7_000, 14_000),
-            widths=(100, 100),
-        ),
+        # abrupt and recurring: Mixed's concept, its label flip, and back
+        _switching("Mixed-abrupt", lambda: [synth.Mixed(classification_function=f % 2, seed=42 + f) for f in range(3)], 7_000, 100),
     ]
 }
