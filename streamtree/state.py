@@ -1,0 +1,177 @@
+"""A tree's whole state as plain data: a few flat, growable numpy arrays.
+
+Nothing else holds a node. The compiled kernels (:mod:`streamtree.kernels`) are pure
+functions of these arrays; :class:`~streamtree.tree.ProbabilityTree` is a thin wrapper that
+orchestrates them, and persistence writes and reads exactly these arrays.
+
+Capacities (the first axis of the node and slot arrays, and the class, column and value axes)
+grow by doubling in Python between kernel calls; the logical sizes live in ``meta``. Every
+array is float64 or int64, C-contiguous, so one compiled specialisation serves every tree.
+
+Layout
+------
+Nodes (capacity ``N``), nodes appended as they are created, so ``parent[i] < i``:
+
+- ``node[i, PARENT | LEFT | RIGHT]``: -1 where none;
+- ``node[i, KIND]``: ``LEAF`` (-1), ``NUMERIC`` (0: ``x[col] <= thr`` goes left) or
+  ``NOMINAL`` (1: ``code[col] == thr`` goes left);
+- ``node[i, COL]``, ``node[i, DEPTH]`` (root 0), ``node[i, SLOT]`` (-1: no split statistics);
+- ``thr[i]``;
+- ``counts[i, k]``: class counts of every example that passed through node ``i``;
+- ``inherited[i, k]``: the part of ``counts`` a new leaf started with (``leaf_init="inherit"``);
+- ``hgs[i, THETA | STEP | GRAD]``: HGS log-weight of node ``i`` as an ancestor, its iRprop
+  step size and last gradient (unused by the other smoothers).
+
+Leaf split statistics (capacity ``M`` slots; one per growing leaf):
+
+- ``num_stats[s, f, k, N_ | S_ | Q_]``: count, sum and sum of squares of ``x - shift[f]``;
+- ``num_range[s, f, MIN | MAX]``: raw minimum and maximum (``+inf``/``-inf`` when empty);
+- ``nom_stats[s, c, v, k]``: counts per nominal value code;
+- ``slot_seen[s, SEEN | LAST_ATTEMPT]``;
+- ``free_slots[:meta[N_FREE]]``: a stack of free slots (the lowest on top).
+
+The naive-Bayes factor's statistics use the same layout with one slot (``nb_num``,
+``nb_range``, ``nb_nom``, ``nb_seen``); its parameters are ``nb_mean``, ``nb_inv2var``,
+``nb_const`` (per numeric column and class) and ``nb_table[c, v, k]`` (log value
+probabilities, last row: unseen values; NaN rows: a column with no statistics); the scored
+examples that fit ``gamma`` are ``nb_a``, ``nb_b`` (``BUFFER`` rows) and ``nb_y``.
+
+The change detector (ADWIN) is ``adwin_b[row, j, TOTAL | VARIANCE]`` (bucket ``j`` of row
+``row`` holds ``2**row`` values), ``adwin_n[row]`` (buckets in the row) and the scalars
+``adwin_s``. The drift policy's counters and recent events are ``drift_s`` and ``drift_ev``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["TreeArrays", "new_arrays"]
+
+# node columns
+PARENT, LEFT, RIGHT, KIND, COL, DEPTH, SLOT = range(7)
+NODE_COLUMNS = 7
+LEAF, NUMERIC, NOMINAL = -1, 0, 1
+# hgs columns
+THETA, STEP, GRAD = range(3)
+# num_stats last axis, num_range last axis, slot_seen columns
+N_, S_, Q_ = range(3)
+MIN, MAX = range(2)
+SEEN, LAST_ATTEMPT = range(2)
+# adwin
+ADWIN_ROWS = 64
+TOTAL, VARIANCE = range(2)
+(A_DELTA, A_CLOCK, A_MAX_BUCKETS, A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE,
+ A_N_ROWS) = range(10)
+ADWIN_SCALARS = 10
+
+# meta (int64): logical sizes and counters
+(M_NODES, M_EXAMPLES, M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES, M_FREE, M_STOPPED, M_REFITS,
+ M_NB_SCORED, M_NB_CLASSES) = range(11)
+META_INTS = 16
+# meta_f (float64): fitted scalars
+(F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA) = range(5)
+META_FLOATS = 8
+# drift_s (float64): the drift policy's counters
+(D_GAP, D_COMPARED, D_DETECTIONS, D_SWAPS, D_DROPPED, D_TREE_SINCE, D_N_EVENTS, D_ACTIVE) = range(8)
+DRIFT_SCALARS = 8
+EVENTS_KEPT = 20  # drift_ev rows: (kind, at), kind 0 detection, 1 swap, 2 dropped
+BUFFER = 512  # naive-Bayes scored examples kept for fitting gamma
+
+
+class TreeArrays(NamedTuple):
+    """Every array of one tree (see the module docstring for each one's layout)."""
+
+    node: np.ndarray
+    thr: np.ndarray
+    counts: np.ndarray
+    inherited: np.ndarray
+    hgs: np.ndarray
+    num_stats: np.ndarray
+    num_range: np.ndarray
+    nom_stats: np.ndarray
+    slot_seen: np.ndarray
+    free_slots: np.ndarray
+    shift: np.ndarray
+    nb_num: np.ndarray
+    nb_range: np.ndarray
+    nb_nom: np.ndarray
+    nb_seen: np.ndarray
+    nb_mean: np.ndarray
+    nb_inv2var: np.ndarray
+    nb_const: np.ndarray
+    nb_table: np.ndarray
+    nb_a: np.ndarray
+    nb_b: np.ndarray
+    nb_y: np.ndarray
+    adwin_b: np.ndarray
+    adwin_n: np.ndarray
+    adwin_s: np.ndarray
+    drift_s: np.ndarray
+    drift_ev: np.ndarray
+    meta: np.ndarray
+    meta_f: np.ndarray
+
+
+def new_arrays(
+    *, nodes: int = 16, slots: int = 4, classes: int = 2, numeric: int = 1, nominal: int = 1, values: int = 1,
+    naive_bayes: bool = False, prior_weight: float = 1.0, drift_delta: float = 0.002,
+) -> TreeArrays:
+    """An empty tree (a root leaf owning slot 0) with the given capacities."""
+    nb_slots = 1 if naive_bayes else 0
+    nb_k = classes if naive_bayes else 0
+    node = np.full((nodes, NODE_COLUMNS), -1, dtype=np.int64)
+    node[:, COL] = 0
+    node[:, DEPTH] = 0
+    node[0, SLOT] = 0
+    hgs = np.zeros((nodes, 3))
+    hgs[:, STEP] = 0.1
+    arrays = TreeArrays(
+        node=node,
+        thr=np.zeros(nodes),
+        counts=np.zeros((nodes, classes)),
+        inherited=np.zeros((nodes, classes)),
+        hgs=hgs,
+        num_stats=np.zeros((slots, numeric, classes, 3)),
+        num_range=_empty_range(slots, numeric),
+        nom_stats=np.zeros((slots, nominal, values, classes)),
+        slot_seen=np.zeros((slots, 2)),
+        free_slots=np.arange(slots - 1, -1, -1, dtype=np.int64),
+        shift=np.zeros(numeric),
+        nb_num=np.zeros((nb_slots, numeric, classes, 3)),
+        nb_range=_empty_range(nb_slots, numeric),
+        nb_nom=np.zeros((nb_slots, nominal, values, classes)),
+        nb_seen=np.zeros((nb_slots, 2)),
+        nb_mean=np.zeros((numeric * nb_slots, nb_k)),
+        nb_inv2var=np.zeros((numeric * nb_slots, nb_k)),
+        nb_const=np.zeros((numeric * nb_slots, nb_k)),
+        nb_table=np.full((nominal * nb_slots, values + 1, nb_k), np.nan),
+        nb_a=np.zeros((BUFFER * nb_slots, nb_k)),
+        nb_b=np.zeros((BUFFER * nb_slots, nb_k)),
+        nb_y=np.zeros(BUFFER * nb_slots, dtype=np.int64),
+        adwin_b=np.zeros((ADWIN_ROWS, 6, 2)),
+        adwin_n=np.zeros(ADWIN_ROWS, dtype=np.int64),
+        adwin_s=np.zeros(ADWIN_SCALARS),
+        drift_s=np.zeros(DRIFT_SCALARS),
+        drift_ev=np.zeros((EVENTS_KEPT, 2), dtype=np.int64),
+        meta=np.zeros(META_INTS, dtype=np.int64),
+        meta_f=np.zeros(META_FLOATS),
+    )
+    arrays.meta[M_NODES] = 1
+    arrays.meta[M_FREE] = slots - 1  # slot 0 is the root's: the stack holds slots-1 .. 1
+    arrays.free_slots[: slots - 1] = np.arange(slots - 1, 0, -1)
+    arrays.meta_f[F_THETA0] = np.log(prior_weight)
+    arrays.meta_f[F_STEP0] = 0.1
+    arrays.adwin_s[A_DELTA] = drift_delta
+    arrays.adwin_s[A_CLOCK] = 32
+    arrays.adwin_s[A_MAX_BUCKETS] = 5
+    arrays.adwin_s[A_N_ROWS] = 1
+    return arrays
+
+
+def _empty_range(slots: int, numeric: int) -> np.ndarray:
+    out = np.empty((slots, numeric, 2))
+    out[..., MIN] = np.inf
+    out[..., MAX] = -np.inf
+    return out
