@@ -10,5 +10,21 @@
 from streamtree.exceptions import ConfigError, FormatError, InputError, StreamtreeError
 from streamtree.tree import ProbabilityTree
 
-__all__ = ["ConfigError", "FormatError", "InputError", "ProbabilityTree", "StreamtreeError"]
+__all__ = ["ConfigError", "FormatError", "InputError", "ProbabilityTree", "StreamtreeError", "warm_up"]
 __version__ = "0.1.0"
+
+
+def warm_up() -> None:
+    """Compile (or load from the on-disk cache) every kernel a model uses, so the first real
+    event does not pay for it: learns and predicts a few synthetic examples on throw-away
+    models of every smoothing, with drift detection and the naive-Bayes factor on."""
+    for smoothing in ("hgs", "mbranch", "mestimate", "laplace", "mle"):
+        model = ProbabilityTree(smoothing=smoothing, naive_bayes=smoothing == "hgs", grace_period=5, refit_every=10)
+        rows = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(40)]
+        labels = [i % 2 == 0 for i in range(40)]
+        model.learn_many(rows[:20], labels[:20], return_proba=True)
+        for x, label in zip(rows[20:], labels[20:]):
+            model.predict_proba_one(x)
+            model.learn_one(x, label)
+        model.predict_proba(rows)
+        ProbabilityTree.from_bytes(model.to_bytes())

@@ -516,13 +516,20 @@ class ProbabilityTree(base.MiniBatchClassifier):
         return max(proba, key=proba.__getitem__) if proba else None
 
     # -- batches ------------------------------------------------------------------------
-    def learn_many(self, X: Any, y: Any) -> None:
+    def learn_many(self, X: Any, y: Any, *, return_proba: bool = False) -> FloatArray | None:
         """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives.
 
         ``X`` is a pandas DataFrame, a 2-D numpy array (features named 0, 1, ...) or a list of
         dicts. The whole batch is validated first: a bad value raises :class:`InputError` and
         nothing of the batch is learned.
+
+        With ``return_proba=True`` it returns the prequential (test-then-train) predictions:
+        row ``i`` is what :meth:`predict_proba_one` gave for ``X[i]`` just before it was
+        learned, in columns following :attr:`classes_` as they are after the batch (0 for a
+        class the model had not seen yet at that row).
         """
+        if return_proba:
+            return self._learn_scored(X, y)
         labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
         registry, num, nom, first_values = encode_batch(self.registry, X)
         if len(labels) != num.shape[0]:
@@ -532,6 +539,28 @@ class ProbabilityTree(base.MiniBatchClassifier):
         for col, value in first_values.items():
             self._set_shift(col, value)
         learn_encoded(self, num, nom, labels)
+        return None
+
+    def _learn_scored(self, X: Any, y: Any) -> FloatArray:
+        labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
+        _, num, _, _ = encode_batch(self.registry, X)  # validates the whole batch first
+        if len(labels) != num.shape[0]:
+            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
+        if isinstance(X, pd.DataFrame):
+            rows = X.to_dict("records")
+        elif isinstance(X, np.ndarray):
+            rows = [dict(enumerate(row)) for row in X.tolist()]
+        else:
+            rows = list(X)
+        probas = []
+        for x, label in zip(rows, labels):
+            probas.append(self.predict_proba_one(x))
+            self.learn_one(x, label)
+        out = np.zeros((len(rows), len(self.classes_)))
+        for i, proba in enumerate(probas):
+            for k, label in enumerate(self.classes_):
+                out[i, k] = proba.get(label, 0.0)
+        return out
 
     def predict_proba(self, X: Any) -> FloatArray:
         """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
