@@ -36,9 +36,15 @@ The naive-Bayes factor's statistics use the same layout with one slot (``nb_num`
 probabilities, last row: unseen values; NaN rows: a column with no statistics); the scored
 examples that fit ``gamma`` are ``nb_a``, ``nb_b`` (``BUFFER`` rows) and ``nb_y``.
 
-The change detector (ADWIN) is ``adwin_b[row, j, TOTAL | VARIANCE]`` (bucket ``j`` of row
-``row`` holds ``2**row`` values), ``adwin_n[row]`` (buckets in the row) and the scalars
-``adwin_s``. The drift policy's counters and recent events are ``drift_s`` and ``drift_ev``.
+``meta`` (int64) and ``meta_f`` (float64) hold the logical sizes, counters and fitted scalars
+(``M_*`` and ``F_*`` indexes). ``meta[M_EXAMPLES]`` counts the examples *this* tree learned: it
+schedules its refits and naive-Bayes samples.
+
+A model's change detection is not part of a tree (a background tree replaces the tree by one
+assignment; the detector and the drift history stay): :class:`DriftArrays` holds ADWIN's
+``adwin_b[row, j, TOTAL | VARIANCE]`` (bucket ``j`` of row ``row`` holds ``2**row`` values),
+``adwin_n[row]`` (buckets in the row) and the scalars ``adwin_s``; the drift policy's counters
+``drift_s`` (``D_*``) and the most recent events ``drift_ev[i] = (kind, at)``.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["TreeArrays", "new_arrays"]
+__all__ = ["DriftArrays", "TreeArrays", "grow", "new_arrays", "new_drift"]
 
 # node columns
 PARENT, LEFT, RIGHT, KIND, COL, DEPTH, SLOT = range(7)
@@ -68,7 +74,7 @@ ADWIN_SCALARS = 10
 
 # meta (int64): logical sizes and counters
 (M_NODES, M_EXAMPLES, M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES, M_FREE, M_STOPPED, M_REFITS,
- M_NB_SCORED, M_NB_CLASSES) = range(11)
+ M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES) = range(14)
 META_INTS = 16
 # meta_f (float64): fitted scalars
 (F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA) = range(5)
@@ -76,8 +82,11 @@ META_FLOATS = 8
 # drift_s (float64): the drift policy's counters
 (D_GAP, D_COMPARED, D_DETECTIONS, D_SWAPS, D_DROPPED, D_TREE_SINCE, D_N_EVENTS, D_ACTIVE) = range(8)
 DRIFT_SCALARS = 8
-EVENTS_KEPT = 20  # drift_ev rows: (kind, at), kind 0 detection, 1 swap, 2 dropped
+EVENTS_KEPT = 20  # drift_ev rows: (kind, at)
+DETECTION, SWAP, DROPPED = range(3)  # event kinds
 BUFFER = 512  # naive-Bayes scored examples kept for fitting gamma
+MIN_PROBA = 1e-15  # the floor of a served probability (only MLE needs it)
+LOG_MIN_PROBA = float(np.log(MIN_PROBA))
 
 
 class TreeArrays(NamedTuple):
@@ -105,18 +114,23 @@ class TreeArrays(NamedTuple):
     nb_a: np.ndarray
     nb_b: np.ndarray
     nb_y: np.ndarray
+    meta: np.ndarray
+    meta_f: np.ndarray
+
+
+class DriftArrays(NamedTuple):
+    """A model's change detector and drift history (see the module docstring)."""
+
     adwin_b: np.ndarray
     adwin_n: np.ndarray
     adwin_s: np.ndarray
     drift_s: np.ndarray
     drift_ev: np.ndarray
-    meta: np.ndarray
-    meta_f: np.ndarray
 
 
 def new_arrays(
     *, nodes: int = 16, slots: int = 4, classes: int = 2, numeric: int = 1, nominal: int = 1, values: int = 1,
-    naive_bayes: bool = False, prior_weight: float = 1.0, drift_delta: float = 0.002,
+    naive_bayes: bool = False, prior_weight: float = 1.0,
 ) -> TreeArrays:
     """An empty tree (a root leaf owning slot 0) with the given capacities."""
     nb_slots = 1 if naive_bayes else 0
@@ -147,14 +161,9 @@ def new_arrays(
         nb_inv2var=np.zeros((numeric * nb_slots, nb_k)),
         nb_const=np.zeros((numeric * nb_slots, nb_k)),
         nb_table=np.full((nominal * nb_slots, values + 1, nb_k), np.nan),
-        nb_a=np.zeros((BUFFER * nb_slots, nb_k)),
+        nb_a=np.full((BUFFER * nb_slots, nb_k), LOG_MIN_PROBA),
         nb_b=np.zeros((BUFFER * nb_slots, nb_k)),
         nb_y=np.zeros(BUFFER * nb_slots, dtype=np.int64),
-        adwin_b=np.zeros((ADWIN_ROWS, 6, 2)),
-        adwin_n=np.zeros(ADWIN_ROWS, dtype=np.int64),
-        adwin_s=np.zeros(ADWIN_SCALARS),
-        drift_s=np.zeros(DRIFT_SCALARS),
-        drift_ev=np.zeros((EVENTS_KEPT, 2), dtype=np.int64),
         meta=np.zeros(META_INTS, dtype=np.int64),
         meta_f=np.zeros(META_FLOATS),
     )
@@ -163,11 +172,111 @@ def new_arrays(
     arrays.free_slots[: slots - 1] = np.arange(slots - 1, 0, -1)
     arrays.meta_f[F_THETA0] = np.log(prior_weight)
     arrays.meta_f[F_STEP0] = 0.1
-    arrays.adwin_s[A_DELTA] = drift_delta
-    arrays.adwin_s[A_CLOCK] = 32
-    arrays.adwin_s[A_MAX_BUCKETS] = 5
-    arrays.adwin_s[A_N_ROWS] = 1
     return arrays
+
+
+def new_drift(delta: float) -> DriftArrays:
+    """A fresh detector with confidence ``delta`` (ADWIN's defaults: clock 32, 5 buckets a
+    row) and an empty history."""
+    drift = DriftArrays(
+        adwin_b=np.zeros((ADWIN_ROWS, 6, 2)),
+        adwin_n=np.zeros(ADWIN_ROWS, dtype=np.int64),
+        adwin_s=np.zeros(ADWIN_SCALARS),
+        drift_s=np.zeros(DRIFT_SCALARS),
+        drift_ev=np.zeros((EVENTS_KEPT, 2), dtype=np.int64),
+    )
+    drift.adwin_s[A_DELTA] = delta
+    drift.adwin_s[A_CLOCK] = 32
+    drift.adwin_s[A_MAX_BUCKETS] = 5
+    drift.adwin_s[A_N_ROWS] = 1
+    return drift
+
+
+def _fit(a: np.ndarray, shape: tuple[int, ...], fill: float) -> np.ndarray:
+    """``a`` copied into the corner of a new array of ``shape`` filled with ``fill``."""
+    if a.shape == shape:
+        return a
+    out = np.full(shape, fill, dtype=a.dtype)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
+def _capacity(have: int, need: int) -> int:
+    return have if need <= have else max(need, 2 * have, 1)
+
+
+def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, numeric: int = 0, nominal: int = 0,
+         values: int = 0) -> TreeArrays:
+    """``t`` with room for at least this many nodes, free slots, classes, numeric and nominal
+    columns and nominal values (capacities double; values and logical sizes are kept).
+
+    Returns ``t`` itself when it is already large enough, else a new :class:`TreeArrays`
+    whose arrays are copies (the old ones are left as they were).
+    """
+    n_cap, m_cap = t.node.shape[0], t.slot_seen.shape[0]
+    k_cap, f_cap = t.counts.shape[1], t.shift.shape[0]
+    c_cap, v_cap = t.nom_stats.shape[1], t.nom_stats.shape[2]
+    free = int(t.meta[M_FREE])
+    N = _capacity(n_cap, nodes)
+    M = m_cap if free >= slots else max(m_cap + slots - free, 2 * m_cap)
+    K, F = _capacity(k_cap, classes), _capacity(f_cap, numeric)
+    C, V = _capacity(c_cap, nominal), _capacity(v_cap, values)
+    if (N, M, K, F, C, V) == (n_cap, m_cap, k_cap, f_cap, c_cap, v_cap):
+        return t
+    nb = t.nb_seen.shape[0]  # 1 with the naive-Bayes factor, else 0
+    node = _fit(t.node, (N, NODE_COLUMNS), -1)
+    node[n_cap:, COL] = 0
+    node[n_cap:, DEPTH] = 0
+    hgs = _fit(t.hgs, (N, 3), 0.0)
+    hgs[n_cap:, STEP] = 0.1
+    free_slots = _fit(t.free_slots, (M,), 0)
+    added = np.arange(M - 1, m_cap - 1, -1, dtype=np.int64)  # new slots, the lowest on top
+    if added.size:
+        # the stack keeps its lowest slot on top: new (higher) slots go underneath
+        free_slots[: added.size + free] = np.concatenate([added, t.free_slots[:free]])
+    meta = t.meta.copy()
+    meta[M_FREE] = free + added.size
+    return TreeArrays(
+        node=node,
+        thr=_fit(t.thr, (N,), 0.0),
+        counts=_fit(t.counts, (N, K), 0.0),
+        inherited=_fit(t.inherited, (N, K), 0.0),
+        hgs=hgs,
+        num_stats=_fit(t.num_stats, (M, F, K, 3), 0.0),
+        num_range=_fit_range(t.num_range, M, F),
+        nom_stats=_fit(t.nom_stats, (M, C, V, K), 0.0),
+        slot_seen=_fit(t.slot_seen, (M, 2), 0.0),
+        free_slots=free_slots,
+        shift=_fit(t.shift, (F,), 0.0),
+        nb_num=_fit(t.nb_num, (nb, F, K, 3), 0.0),
+        nb_range=_fit_range(t.nb_range, nb, F),
+        nb_nom=_fit(t.nb_nom, (nb, C, V, K), 0.0),
+        nb_seen=t.nb_seen,
+        nb_mean=_fit(t.nb_mean, (F * nb, K * nb), 0.0),
+        nb_inv2var=_fit(t.nb_inv2var, (F * nb, K * nb), 0.0),
+        nb_const=_fit(t.nb_const, (F * nb, K * nb), 0.0),
+        nb_table=_nb_table(t.nb_table, C * nb, (V + 1) * nb, K * nb),
+        nb_a=_fit(t.nb_a, (BUFFER * nb, K * nb), LOG_MIN_PROBA),
+        nb_b=_fit(t.nb_b, (BUFFER * nb, K * nb), 0.0),
+        nb_y=t.nb_y,
+        meta=meta,
+        meta_f=t.meta_f.copy(),
+    )
+
+
+def _fit_range(a: np.ndarray, slots: int, numeric: int) -> np.ndarray:
+    out = np.empty((slots, numeric, 2))
+    out[..., MIN] = np.inf
+    out[..., MAX] = -np.inf
+    out[: a.shape[0], : a.shape[1]] = a
+    return out
+
+
+def _nb_table(table: np.ndarray, nominal: int, rows: int, classes: int) -> np.ndarray:
+    """The log-probability table with room for more columns, values and classes. Its last
+    meaningful row (unseen values) stays where the last refresh put it: readers take the row
+    count from ``meta[M_NB_VALUES]``."""
+    return _fit(table, (nominal, rows, classes), np.nan)
 
 
 def _empty_range(slots: int, numeric: int) -> np.ndarray:
