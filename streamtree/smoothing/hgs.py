@@ -22,9 +22,10 @@ Gradient (Eq. 7-8), with ``D[l]`` the denominator of ``q`` and ``w = n / (D q)``
     d cost / d alpha[p] = (1 / (N ln 2)) sum_{l below p} sum_k w[l, k] (q[l, k] - th[p, k])
     d cost / d alpha0   = (1 / (N ln 2)) sum_{l} sum_k w[l, k] (q[l, k] - 1 / K)
 
-Both factor into sums over a node's ancestors (``A``, ``B`` below) and over its subtree
-(``U``, ``W``), which :class:`~streamtree.topology.Topology` computes with one cumulative sum
-each in preorder: an evaluation is O(S K) with no Python loop over nodes or levels.
+Both factor into sums over a node's ancestors (``A``, ``B``) and over its subtree (``U``,
+``W``), which the compiled kernels of :mod:`streamtree.kernels.hgs` compute with one forward
+and one backward pass over the node index (every parent precedes its children): an
+evaluation is O(S K).
 """
 
 from __future__ import annotations
@@ -32,19 +33,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import math
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from streamtree.exceptions import ConfigError
+from streamtree.kernels import hgs as kernels
+from streamtree.kernels import smoothing as kernel_codes
 from streamtree.smoothing.base import Smoother, State
+from streamtree.state import F_THETA0, GRAD, M_NODES, M_REFITS, STEP, THETA
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
 
-__all__ = ["HGS", "LoocvProblem", "loocv", "loocv_topology"]
-
-_LN2 = math.log(2.0)
-_LOG_ALPHA_MIN, _LOG_ALPHA_MAX = math.log(1e-4), math.log(1e6)
+__all__ = ["HGS", "loocv", "loocv_topology"]
 
 
 def loocv(
@@ -104,72 +105,26 @@ def loocv_topology(
     topology: Topology, counts: FloatArray, alpha: FloatArray, prior_weight: float = 0.0
 ) -> tuple[float, FloatArray, float]:
     """:func:`loocv` on a precomputed :class:`~streamtree.topology.Topology`."""
-    problem = LoocvProblem(topology, counts)
-    cost, grad, grad_prior = problem.evaluate(topology.to_preorder(np.asarray(alpha, np.float64)), prior_weight)
-    return cost, topology.from_preorder(grad), grad_prior
+    parent, internal, counts = _kernel_inputs(topology, counts)
+    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+    n = topology.n_nodes
+    if alpha.shape != (n,):
+        raise ValueError(f"alpha must have one weight per node: shape ({n},), got {alpha.shape}")
+    grad = np.zeros(n)
+    cost, grad_prior = kernels.loocv(parent, internal, counts, n, counts.shape[1], alpha, float(prior_weight), grad)
+    return float(cost), grad, float(grad_prior)
 
 
-class LoocvProblem:
-    """Everything in the LOOCV objective that does not depend on the weights, in preorder.
-
-    Built once per refit; :meth:`evaluate` then costs a handful of O(S K) array passes.
-    Weights and gradients are in preorder space (:meth:`Topology.to_preorder`).
-    """
-
-    def __init__(self, topology: Topology, counts: FloatArray) -> None:
-        self.topology = topology
-        # classes by rows, nodes in preorder along each row: (K, S)
-        counts = topology.to_preorder(np.asarray(counts, dtype=np.float64)).T.copy()
-        k, s = counts.shape
-        self.k = k
-        self.internal = ~topology.to_preorder(topology.is_leaf)
-        total = counts.sum(axis=0)
-        th = np.zeros((k, s))
-        has_loo = total > 1  # an ancestor with one example has no leave-one-out estimate: 0
-        np.divide(np.maximum(counts - 1.0, 0.0), total - 1.0, out=th, where=has_loo)
-        self.th = th
-        leaf = ~self.internal
-        self.n_leaf = float(total[leaf].sum())
-        self.nl = counts * leaf
-        self.present = self.nl > 0
-        self.loo_total = np.maximum(total - 1.0, 0.0)
-        self.loo_counts = np.maximum(self.nl - 1.0, 0.0)
-        self._buffer = np.empty((k + 1, s))
-
-    def evaluate(self, alpha: FloatArray, prior_weight: float) -> tuple[float, FloatArray, float]:
-        """Cost, gradient w.r.t. ``alpha`` (preorder) and w.r.t. ``prior_weight``."""
-        topology, k = self.topology, self.k
-        s = alpha.shape[0]
-        if s == 0 or k == 0 or self.n_leaf <= 0:
-            return 0.0, np.zeros(s), 0.0
-        a = np.where(self.internal, alpha, 0.0)
-        # one ancestor pass for A (row 0) and B (rows 1..K)
-        buf = self._buffer
-        buf[0] = a
-        np.multiply(self.th, a, out=buf[1:])
-        sums = topology.preorder_ancestor_sum_rows(buf)
-        denom = self.loo_total + sums[0] + prior_weight
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = (self.loo_counts + sums[1:] + prior_weight / k) / denom
-            log_q = np.log2(q, where=self.present, out=np.zeros((k, s)))
-        if not np.isfinite(log_q).all() or (q[self.present] <= 0).any():
-            finite = np.isfinite(log_q) & (q > 0)
-            cost = math.inf  # a term constant in every weight: see loocv's Notes
-        else:
-            finite = self.present
-            cost = float(-np.vdot(self.nl, log_q) / self.n_leaf)
-        w = np.zeros((k, s))
-        np.divide(self.nl, denom * q, out=w, where=self.present & finite)
-        # one subtree pass for U (row 0) and W (rows 1..K)
-        np.multiply(w, q, out=buf[1:])
-        buf[0] = buf[1:].sum(axis=0)
-        buf[1:] = w
-        sub = topology.preorder_subtree_sum_rows(buf)
-        scale = 1.0 / (self.n_leaf * _LN2)
-        grad = (sub[0] - (self.th * sub[1:]).sum(axis=0)) * scale
-        grad[~self.internal] = 0.0
-        grad_prior = float((sub[0, 0] - sub[1:, 0].sum() / k) * scale)
-        return cost, grad, grad_prior
+def _kernel_inputs(topology: Topology, counts: FloatArray) -> tuple[IntArray, np.ndarray, FloatArray]:
+    """The kernels' view of a tree: contiguous int64 ``parent``, bool ``internal`` and float64
+    ``(S, K)`` counts (the kernels do not check bounds: the shapes are checked here)."""
+    n = topology.n_nodes
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 2 or counts.shape[0] < n:
+        raise ValueError(f"counts must have a row per node: ({n}, K), got {counts.shape}")
+    counts = np.ascontiguousarray(counts[:n])
+    parent = np.ascontiguousarray(topology.parent, dtype=np.int64)
+    return parent, np.ascontiguousarray(~topology.is_leaf), counts
 
 
 def _check(name: str, value: object, low: float, high: float = math.inf, integer: bool = False) -> None:
@@ -223,6 +178,7 @@ class HGS(Smoother):
     """
 
     name: ClassVar[str] = "hgs"
+    code: ClassVar[int] = kernel_codes.HGS
 
     def __init__(
         self,
@@ -246,13 +202,11 @@ class HGS(Smoother):
         self.learning_rate = float(learning_rate)
         self.tol = float(tol)
         self.max_iter = max_iter
-        # fitted state: log-weights (online) or weights (paper), per node, and the pseudo-node
-        self._theta = np.zeros(0)
-        self._theta0 = math.log(self.prior_weight)  # unused in paper mode
-        self._step = np.zeros(0)
-        self._step0 = 0.1
-        self._grad = np.zeros(0)
-        self._grad0 = 0.0
+        # fitted state, the layout of streamtree.state: per node hgs[i, THETA | STEP | GRAD]
+        # (log-weight in online mode, weight in paper mode; iRprop step; last gradient), and
+        # the pseudo-node's theta0, step0, grad0 (unused in paper mode)
+        self._hgs = np.zeros((0, 3))
+        self._scal = np.array([math.log(self.prior_weight), 0.1, 0.0])
         self._sync_alpha()
         self.n_refits = 0
         self.last_cost = math.nan
@@ -269,96 +223,55 @@ class HGS(Smoother):
         return self._alpha0
 
     def _sync_alpha(self) -> None:
-        self._alpha = self._theta.copy() if self.mode == "paper" else np.exp(self._theta)
-        self._alpha0 = 0.0 if self.mode == "paper" else math.exp(self._theta0)
+        theta = self._hgs[:, THETA]
+        self._alpha = theta.copy() if self.mode == "paper" else np.exp(theta)
+        self._alpha0 = 0.0 if self.mode == "paper" else math.exp(self._scal[0])
 
     def grow(self, parent: IntArray) -> None:
         """Give nodes created since the last call their parent's weight (root: 1)."""
-        old = self._theta.shape[0]
+        old = self._hgs.shape[0]
         new = parent.shape[0]
         if new <= old:
             return
-        self._theta = np.resize(self._theta, new)
-        self._step = np.resize(self._step, new)
-        self._grad = np.resize(self._grad, new)
+        hgs = np.zeros((new, 3))
+        hgs[:old] = self._hgs
+        hgs[old:, STEP] = 0.1
         one = 1.0 if self.mode == "paper" else 0.0
         for i in range(old, new):  # only the nodes just created: two per split
             p = parent[i]
-            self._theta[i] = self._theta[p] if p >= 0 else one
-        self._step[old:] = 0.1
-        self._grad[old:] = 0.0
+            hgs[i, THETA] = hgs[p, THETA] if p >= 0 else one
+        self._hgs = hgs
         self._sync_alpha()
 
     # -- fitting ------------------------------------------------------------------------
     def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
         self.grow(topology.parent)
-        counts = np.asarray(counts if fit_counts is None else fit_counts, dtype=np.float64)
-        if counts.shape[1] == 0 or topology.n_nodes == 0:
+        parent, internal, counts = _kernel_inputs(topology, counts if fit_counts is None else fit_counts)
+        n, k = topology.n_nodes, counts.shape[1]
+        if k == 0 or n == 0:
             return
         if self.mode == "paper":
-            self._refit_paper(topology, counts)
+            # Algorithm 1 from alpha = 1, no pseudo-node
+            alpha = np.zeros(n)
+            self.last_cost = float(
+                kernels.refit_paper(parent, internal, counts, n, k, self.learning_rate, self.tol, self.max_iter, alpha)
+            )
+            self._hgs[:n, THETA] = alpha
         else:
-            self._refit_online(topology, counts)
+            # iRprop- on the log-weights, warm-started; the pseudo-node's weight is fitted too
+            self.last_cost = float(kernels.refit_online(parent, internal, counts, n, k, self._hgs, self._scal, self.steps))
         self._sync_alpha()
         self.n_refits += 1
-
-    def _refit_online(self, topology: Topology, counts: FloatArray) -> None:
-        problem = LoocvProblem(topology, counts)
-        # the pseudo-node's weight is fitted too: it is the last parameter
-        internal = np.append(problem.internal, True)
-        theta = np.append(topology.to_preorder(self._theta), self._theta0)
-        step = np.append(topology.to_preorder(self._step), self._step0)
-        previous = np.append(topology.to_preorder(self._grad), self._grad0)
-        for _ in range(self.steps):
-            alpha = np.exp(theta)
-            cost, grad, grad0 = problem.evaluate(alpha[:-1], float(alpha[-1]))
-            self.last_cost = cost
-            # chain rule to log space, then iRprop-: grow a step while the gradient keeps its
-            # sign, halve it and skip the move when the sign flips
-            g = np.where(internal, np.append(grad, grad0) * alpha, 0.0)
-            agree = g * previous
-            step = np.clip(np.where(agree > 0, step * 1.2, np.where(agree < 0, step * 0.5, step)), 1e-6, 1.0)
-            g = np.where(agree < 0, 0.0, g)
-            theta = np.clip(theta - np.sign(g) * step, _LOG_ALPHA_MIN, _LOG_ALPHA_MAX)
-            previous = g
-        self._theta, self._theta0 = topology.from_preorder(theta[:-1]), float(theta[-1])
-        self._step, self._step0 = topology.from_preorder(step[:-1]), float(step[-1])
-        self._grad, self._grad0 = topology.from_preorder(previous[:-1]), float(previous[-1])
-
-    def _refit_paper(self, topology: Topology, counts: FloatArray) -> None:
-        problem = LoocvProblem(topology, counts)
-        alpha = np.where(problem.internal, 1.0, 0.0)  # Algorithm 1 starts every weight at 1
-        cost, grad, _ = problem.evaluate(alpha, 0.0)
-        for _ in range(self.max_iter):
-            candidate = np.maximum(alpha - self.learning_rate * grad, 0.0)
-            new_cost, new_grad, _ = problem.evaluate(candidate, 0.0)
-            improvement = cost - new_cost
-            if not improvement > 0:  # also stops on an infinite (constant) cost
-                break
-            alpha, cost, grad = candidate, new_cost, new_grad
-            if improvement < self.tol:
-                break
-        self._theta = topology.from_preorder(alpha)
-        self.last_cost = cost
 
     # -- prediction ---------------------------------------------------------------------
     def node_proba(self, topology: Topology, counts: FloatArray) -> FloatArray:
         self.grow(topology.parent)
-        counts = np.asarray(counts, dtype=np.float64)
+        parent, internal, counts = _kernel_inputs(topology, counts)
         s, k = counts.shape
+        out = np.zeros((s, k))
         if s == 0 or k == 0:
-            return np.zeros((s, k))
-        total = counts.sum(axis=1)
-        mle = np.zeros((s, k))
-        np.divide(counts, total[:, None], out=mle, where=total[:, None] > 0)
-        # an ancestor with no counts has no estimate: it gets no weight
-        a = np.where(~topology.is_leaf & (total > 0), self.alpha[:s], 0.0)
-        alpha0 = self.alpha0
-        big_a = topology.ancestor_sum(a) + alpha0
-        big_b = topology.ancestor_sum(a[:, None] * mle) + alpha0 / k
-        denom = (total + big_a)[:, None]
-        out = np.full((s, k), 1.0 / k)  # nothing at the node, nothing weighted above it: uniform
-        np.divide(counts + big_b, denom, out=out, where=denom > 0)
+            return out
+        kernels.node_proba(parent, internal, counts, s, k, self._alpha, float(self._alpha0), out)
         return out
 
     def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
@@ -381,25 +294,33 @@ class HGS(Smoother):
             return np.full(k, 1.0 / k)  # nothing at the node, nothing weighted above it
         return np.array(numer) / denom
 
+    # -- the online tree's arrays (streamtree.state) ---------------------------------------
+    def weights(self, tree: Any) -> tuple[FloatArray | None, float | None]:
+        n = int(tree.meta[M_NODES])
+        if self.mode == "paper":
+            return tree.hgs[:n, THETA].copy(), 0.0
+        return np.exp(tree.hgs[:n, THETA]), math.exp(tree.meta_f[F_THETA0])
+
+    def summary(self, tree: Any) -> dict[str, Any] | None:
+        prior = 0.0 if self.mode == "paper" else math.exp(tree.meta_f[F_THETA0])
+        return {"prior_weight": prior, "n_refits": int(tree.meta[M_REFITS])}
+
     # -- persistence --------------------------------------------------------------------
     def get_state(self) -> State:
         return {
-            "theta": self._theta.copy(),
-            "step": self._step.copy(),
-            "grad": self._grad.copy(),
-            "theta0": self._theta0,
-            "step0": self._step0,
-            "grad0": self._grad0,
+            "theta": self._hgs[:, THETA].copy(),
+            "step": self._hgs[:, STEP].copy(),
+            "grad": self._hgs[:, GRAD].copy(),
+            "theta0": float(self._scal[0]),
+            "step0": float(self._scal[1]),
+            "grad0": float(self._scal[2]),
             "n_refits": self.n_refits,
         }
 
     def set_state(self, state: State) -> None:
-        self._theta = np.asarray(state["theta"], dtype=np.float64).copy()
-        self._step = np.asarray(state["step"], dtype=np.float64).copy()
-        self._grad = np.asarray(state["grad"], dtype=np.float64).copy()
-        self._theta0 = float(state["theta0"])
-        self._step0 = float(state["step0"])
-        self._grad0 = float(state["grad0"])
+        columns = [np.asarray(state[key], dtype=np.float64).reshape(-1) for key in ("theta", "step", "grad")]
+        self._hgs = np.ascontiguousarray(np.stack(columns, axis=1))
+        self._scal = np.array([float(state["theta0"]), float(state["step0"]), float(state["grad0"])])
         self.n_refits = int(state["n_refits"])
         self._sync_alpha()
 
