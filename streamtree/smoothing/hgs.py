@@ -106,10 +106,11 @@ def loocv_topology(
 ) -> tuple[float, FloatArray, float]:
     """:func:`loocv` on a precomputed :class:`~streamtree.topology.Topology`."""
     parent, internal, counts = _kernel_inputs(topology, counts)
-    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
     n = topology.n_nodes
-    if alpha.shape != (n,):
-        raise ValueError(f"alpha must have one weight per node: shape ({n},), got {alpha.shape}")
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim != 1 or alpha.shape[0] < n:
+        raise ValueError(f"alpha must have a weight per node: shape ({n},), got {alpha.shape}")
+    alpha = np.ascontiguousarray(alpha[:n])
     grad = np.zeros(n)
     cost, grad_prior = kernels.loocv(parent, internal, counts, n, counts.shape[1], alpha, float(prior_weight), grad)
     return float(cost), grad, float(grad_prior)
