@@ -1,13 +1,18 @@
 """Streamtree's safe, versioned model format: a JSON header and numpy arrays, never pickle.
 
 Layout: the magic bytes ``b"STREAMTREE"``, a big-endian uint32 header length, the UTF-8 JSON
-header (format version, configuration, classes, feature registry, counters, smoother
-scalars, drift counters), then an ``.npz`` archive of the arrays, read back with
-``allow_pickle=False``. A background tree (see ``drift_delta``) is stored as a nested model in
-the same format, as one ``uint8`` array. Version 2 added the drift state and the naive-Bayes
-factor; version 1 files still load (no drift history; the factor, when configured, starts
-from nothing). Loading a file written by a newer format version, or
-anything else, raises :class:`~streamtree.exceptions.FormatError`.
+header (format version, configuration, classes, feature registry, example count), then an
+``.npz`` archive of the arrays, read back with ``allow_pickle=False``.
+
+Version 3 stores exactly the model's arrays (:mod:`streamtree.state`): ``tree.<name>`` for
+every :class:`~streamtree.state.TreeArrays` field, ``background.<name>`` for a background tree
+being compared, ``drift.<name>`` for the change detector and its history. Node arrays are cut
+to the nodes in use and class, column and value axes to their logical sizes (capacity depends
+on growth history, not on data); slot arrays keep every slot, so the free-slot stack reloads as
+it was. Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
+statistics, smoother, naive-Bayes and detector states) still load, converted to the arrays.
+Loading a file written by a newer format version, or anything else, raises
+:class:`~streamtree.exceptions.FormatError`.
 """
 
 from __future__ import annotations
@@ -22,8 +27,14 @@ import numpy as np
 
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
-from streamtree.naive_bayes import NaiveBayesFactor
-from streamtree.observers import LeafStats
+from streamtree.kernels.adwin import adwin_from_state
+from streamtree.state import (
+    COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
+    EVENTS_KEPT, F_GAMMA, F_GRAD0, F_STEP0, F_THETA0, KIND, LAST_ATTEMPT, LEFT, LOG_MIN_PROBA, M_CLASSES,
+    M_EXAMPLES, M_FREE, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
+    M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, N_, PARENT, Q_, RIGHT, S_, SEEN, SLOT, DriftArrays,
+    TreeArrays, grow, new_arrays, new_drift,
+)
 
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
@@ -31,41 +42,51 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "dump", "load"]
 
 MAGIC = b"STREAMTREE"
-FORMAT_VERSION = 2
-_READS = (1, 2)
-_STRUCTURE = ("_parent", "_left", "_right", "_kind", "_col", "_depth", "_slot")
+FORMAT_VERSION = 3
+_READS = (1, 2, 3)
+_EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
 
 
-def _split_state(state: dict[str, Any], prefix: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    scalars, arrays = {}, {}
-    for key, value in state.items():
-        if isinstance(value, np.ndarray):
-            arrays[prefix + key] = value
-        else:
-            scalars[key] = value
-    return scalars, arrays
+def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
+    """The tree's arrays cut to their logical sizes."""
+    n, k = int(t.meta[M_NODES]), int(t.meta[M_CLASSES])
+    f, c, v = int(t.meta[M_NUMERIC]), int(t.meta[M_NOMINAL]), int(t.meta[M_VALUES])
+    nb = t.nb_seen.shape[0]
+    nb_v = int(t.meta[M_NB_VALUES]) + 1
+    return {
+        "node": t.node[:n], "thr": t.thr[:n], "counts": t.counts[:n, :k], "inherited": t.inherited[:n, :k],
+        "hgs": t.hgs[:n], "num_stats": t.num_stats[:, :f, :k], "num_range": t.num_range[:, :f],
+        "nom_stats": t.nom_stats[:, :c, :v, :k], "slot_seen": t.slot_seen, "free_slots": t.free_slots[: int(t.meta[M_FREE])],
+        "shift": t.shift[:f], "nb_num": t.nb_num[:, :f, :k], "nb_range": t.nb_range[:, :f],
+        "nb_nom": t.nb_nom[:, :c, :v, :k], "nb_seen": t.nb_seen, "nb_mean": t.nb_mean[: f * nb, : k * nb],
+        "nb_inv2var": t.nb_inv2var[: f * nb, : k * nb], "nb_const": t.nb_const[: f * nb, : k * nb],
+        "nb_table": t.nb_table[: c * nb, : nb_v * nb, : k * nb], "nb_a": t.nb_a[:, : k * nb], "nb_b": t.nb_b[:, : k * nb],
+        "nb_y": t.nb_y, "meta": t.meta, "meta_f": t.meta_f,
+    }
+
+
+def _capacity(t: TreeArrays) -> list[int]:
+    return [t.node.shape[0], t.counts.shape[1], t.shift.shape[0], t.nom_stats.shape[1], t.nom_stats.shape[2]]
+
+
+def _restore(arrays: dict[str, np.ndarray], capacity: list[int], naive_bayes: bool, prior_weight: float) -> TreeArrays:
+    """The inverse of :func:`_logical`: arrays at the saved capacities with the saved values."""
+    nodes, classes, numeric, nominal, values = capacity
+    t = new_arrays(nodes=nodes, slots=arrays["slot_seen"].shape[0], classes=classes, numeric=numeric, nominal=nominal,
+                   values=values, naive_bayes=naive_bayes, prior_weight=prior_weight)
+    for name in TreeArrays._fields:  # every one must be there (KeyError: a corrupt file)
+        saved = arrays[name]
+        getattr(t, name)[tuple(slice(0, s) for s in saved.shape)] = saved
+    return t
 
 
 def dump(model: ProbabilityTree) -> bytes:
     """Serialise ``model``; see the module docstring for the layout."""
-    smoother_scalars, arrays = _split_state(model._smoother.get_state(), "smoother.")
-    stats_scalars, stats_arrays = _split_state(model._stats.to_state(), "stats.")
-    arrays.update(stats_arrays)
-    for name in _STRUCTURE:
-        arrays["tree." + name] = np.asarray(getattr(model, name), dtype=np.int64)
-    arrays["tree._thr"] = np.asarray(model._thr, dtype=np.float64)
-    arrays["tree.counts"] = model.counts_[: model.n_nodes]
-    arrays["tree.inherited"] = model._inherited[: model.n_nodes]
-    drift: dict[str, Any] | None = None
-    if model._drift is not None:
-        drift, drift_arrays = _split_state(model._drift.to_state(), "drift.")
-        arrays.update(drift_arrays)
-    nb_scalars: dict[str, Any] | None = None
-    if model._nb is not None:
-        nb_scalars, nb_arrays = _split_state(model._nb.to_state(), "nb.")
-        arrays.update(nb_arrays)
+    arrays = {f"tree.{name}": a for name, a in _logical(model._tree).items()}
     if model._background is not None:
-        arrays["background"] = np.frombuffer(dump(model._background), dtype=np.uint8)
+        arrays.update({f"background.{name}": a for name, a in _logical(model._background).items()})
+    if model._drift is not None:
+        arrays.update({f"drift.{name}": a for name, a in model._drift._asdict().items()})
     header = {
         "format": "streamtree.ProbabilityTree",
         "version": FORMAT_VERSION,
@@ -73,11 +94,9 @@ def dump(model: ProbabilityTree) -> bytes:
         "classes": list(model.classes_),
         "registry": model.registry.to_state(),
         "n_examples": model.n_examples,
-        "growth_stopped": model.growth_stopped,
-        "smoother": smoother_scalars,
-        "stats": stats_scalars,
-        "drift": drift,
-        "naive_bayes": nb_scalars,
+        # capacities: a reloaded model holds (and reports) the memory the saved one held
+        "capacity": {name: _capacity(t) for name, t in (("tree", model._tree), ("background", model._background))
+                     if t is not None},
     }
     try:
         head = json.dumps(header, allow_nan=False).encode()
@@ -88,8 +107,7 @@ def dump(model: ProbabilityTree) -> bytes:
     return MAGIC + struct.pack(">I", len(head)) + head + buffer.getvalue()
 
 
-def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
-    """Rebuild a model written by :func:`dump`."""
+def _read(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if not isinstance(data, (bytes, bytearray, memoryview)) or bytes(data[: len(MAGIC)]) != MAGIC:
         raise FormatError("Not a streamtree model: the data does not start with the streamtree magic bytes.")
     data = bytes(data)
@@ -101,42 +119,143 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
             arrays = {name: archive[name] for name in archive.files}
     except (struct.error, ValueError, zipfile.BadZipFile, OSError) as err:
         raise FormatError(f"Corrupt streamtree model: {err}.") from None
-    if header.get("format") != "streamtree.ProbabilityTree":
-        raise FormatError(f"Not a ProbabilityTree: the format is {header.get('format')!r}.")
+    if not isinstance(header, dict) or header.get("format") != "streamtree.ProbabilityTree":
+        raise FormatError(f"Not a ProbabilityTree: the format is {header.get('format') if isinstance(header, dict) else None!r}.")
     if header.get("version") not in _READS:
         raise FormatError(
             f"Model format version {header.get('version')!r} is not supported; this streamtree reads version {FORMAT_VERSION}."
         )
+    return header, arrays
+
+
+def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)}
+
+
+def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
+    """Rebuild a model written by :func:`dump` (any version this streamtree reads)."""
+    header, arrays = _read(data)
     model = cls(**header["config"])
     model.registry = FeatureRegistry.from_state(header["registry"])
     model.classes_ = list(header["classes"])
     model._class_index = {c: i for i, c in enumerate(model.classes_)}
     model.n_examples = int(header["n_examples"])
-    model.growth_stopped = bool(header["growth_stopped"])
-    for name in _STRUCTURE:
-        setattr(model, name, arrays["tree." + name].tolist())
-    model._thr = arrays["tree._thr"].tolist()
-    n = len(model._parent)
-    capacity = max(16, 1 << (n - 1).bit_length())
-    model._parent_arr = np.full(capacity, -1, dtype=np.int64)
-    model._parent_arr[:n] = model._parent
-    model.counts_ = np.zeros((capacity, len(model.classes_)))
-    model.counts_[:n] = arrays["tree.counts"]
-    model._inherited = np.zeros((capacity, len(model.classes_)))
-    model._inherited[:n] = arrays["tree.inherited"]
-    stats = {key[len("stats.") :]: value for key, value in arrays.items() if key.startswith("stats.")}
-    model._stats = LeafStats.from_state({**stats, **header["stats"]})
-    smoother = {key[len("smoother.") :]: value for key, value in arrays.items() if key.startswith("smoother.")}
-    model._smoother.set_state({**smoother, **header["smoother"]})
-    model._topology = None
-    if header.get("naive_bayes") is not None:
-        nb = {key[len("nb.") :]: value for key, value in arrays.items() if key.startswith("nb.")}
-        model._nb = NaiveBayesFactor.from_state({**nb, **header["naive_bayes"]})
-    if model._drift is not None and header.get("drift") is not None:  # absent in version 1
-        drift = {key[len("drift.") :]: value for key, value in arrays.items() if key.startswith("drift.")}
-        model._drift.set_state({**drift, **header["drift"]})
-        if "background" in arrays:
-            background = load(cls, arrays["background"].tobytes())
-            background.registry = model.registry
-            model._drift.background = background
+    try:
+        if header["version"] == FORMAT_VERSION:
+            capacity = header["capacity"]
+            model._tree = _restore(_prefixed(arrays, "tree."), capacity["tree"], model.naive_bayes, model.prior_weight)
+            if "background.meta" in arrays:
+                model._background = _restore(_prefixed(arrays, "background."), capacity["background"], model.naive_bayes,
+                                             model.prior_weight)
+            if model._drift is not None and "drift.drift_s" in arrays:
+                model._drift = DriftArrays(**{name: np.array(a) for name, a in _prefixed(arrays, "drift.").items()})
+        else:
+            _from_version_2(model, header, arrays)
+    except (KeyError, IndexError, ValueError, TypeError) as err:
+        raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
     return model
+
+
+# -- versions 1 and 2 -------------------------------------------------------------------------
+def _from_version_2(model: ProbabilityTree, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Convert a version 1 or 2 file (the layout before the compiled core) into arrays."""
+    model._tree = _tree_from_v2(model, header, arrays, n_examples=model.n_examples)
+    drift = header.get("drift")
+    if model._drift is not None and drift is not None:  # absent in version 1
+        d = new_drift(model.drift_delta if model.drift_delta is not None else 0.002)
+        b, n, s = adwin_from_state({**_prefixed(arrays, "drift.detector."), **{
+            key[len("detector."):]: value for key, value in drift.items() if key.startswith("detector.")}})
+        d.adwin_b[:], d.adwin_n[:], d.adwin_s[:] = b, n, s
+        for index, name in ((D_GAP, "gap"), (D_COMPARED, "compared"), (D_DETECTIONS, "n_detections"),
+                            (D_SWAPS, "n_swaps"), (D_DROPPED, "n_dropped"), (D_TREE_SINCE, "tree_since")):
+            d.drift_s[index] = float(drift[name])
+        events = drift["events"][-EVENTS_KEPT:]
+        for i, (kind, at) in enumerate(events):
+            d.drift_ev[i] = (_EVENT_CODES[kind], at)
+        d.drift_s[D_N_EVENTS] = len(events)
+        model._drift = d
+        if "background" in arrays:
+            bg_header, bg_arrays = _read(arrays["background"].tobytes())
+            model._background = _tree_from_v2(model, bg_header, bg_arrays, n_examples=int(bg_header["n_examples"]))
+            d.drift_s[D_ACTIVE] = 1.0
+
+
+def _tree_from_v2(model: ProbabilityTree, header: dict[str, Any], arrays: dict[str, np.ndarray], n_examples: int) -> TreeArrays:
+    k = len(model.classes_)
+    reg = model.registry
+    parent = arrays["tree._parent"]
+    n = parent.shape[0]
+    stats = _prefixed(arrays, "stats.")
+    slots = stats["seen"].shape[0]
+    t = grow(new_arrays(slots=slots, naive_bayes=model.naive_bayes, prior_weight=model.prior_weight), nodes=n,
+             classes=k, numeric=reg.n_numeric, nominal=reg.n_nominal, values=reg.max_values)
+    for column, name in ((PARENT, "_parent"), (LEFT, "_left"), (RIGHT, "_right"), (KIND, "_kind"), (COL, "_col"),
+                         (DEPTH, "_depth"), (SLOT, "_slot")):
+        t.node[:n, column] = arrays["tree." + name]
+    t.thr[:n] = arrays["tree._thr"]
+    t.counts[:n, :k] = arrays["tree.counts"]
+    t.inherited[:n, :k] = arrays["tree.inherited"]
+    _stats_into(stats, t.num_stats, t.num_range, t.nom_stats, t.slot_seen)
+    t.shift[: stats["shift"].shape[0]] = stats["shift"]
+    free = header["stats"]["free"]
+    t.free_slots[: len(free)] = free
+    t.meta[M_FREE] = len(free)
+    t.meta[M_NODES] = n
+    t.meta[M_EXAMPLES] = n_examples
+    t.meta[M_CLASSES] = k
+    t.meta[M_NUMERIC], t.meta[M_NOMINAL], t.meta[M_VALUES] = reg.n_numeric, reg.n_nominal, reg.max_values
+    t.meta[M_STOPPED] = bool(header["growth_stopped"])
+    smoother = header.get("smoother") or {}
+    if "theta0" in smoother:  # HGS: nodes created after the last refit take their parent's weight
+        theta = arrays["smoother.theta"]
+        grown = theta.shape[0]
+        t.hgs[:grown, 0] = theta
+        t.hgs[:grown, 1] = arrays["smoother.step"]
+        t.hgs[:grown, 2] = arrays["smoother.grad"]
+        for i in range(max(grown, 1), n):
+            t.hgs[i] = (t.hgs[parent[i], 0], 0.1, 0.0)
+        t.meta_f[F_THETA0], t.meta_f[F_STEP0], t.meta_f[F_GRAD0] = smoother["theta0"], smoother["step0"], smoother["grad0"]
+        t.meta[M_REFITS] = int(smoother["n_refits"])
+    nb = header.get("naive_bayes")
+    if model.naive_bayes and nb is not None:
+        nb_arrays = _prefixed(arrays, "nb.")
+        nb_stats = _prefixed(nb_arrays, "stats.")
+        _stats_into(nb_stats, t.nb_num, t.nb_range, t.nb_nom, t.nb_seen)
+        # the factor's shift is always the features' first values (the tree's statistics
+        # lost theirs when growth stopped)
+        t.shift[: nb_stats["shift"].shape[0]] = nb_stats["shift"]
+        mean, table = nb_arrays["mean"], nb_arrays["table"]
+        f_nb, k_nb = mean.shape
+        c_nb, rows, k_table = table.shape
+        t = grow(t, numeric=f_nb, nominal=c_nb, values=rows)
+        t.nb_mean[:f_nb, :k_nb] = mean
+        t.nb_inv2var[:f_nb, :k_nb] = nb_arrays["inv2var"]
+        t.nb_const[:f_nb, :k_nb] = nb_arrays["const"]
+        t.nb_table[:c_nb, :rows, :k_table] = table
+        t.meta[M_NB_CLASSES] = k_nb if f_nb else k_table
+        t.meta[M_NB_NUMERIC], t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES] = f_nb, c_nb, rows - 1 if c_nb else 0
+        a, b = nb_arrays["a"], nb_arrays["b"]
+        m = a.shape[0]
+        t.nb_a[:, :] = LOG_MIN_PROBA
+        t.nb_a[:m, : a.shape[1]] = a
+        t.nb_b[:m, : b.shape[1]] = b
+        t.nb_y[:m] = nb_arrays["y"]
+        t.meta_f[F_GAMMA] = float(nb["gamma"])
+        t.meta[M_NB_SCORED] = int(nb["n_scored"])
+    return t
+
+
+def _stats_into(stats: dict[str, np.ndarray], num: np.ndarray, rng: np.ndarray, nom: np.ndarray, seen: np.ndarray) -> None:
+    """Old leaf statistics (``LeafStats.to_state``) into the slot arrays (as many slots as
+    they have: the naive-Bayes statistics used slot 0 of four)."""
+    m = min(stats["seen"].shape[0], seen.shape[0])
+    _, f, k = stats["num_n"].shape
+    num[:m, :f, :k, N_] = stats["num_n"][:m]
+    num[:m, :f, :k, S_] = stats["num_s"][:m]
+    num[:m, :f, :k, Q_] = stats["num_q"][:m]
+    rng[:m, :f, MIN] = stats["num_min"][:m]
+    rng[:m, :f, MAX] = stats["num_max"][:m]
+    old = stats["nom"][:m]
+    nom[:m, : old.shape[1], : old.shape[2], : old.shape[3]] = old
+    seen[:m, SEEN] = stats["seen"][:m]
+    seen[:m, LAST_ATTEMPT] = stats["last_attempt"][:m]

@@ -160,7 +160,7 @@ def new_arrays(
         nb_mean=np.zeros((numeric * nb_slots, nb_k)),
         nb_inv2var=np.zeros((numeric * nb_slots, nb_k)),
         nb_const=np.zeros((numeric * nb_slots, nb_k)),
-        nb_table=np.full((nominal * nb_slots, values + 1, nb_k), np.nan),
+        nb_table=np.full((nominal * nb_slots, (values + 1) * nb_slots, nb_k), np.nan),
         nb_a=np.full((BUFFER * nb_slots, nb_k), LOG_MIN_PROBA),
         nb_b=np.zeros((BUFFER * nb_slots, nb_k)),
         nb_y=np.zeros(BUFFER * nb_slots, dtype=np.int64),
@@ -202,7 +202,13 @@ def _fit(a: np.ndarray, shape: tuple[int, ...], fill: float) -> np.ndarray:
 
 
 def _capacity(have: int, need: int) -> int:
-    return have if need <= have else max(need, 2 * have, 1)
+    """``have`` doubled until it holds ``need``: capacities are then a function of the largest
+    logical size alone (one class at a time or five at once end at the same capacity), so a
+    batch and the same rows one at a time give the same arrays."""
+    have = max(have, 1)
+    while have < need:
+        have *= 2
+    return have
 
 
 def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, numeric: int = 0, nominal: int = 0,

@@ -8,16 +8,17 @@ and splits when the best split's merit beats the runner-up's by more than the Ho
 (or the bound falls below ``tau``). A change detector on the tree's error grows a background
 tree after a detected change and swaps it in once it predicts better
 (:mod:`streamtree.adaptation`); an opt-in naive-Bayes factor adds the features' evidence inside
-a leaf (:mod:`streamtree.naive_bayes`).
+a leaf (:mod:`streamtree.kernels.naive_bayes`).
 
-The structure is a set of parallel arrays (``parent``, ``left``, ``right``, split feature and
-threshold, ``counts[node, class]``); the per-event paths walk Python lists mirrored from them,
-batch paths use numpy over whole levels.
+This class only orchestrates. The tree is plain data (:class:`~streamtree.state.TreeArrays`),
+the work is done by compiled kernels (:mod:`streamtree.kernels`), and one loop
+(:func:`~streamtree.kernels.learn.learn_rows`) learns every example, one at a time or in
+batches: this class encodes examples (:mod:`streamtree.encoding`), makes room in the arrays,
+and holds the tree and the background tree by reference.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -26,22 +27,28 @@ import numpy as np
 import pandas as pd
 from river import base
 
-from streamtree.adaptation import OFF, Adaptation
+from streamtree import inspection
 from streamtree.config import validate_config
-from streamtree.criteria import RANGES, hoeffding_bound
+from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
 from streamtree.exceptions import InputError
-from streamtree.features import NOMINAL, NUMERIC, EncodedRow, FeatureRegistry, check_mapping
-from streamtree.minibatch import encode_batch, encode_for_prediction, encode_one, learn_encoded
-from streamtree.naive_bayes import SAMPLE_EVERY, NaiveBayesFactor
-from streamtree.observers import LeafStats, SplitSuggestion
-from streamtree.smoothing import HGS, SMOOTHERS, MEstimate, Smoother
-from streamtree.topology import Topology
-from streamtree.typing import ClassLabel, FloatArray, IntArray
+from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.kernels.learn import (
+    ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_M, C_MAX_DEPTH,
+    C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SMOOTHER, C_SPLIT_POINTS,
+    C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, START, learn_rows, predict_rows,
+)
+from streamtree.kernels.split import CRITERION_CODES
+from streamtree.smoothing import make_smoother
+from streamtree.state import (
+    D_ACTIVE, D_COMPARED, D_GAP, PARENT, M_CLASSES, M_NODES, M_NOMINAL, M_NUMERIC, M_STOPPED, M_VALUES, DriftArrays,
+    TreeArrays,
+    grow, new_arrays, new_drift,
+)
+from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["ProbabilityTree"]
 
-LEAF = -1
-_MIN_PROBA = 1e-15  # only MLE can produce exact zeros; a served 0 makes log loss infinite
+_NO_DRIFT = new_drift(0.002)  # what the loop is given (and never reads) when detection is off
 
 
 def _check_label(y: Any) -> ClassLabel:
@@ -105,15 +112,14 @@ class ProbabilityTree(base.MiniBatchClassifier):
         (up to +1.3%, statistically detectable), so it is off unless asked for; abrupt change
         is handled by ``drift_delta``.
     drift_delta
-        Change detection, on by default: ADWIN (:class:`~streamtree.drift.Adwin`) with this
-        confidence watches the tree's error (is the top class of the leaf's counts, before
-        the update, wrong?). On a detected rise of the error a *background tree* starts from
-        nothing and learns every example beside the tree; both predict each example before
-        learning it, and once the background tree's log likelihood on at least 10 shared
-        examples beats the tree's by 2 nats, it replaces the tree
-        (:mod:`streamtree.adaptation`). A stationary
-        stream's error does not rise, so there it costs nothing (measured: the same models as
-        with detection off). ``None`` turns detection off.
+        Change detection, on by default: ADWIN with this confidence watches the tree's error
+        (is the top class of the leaf's counts, before the update, wrong?). On a detected rise
+        of the error a *background tree* starts from nothing and learns every example beside
+        the tree; both predict each example before learning it, and once the background tree's
+        log likelihood on at least 10 shared examples beats the tree's by 2 nats, it replaces
+        the tree (:mod:`streamtree.adaptation`). A stationary stream's error does not rise, so
+        there it costs nothing (measured: the same models as with detection off). ``None``
+        turns detection off.
     drift_patience
         A background tree that has not replaced the tree after this many examples is dropped
         (the next detected change starts a new one).
@@ -121,10 +127,9 @@ class ProbabilityTree(base.MiniBatchClassifier):
         Multiply the smoothed leaf probabilities by a tempered naive-Bayes likelihood of the
         example's features, ``p(y|x) ~ p_tree(y|leaf) * prod_f p(x_f|y)**gamma``, with the
         feature models learned from every example and ``gamma`` in [0, 1] fitted online on
-        examples scored before they are learned (:mod:`streamtree.naive_bayes`). Off by
+        examples scored before they are learned (:mod:`streamtree.kernels.naive_bayes`). Off by
         default: it pays where features carry information inside a leaf (measured: log loss
-        -16% on Hyperplane, -17% on Waveform) and costs where they do not (+38% on Shuttle),
-        and it makes each event about 1.5x as slow.
+        -16% on Hyperplane, -17% on Waveform) and costs where they do not (+38% on Shuttle).
 
     Examples
     --------
@@ -184,6 +189,8 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self.drift_patience = drift_patience
         self.naive_bayes = naive_bayes
         validate_config(self.get_config())
+        self._smoother = make_smoother(smoothing, steps=refit_steps, prior_weight=prior_weight, m=m)
+        self._cfg_i, self._cfg_f = self._kernel_config()
         self._reset()
 
     # -- configuration ------------------------------------------------------------------
@@ -197,325 +204,76 @@ class ProbabilityTree(base.MiniBatchClassifier):
     def _multiclass(self) -> bool:
         return True
 
-    def _make_smoother(self) -> Smoother:
-        if self.smoothing == "hgs":
-            return HGS(steps=self.refit_steps, prior_weight=self.prior_weight)
-        if self.smoothing == "mestimate":
-            return MEstimate(m=self.m)
-        return SMOOTHERS[self.smoothing]()
+    def _kernel_config(self) -> tuple[np.ndarray, np.ndarray]:
+        """The configuration as the kernels read it (``C_*`` indexes of ``kernels.learn``)."""
+        cfg_i = np.zeros(CONFIG_INTS, dtype=np.int64)
+        cfg_i[C_GRACE] = self.grace_period
+        cfg_i[C_MAX_DEPTH] = -1 if self.max_depth is None else self.max_depth
+        cfg_i[C_MAX_NODES] = self.max_nodes
+        cfg_i[C_SPLIT_POINTS] = self.n_split_points
+        cfg_i[C_CRITERION] = CRITERION_CODES[self.split_criterion]
+        cfg_i[C_INHERIT] = self.leaf_init == "inherit"
+        cfg_i[C_HONEST] = self.loocv_counts == "honest"
+        cfg_i[C_REFIT_EVERY] = self.refit_every
+        cfg_i[C_REFIT_STEPS] = self.refit_steps
+        cfg_i[C_SMOOTHER] = self._smoother.code
+        cfg_i[C_NB] = self.naive_bayes
+        cfg_i[C_DRIFT] = self.drift_delta is not None
+        cfg_i[C_PATIENCE] = self.drift_patience
+        cfg_i[C_HALF_LIFE] = -1 if self.half_life is None else self.half_life
+        cfg_f = np.zeros(CONFIG_FLOATS)
+        cfg_f[C_DELTA] = self.delta
+        cfg_f[C_TAU] = self.tau
+        cfg_f[C_MIN_BRANCH] = self.min_branch_fraction
+        cfg_f[C_M] = self.m
+        return cfg_i, cfg_f
+
+    def _new_tree(self) -> TreeArrays:
+        return new_arrays(naive_bayes=self.naive_bayes, prior_weight=self.prior_weight)
 
     def _reset(self) -> None:
         self.registry = FeatureRegistry(self.nominal_features or ())
         self.classes_: list[ClassLabel] = []
         self._class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0
-        # structure: Python lists for the per-event walk, mirrored in numpy on demand
-        self._parent: list[int] = [-1]
-        self._left: list[int] = [LEAF]
-        self._right: list[int] = [LEAF]
-        self._kind: list[int] = [LEAF]  # LEAF, NUMERIC or NOMINAL
-        self._col: list[int] = [0]
-        self._thr: list[float] = [0.0]
-        self._depth: list[int] = [0]
-        self._slot: list[int] = [-1]
-        self._parent_arr = np.full(16, -1, dtype=np.int64)
-        self.counts_ = np.zeros((16, 0))
-        self._inherited = np.zeros((16, 0))
-        self._stats = LeafStats()
-        self._slot[0] = self._stats.allocate()
-        self._smoother = self._make_smoother()
-        self._nb = NaiveBayesFactor() if self.naive_bayes else None
-        self._topology: Topology | None = None
-        self.growth_stopped = False
-        self._drift = Adaptation(self.drift_delta, self.drift_patience) if self.drift_delta is not None else None
-
-    @property
-    def _background(self) -> ProbabilityTree | None:
-        return self._drift.background if self._drift is not None else None
+        self._tree: TreeArrays = self._new_tree()
+        self._background: TreeArrays | None = None
+        self._drift: DriftArrays | None = new_drift(self.drift_delta) if self.drift_delta is not None else None
 
     @property
     def n_nodes(self) -> int:
-        return len(self._parent)
+        return int(self._tree.meta[M_NODES])
 
     @property
-    def parent_(self) -> IntArray:
-        """Parent of every node (-1 for the root)."""
-        return self._parent_arr[: self.n_nodes]
+    def parent_(self) -> np.ndarray:
+        """Parent of every node (-1 for the root; a read-only view)."""
+        view = self._tree.node[: self.n_nodes, PARENT]
+        view.flags.writeable = False
+        return view
 
     @property
-    def topology_(self) -> Topology:
-        if self._topology is None:
-            self._topology = Topology.from_parent(self.parent_)
-        return self._topology
+    def counts_(self) -> FloatArray:
+        """``(n_nodes, len(classes_))`` class counts of every node (a read-only view)."""
+        view = self._tree.counts[: self.n_nodes, : len(self.classes_)]
+        view.flags.writeable = False
+        return view
 
-    def _node_counts(self) -> FloatArray:
-        return self.counts_[: self.n_nodes, : len(self.classes_)]
+    @property
+    def growth_stopped(self) -> bool:
+        return bool(self._tree.meta[M_STOPPED])
 
     # -- learning -----------------------------------------------------------------------
-    def _class_id(self, y: ClassLabel) -> int:
-        k = self._class_index.get(y)
-        if k is None:
-            k = len(self.classes_)
-            self.classes_.append(y)
-            self._class_index[y] = k
-            self.counts_ = np.pad(self.counts_, ((0, 0), (0, 1)))
-            self._inherited = np.pad(self._inherited, ((0, 0), (0, 1)))
-            self._sync_stats_shape()
-            if self._background is not None:
-                self._background._class_id(y)  # same class order in both trees
-        return k
-
-    def _sync_stats_shape(self) -> None:
-        reg = self.registry
-        self._stats.resize(len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
-        if self._nb is not None:
-            self._nb.resize(len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
-        if self._background is not None:
-            self._background.registry = reg  # one registry: both trees read the same encoding
-            self._background._sync_stats_shape()
-
-    def _set_shift(self, col: int, value: float) -> None:
-        self._stats.set_shift(col, value)
-        if self._nb is not None:
-            self._nb.stats.set_shift(col, value)
-        if self._background is not None:
-            self._background._set_shift(col, value)
-
     def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
         label or a feature value cannot be used."""
         y = _check_label(y)
         reg = self.registry
-        shape = (reg.n_numeric, reg.n_nominal, reg.max_values)
+        n_numeric = reg.n_numeric
         row = reg.encode(x, learn=True)  # validates before it registers anything
-        k = self._class_id(y)
-        if (reg.n_numeric, reg.n_nominal, reg.max_values) != shape:
-            self._sync_stats_shape()
-            for col, value in zip(row.num_cols, row.num_vals):
-                if col >= shape[0]:
-                    self._set_shift(col, value)
-        path = self._route(x)
-        node = path[-1]
-        counts = self.counts_
-        drift = self._drift
-        background = drift.background if drift is not None else None
-        # scores first: each reads the models as they were before this example
-        nb = self._nb
-        if nb is not None and (self.n_examples + 1) % SAMPLE_EVERY == 0:
-            nb.score(self._smoothed(path), nb.row_loglik(*self._row_lists(row), len(self.classes_)), k)
-        if drift is not None:
-            error = drift.error(counts[node, : len(self.classes_)].tolist(), k)
-            if background is not None:
-                self._compare(path, background._route(x), *self._row_lists(row), k)
-        if nb is not None:
-            nb.stats.update_one(0, k, row.num_cols, row.num_vals, row.nom_cols, row.nom_codes)
-        for n in path:
-            counts[n, k] += 1.0
-        self.n_examples += 1
-        slot = self._slot[node]
-        if self._kind[node] == LEAF and slot >= 0:
-            self._stats.update_one(slot, k, row.num_cols, row.num_vals, row.nom_cols, row.nom_codes)
-            if self._stats.seen[slot] - self._stats.last_attempt[slot] >= self.grace_period:
-                self._attempt_split(node)
-        if background is not None:
-            background.learn_one(x, y)
-        if self.n_examples % self.refit_every == 0:
-            self._refit()
-        if drift is not None:
-            self._watch(drift.error_rose(error))
+        num, nom = encode_row(reg, row)
+        first_values = {c: v for c, v in zip(row.num_cols, row.num_vals) if c >= n_numeric}
+        self._learn(num, nom, [y], first_values, want_proba=False)
 
-    def _route(self, x: Mapping[Hashable, Any]) -> list[int]:
-        """Root-to-node path of ``x``; it stops where the split feature is missing."""
-        kind, col, thr, left, right = self._kind, self._col, self._thr, self._left, self._right
-        reg = self.registry
-        names, codes, value_of = reg.names_by_kind, reg.codes, reg.value_of
-        node = 0
-        path = [0]
-        while True:
-            kd = kind[node]
-            if kd == LEAF:
-                return path
-            c = col[node]
-            v: Any = x.get(names[kd][c])
-            t = type(v)
-            # the common exact types inline; anything else through value_of (same semantics)
-            if kd == NUMERIC and (t is float or t is int):
-                if v != v:
-                    return path
-                go_left = v <= thr[node]
-            elif kd == NOMINAL and (t is str or t is bool):
-                go_left = codes[c].get(v, -1) == thr[node]
-            else:
-                v = value_of(kd, c, v)
-                if v is None:
-                    return path
-                go_left = v <= thr[node] if kd == NUMERIC else v == thr[node]
-            node = left[node] if go_left else right[node]
-            path.append(node)
-
-    def _attempt_split(self, node: int) -> None:
-        stats = self._stats
-        slot = self._slot[node]
-        stats.last_attempt[slot] = stats.seen[slot]
-        suggestion = stats.best_split(slot, self.split_criterion, self.n_split_points, self.min_branch_fraction)
-        if suggestion is None or suggestion.merit <= 0:
-            return
-        eps = hoeffding_bound(RANGES[self.split_criterion](len(self.classes_)), self.delta, stats.seen[slot])
-        if suggestion.merit - suggestion.second_merit > eps or eps < self.tau:
-            self._split(node, suggestion)
-
-    def _split(self, node: int, suggestion: SplitSuggestion) -> None:
-        if self.n_nodes + 2 > self.max_nodes:
-            self._stop_growth()
-            return
-        depth = self._depth[node] + 1
-        children = []
-        for counts in (suggestion.left, suggestion.right):
-            child = self.n_nodes
-            self._parent.append(node)
-            self._left.append(LEAF)
-            self._right.append(LEAF)
-            self._kind.append(LEAF)
-            self._col.append(0)
-            self._thr.append(0.0)
-            self._depth.append(depth)
-            can_grow = self.max_depth is None or depth < self.max_depth
-            self._slot.append(self._stats.allocate() if can_grow else -1)
-            if child >= self._parent_arr.shape[0]:
-                grow = self._parent_arr.shape[0]
-                self._parent_arr = np.concatenate([self._parent_arr, np.full(grow, -1, dtype=np.int64)])
-                self.counts_ = np.concatenate([self.counts_, np.zeros_like(self.counts_)])
-                self._inherited = np.concatenate([self._inherited, np.zeros_like(self._inherited)])
-            self._parent_arr[child] = node
-            if self.leaf_init == "inherit":
-                self.counts_[child, : len(counts)] = counts
-                self._inherited[child, : len(counts)] = counts
-            children.append(child)
-        self._left[node], self._right[node] = children
-        self._kind[node] = suggestion.kind
-        self._col[node] = suggestion.col
-        self._thr[node] = suggestion.threshold
-        self._stats.release(self._slot[node])
-        self._slot[node] = -1
-        self._topology = None
-
-    def _stop_growth(self) -> None:
-        """Free every leaf's split statistics: the tree keeps counting but no longer splits."""
-        self._slot = [-1] * self.n_nodes
-        self._stats = LeafStats()
-        self._sync_stats_shape()
-        self.growth_stopped = True
-
-    def _refit(self) -> None:
-        if self._nb is not None:
-            self._nb.refresh(len(self.classes_))
-            self._nb.fit()
-        if self.half_life is not None:
-            # forget: every count loses half its weight each half_life examples, applied per
-            # refit block so that every example within a block weighs the same
-            factor = 0.5 ** (self.refit_every / self.half_life)
-            self.counts_[: self.n_nodes] *= factor
-            self._inherited[: self.n_nodes] *= factor
-        counts = self._node_counts()
-        fit_counts = counts - self._inherited[: self.n_nodes, : counts.shape[1]] if self.loocv_counts == "honest" else counts
-        self._smoother.refit(self.topology_, counts, fit_counts)
-
-    # -- drift (policy and state: streamtree.adaptation) ---------------------------------
-    def _compare(self, path: Sequence[int], background_path: Sequence[int], values: list[float], codes: list[int], k: int) -> None:
-        """Score the tree and the background tree on one example, before either learns it."""
-        drift, background = self._drift, self._background
-        assert drift is not None and background is not None
-        drift.compare(self._proba_on_path(path, values, codes)[k], background._proba_on_path(background_path, values, codes)[k])
-
-    def _watch(self, detected: bool) -> None:
-        """After an example: start, adopt or drop the background tree."""
-        drift = self._drift
-        assert drift is not None
-        if detected and self._nb is not None:
-            # the feature models describe the concept that just failed: until the next refit
-            # (or a swap), predict from the counts alone
-            self._nb.gamma = 0.0
-        action = drift.decide(detected, self.n_examples)
-        if action == "start":
-            drift.started(self._new_background())
-        elif action == "adopt":
-            background = drift.background
-            assert background is not None
-            for name in self._TREE_STATE:
-                setattr(self, name, getattr(background, name))
-            drift.adopted(self.n_examples)
-
-    _TREE_STATE = (
-        "_parent", "_left", "_right", "_kind", "_col", "_thr", "_depth", "_slot",
-        "_parent_arr", "counts_", "_inherited", "_stats", "_smoother", "_nb", "_topology", "growth_stopped",
-    )
-    """What a background tree hands over when it replaces the tree (the example counter, the
-    registry, the classes and the drift history stay)."""
-
-    def _new_background(self) -> ProbabilityTree:
-        """An empty tree of the same configuration that reads this tree's encoding and classes."""
-        background = ProbabilityTree(**{**self.get_config(), "drift_delta": None})
-        background.registry = self.registry
-        for label in self.classes_:
-            background._class_id(label)
-        background._stats.shift[:] = self._stats.shift[: background._stats.shift.shape[0]]
-        if self._nb is not None and background._nb is not None:
-            background._nb.stats.shift[:] = self._nb.stats.shift[: background._nb.stats.shift.shape[0]]
-        return background
-
-    def drift_summary(self) -> dict[str, Any]:
-        """Detected changes, the background tree and swaps, as JSON-able data."""
-        return self._drift.summary() if self._drift is not None else dict(OFF)
-
-    # -- prediction ---------------------------------------------------------------------
-    def _path_of(self, x: Mapping[Hashable, Any]) -> list[int]:
-        check_mapping(x)
-        return self._route(x)
-
-    def _smoothed(self, path: Sequence[int]) -> FloatArray:
-        """The smoother's probabilities at the end of ``path`` (strictly positive)."""
-        return self._finish(self._smoother.path_proba(self.parent_, self._node_counts(), path))
-
-    def _row_lists(self, row: EncodedRow) -> tuple[list[float], list[int]]:
-        """One encoded example as values and codes by column (NaN and -1 where missing)."""
-        reg = self.registry
-        values = [math.nan] * reg.n_numeric
-        for col, value in zip(row.num_cols, row.num_vals):
-            values[col] = value
-        codes = [-1] * reg.n_nominal
-        for col, code in zip(row.nom_cols, row.nom_codes):
-            codes[col] = code
-        return values, codes
-
-    def _proba_on_path(self, path: Sequence[int], values: list[float], codes: list[int]) -> list[float]:
-        """What :meth:`predict_proba_one` serves for an example with this path and features."""
-        proba: list[float] = self._smoothed(path).tolist()
-        nb = self._nb
-        if nb is not None and nb.gamma:
-            proba = nb.temper(proba, nb.row_loglik(values, codes, len(proba)))
-        return proba
-
-    def _finish(self, proba: FloatArray) -> FloatArray:
-        """Strictly positive rows summing to one: only MLE needs the floor (``_MIN_PROBA``)."""
-        if self._smoother.strictly_positive:
-            return proba
-        proba = np.maximum(proba, _MIN_PROBA)
-        return proba / proba.sum(axis=-1, keepdims=True)
-
-    def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
-        """Probability of every class seen so far (``{}`` before any label); each > 0."""
-        if not self.classes_:
-            return {}
-        path = self._path_of(x)
-        if self._nb is not None and self._nb.gamma:
-            return dict(zip(self.classes_, self._proba_on_path(path, *encode_one(self.registry, x))))
-        return dict(zip(self.classes_, self._smoothed(path).tolist()))
-
-    def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
-        proba = self.predict_proba_one(x)
-        return max(proba, key=proba.__getitem__) if proba else None
-
-    # -- batches ------------------------------------------------------------------------
     def learn_many(self, X: Any, y: Any, *, return_proba: bool = False) -> FloatArray | None:
         """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives.
 
@@ -528,53 +286,104 @@ class ProbabilityTree(base.MiniBatchClassifier):
         learned, in columns following :attr:`classes_` as they are after the batch (0 for a
         class the model had not seen yet at that row).
         """
-        if return_proba:
-            return self._learn_scored(X, y)
         labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
         registry, num, nom, first_values = encode_batch(self.registry, X)
         if len(labels) != num.shape[0]:
             raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
         self.registry = registry
-        self._sync_stats_shape()
-        for col, value in first_values.items():
-            self._set_shift(col, value)
-        learn_encoded(self, num, nom, labels)
-        return None
+        return self._learn(num, nom, labels, first_values, want_proba=return_proba)
 
-    def _learn_scored(self, X: Any, y: Any) -> FloatArray:
-        labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
-        _, num, _, _ = encode_batch(self.registry, X)  # validates the whole batch first
-        if len(labels) != num.shape[0]:
-            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
-        if isinstance(X, pd.DataFrame):
-            rows = X.to_dict("records")
-        elif isinstance(X, np.ndarray):
-            rows = [dict(enumerate(row)) for row in X.tolist()]
-        else:
-            rows = list(X)
-        probas = []
-        for x, label in zip(rows, labels):
-            probas.append(self.predict_proba_one(x))
-            self.learn_one(x, label)
-        out = np.zeros((len(rows), len(self.classes_)))
-        for i, proba in enumerate(probas):
-            for k, label in enumerate(self.classes_):
-                out[i, k] = proba.get(label, 0.0)
-        return out
+    def _learn(
+        self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float], want_proba: bool
+    ) -> FloatArray | None:
+        """Run encoded, validated rows through the learning loop (handling its stops)."""
+        index = self._class_index
+        ks = np.empty(len(labels), dtype=np.int64)
+        for i, label in enumerate(labels):
+            k = index.get(label)
+            if k is None:  # ids in order of first appearance: the loop counts the class from here
+                k = index[label] = len(self.classes_)
+                self.classes_.append(label)
+            ks[i] = k
+        self._tree = self._fit_shapes(self._tree, first_values)
+        if self._background is not None:
+            self._background = self._fit_shapes(self._background, first_values)
+        proba = np.zeros((len(labels), self._tree.counts.shape[1]))
+        drift = self._drift if self._drift is not None else _NO_DRIFT
+        start = 0
+        while True:
+            t = self._tree
+            background = self._background if self._background is not None else t
+            stop, reason = learn_rows(t, background, drift, self._cfg_i, self._cfg_f, num, nom, ks, start,
+                                      self.n_examples, proba, want_proba)
+            self.n_examples += stop - start
+            start = stop
+            if reason == ADOPT:
+                self._tree, self._background = background, None  # the swap: one assignment
+            elif self._background is not None and drift.drift_s[D_ACTIVE] == 0.0:
+                self._background = None  # dropped
+            if reason == DONE:
+                break
+            if reason == GROW:
+                self._tree = grow(self._tree, nodes=self.n_nodes + 2, slots=2)
+                if self._background is not None:
+                    self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + 2, slots=2)
+            elif reason == START:
+                self._background = self._start_background()
+        return proba[:, : len(self.classes_)] if want_proba else None
+
+    def _fit_shapes(self, t: TreeArrays, first_values: dict[int, float]) -> TreeArrays:
+        """Room for every class, column and value of the registry, its logical sizes in
+        ``meta``, and each new numeric column's shift (its first value)."""
+        reg = self.registry
+        t = grow(t, classes=len(self.classes_), numeric=reg.n_numeric, nominal=reg.n_nominal, values=reg.max_values)
+        t.meta[M_NUMERIC] = reg.n_numeric
+        t.meta[M_NOMINAL] = reg.n_nominal
+        t.meta[M_VALUES] = reg.max_values
+        for col, value in first_values.items():
+            t.shift[col] = value
+        return t
+
+    def _start_background(self) -> TreeArrays:
+        """An empty tree with the tree's shapes, classes and shifts; comparison from zero."""
+        t = self._tree
+        background = grow(self._new_tree(), classes=t.counts.shape[1], numeric=t.shift.shape[0],
+                          nominal=t.nom_stats.shape[1], values=t.nom_stats.shape[2])
+        for i in (M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES):
+            background.meta[i] = t.meta[i]
+        background.shift[: t.shift.shape[0]] = t.shift
+        assert self._drift is not None
+        self._drift.drift_s[D_ACTIVE] = 1.0
+        self._drift.drift_s[D_GAP] = 0.0
+        self._drift.drift_s[D_COMPARED] = 0.0
+        return background
+
+    # -- prediction ---------------------------------------------------------------------
+    def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
+        out = np.empty((num.shape[0], self._tree.counts.shape[1]))
+        predict_rows(self._tree, self._cfg_i, self._cfg_f, num, nom, out)
+        return out[:, : len(self.classes_)]
+
+    def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
+        """Probability of every class seen so far (``{}`` before any label); each > 0."""
+        check_mapping(x)
+        if not self.classes_:
+            return {}
+        values, codes = encode_one(self.registry, x)
+        num = np.array([values], dtype=np.float64).reshape(1, len(values))
+        nom = np.array([codes], dtype=np.int64).reshape(1, len(codes))
+        return dict(zip(self.classes_, self._predict(num, nom)[0].tolist()))
+
+    def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
+        proba = self.predict_proba_one(x)
+        return max(proba, key=proba.__getitem__) if proba else None
 
     def predict_proba(self, X: Any) -> FloatArray:
         """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
-        nb = self._nb if self._nb is not None and self._nb.gamma else None
-        if nb is None and isinstance(X, list) and all(isinstance(x, Mapping) for x in X):
-            # dicts: walking each down its path beats encoding every feature of every row
-            nodes = np.array([self._route(x)[-1] for x in X], dtype=np.int64)
-        else:
-            num, nom = encode_for_prediction(self.registry, X)
-            nodes = self._route_matrix(num, nom, 0)
+        num, nom = encode_for_prediction(self.registry, X)
         if not self.classes_:
-            return np.zeros((nodes.shape[0], 0))
-        proba = self._finish(self._smoother.predict(self.topology_, self._node_counts(), nodes))
-        return proba if nb is None else nb.apply(proba, nb.loglik(num, nom, proba.shape[1]))
+            return np.zeros((num.shape[0], 0))
+        return self._predict(num, nom)
 
     def predict_proba_many(self, X: Any) -> pd.DataFrame:
         """:meth:`predict_proba` as a DataFrame indexed like ``X``, one column per class."""
@@ -587,73 +396,14 @@ class ProbabilityTree(base.MiniBatchClassifier):
             return pd.Series([None] * len(proba), index=proba.index, dtype=object)
         return proba.idxmax(axis=1)
 
-    def _route_matrix(self, num: FloatArray, nom: IntArray, start: int) -> IntArray:
-        """The node each encoded row ends at, from ``start``: one numpy pass per depth level."""
-        s = self.n_nodes
-        kind = np.array(self._kind)
-        col = np.array(self._col)
-        thr = np.array(self._thr)
-        left = np.array(self._left)
-        right = np.array(self._right)
-        node = np.full(num.shape[0], start, dtype=np.int64)
-        active = np.flatnonzero(kind[node] != LEAF)
-        while active.size and s > 1:
-            nd = node[active]
-            kd = kind[nd]
-            c = col[nd]
-            is_num = kd == NUMERIC
-            v_num = np.where(is_num, num[active, np.where(is_num, c, 0)] if num.shape[1] else np.nan, np.nan)
-            v_nom = np.where(~is_num, nom[active, np.where(~is_num, c, 0)] if nom.shape[1] else -1, -1)
-            missing = np.where(is_num, np.isnan(v_num), v_nom < 0)
-            go_left = np.where(is_num, v_num <= thr[nd], v_nom == thr[nd])
-            nxt = np.where(go_left, left[nd], right[nd])
-            moving = ~missing
-            node[active[moving]] = nxt[moving]
-            active = active[moving]
-            active = active[kind[node[active]] != LEAF]
-        return node
-
-    # -- introspection ------------------------------------------------------------------
+    # -- introspection (streamtree.inspection) -------------------------------------------
     def summary(self) -> dict[str, Any]:
         """Size and state of the model as JSON-able data."""
-        n_leaves = sum(1 for k in self._kind if k == LEAF)
-        out: dict[str, Any] = {
-            "n_nodes": self.n_nodes,
-            "n_leaves": n_leaves,
-            "depth": max(self._depth),
-            "n_examples": self.n_examples,
-            "classes": list(self.classes_),
-            "n_features": len(self.registry.names),
-            "smoothing": self.smoothing,
-            "growth_stopped": self.growth_stopped,
-            # logical sizes, not capacity: the same model reports the same number after a reload
-            "memory_bytes": self._memory_bytes(),
-            "drift": self.drift_summary(),
-        }
-        if isinstance(self._smoother, HGS):
-            out["hgs"] = {"prior_weight": self._smoother.alpha0, "n_refits": self._smoother.n_refits}
-        if self._nb is not None:
-            out["naive_bayes"] = {"gamma": self._nb.gamma, "n_scored": self._nb.n_scored}
-        return out
+        return inspection.summary(self)
 
-    def _memory_bytes(self) -> int:
-        """Counts, split statistics, the naive-Bayes statistics and any background tree."""
-        size = 2 * self._node_counts().nbytes + self._stats.nbytes
-        if self._nb is not None:
-            size += self._nb.stats.nbytes
-        if self._background is not None:
-            size += self._background._memory_bytes()
-        return int(size)
-
-    def _split_description(self, node: int) -> dict[str, Any] | None:
-        kind = self._kind[node]
-        if kind == LEAF:
-            return None
-        feature = self.registry.feature_of(kind, self._col[node])
-        if kind == NUMERIC:
-            return {"feature": feature, "operator": "<=", "value": self._thr[node]}
-        value = self.registry.values[self._col[node]][int(self._thr[node])]
-        return {"feature": feature, "operator": "==", "value": value}
+    def drift_summary(self) -> dict[str, Any]:
+        """Detected changes, the background tree and swaps, as JSON-able data."""
+        return inspection.drift_summary(self)
 
     def explain_one(self, x: Mapping[Hashable, Any]) -> dict[str, Any]:
         """The path ``x`` takes, each node's counts, MLE, weight and share of the probability.
@@ -665,69 +415,13 @@ class ProbabilityTree(base.MiniBatchClassifier):
         class's log likelihood ``ll``, and ``proba`` is ``smoothed * exp(gamma * ll)``
         renormalised; otherwise ``proba`` is ``smoothed``.
         """
-        proba = self.predict_proba_one(x)  # first: it also sizes the smoother to the tree
-        path = self._path_of(x) if self.classes_ else [0]
-        counts = self._node_counts()
-        totals = counts[path].sum(axis=1)
-        shares: list[float | None] = [None] * len(path)
-        prior_share = None
-        if isinstance(self._smoother, HGS) and self.classes_:
-            alpha = self._smoother.alpha
-            # ancestors weigh alpha (0 without counts), the node itself its own count
-            weights = [float(alpha[p]) if totals[i] > 0 else 0.0 for i, p in enumerate(path[:-1])]
-            weights.append(float(totals[-1]))
-            z = sum(weights) + self._smoother.alpha0
-            if z > 0:
-                shares = [w / z for w in weights]
-                prior_share = self._smoother.alpha0 / z
-        nodes = [
-            {
-                "node": node,
-                "depth": self._depth[node],
-                "split": self._split_description(node),
-                "counts": dict(zip(self.classes_, counts[node].tolist())),
-                "mle": dict(zip(self.classes_, (counts[node] / totals[i]).tolist())) if totals[i] > 0 else None,
-                "alpha": float(self._smoother.alpha[node]) if isinstance(self._smoother, HGS) and i < len(path) - 1 else None,
-                "share": shares[i],
-            }
-            for i, node in enumerate(path)
-        ]
-        return {
-            "path": nodes,
-            "leaf": path[-1],
-            "stopped_early": self._kind[path[-1]] != LEAF,
-            "prior_share": prior_share,
-            "smoothed": dict(zip(self.classes_, self._smoothed(path).tolist())) if self.classes_ else {},
-            "naive_bayes": self._explain_factor(x),
-            "proba": proba,
-            "drift": self.drift_summary(),
-        }
-
-    def _explain_factor(self, x: Mapping[Hashable, Any]) -> dict[str, Any] | None:
-        nb = self._nb
-        if nb is None or not self.classes_:
-            return None
-        loglik = nb.row_loglik(*encode_one(self.registry, x), len(self.classes_))
-        return {"gamma": nb.gamma, "loglik": dict(zip(self.classes_, loglik))}
+        check_mapping(x)
+        return inspection.explain(self, x)
 
     @property
     def tree_(self) -> dict[str, Any]:
         """The tree as plain data (lists), one entry per node."""
-        alpha = None
-        if isinstance(self._smoother, HGS):
-            self._smoother.grow(self.parent_)  # nodes created since the last refit get their weight
-            alpha = self._smoother.alpha[: self.n_nodes].tolist()
-        return {
-            "classes": list(self.classes_),
-            "parent": list(self._parent),
-            "left": [c if c != LEAF else None for c in self._left],
-            "right": [c if c != LEAF else None for c in self._right],
-            "depth": list(self._depth),
-            "split": [self._split_description(i) for i in range(self.n_nodes)],
-            "counts": self._node_counts().tolist(),
-            "alpha": alpha,
-            "prior_weight": self._smoother.alpha0 if isinstance(self._smoother, HGS) else None,
-        }
+        return inspection.tree_as_data(self)
 
     # -- persistence --------------------------------------------------------------------
     def to_bytes(self) -> bytes:

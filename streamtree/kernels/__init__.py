@@ -4,4 +4,48 @@ Every kernel is ``@numba.njit(cache=True)`` (compiled once, cached on disk), tak
 only numpy arrays and scalars, and has its formula in its docstring and a test against a slow
 pure-Python reference (``tests/reference``). No fastmath and no parallel loops: the same
 inputs give the same bits.
+
+The on-disk cache
+-----------------
+Numba invalidates a cached function when *its own* source file changes, not when a kernel it
+calls (in another module) does; a stale caller can then crash the process. So the kernels'
+cache lives in a directory named by a hash of every kernel source file and of the numba and
+numpy versions: any change compiles afresh. The base directory is ``$STREAMTREE_KERNEL_CACHE``
+(the Docker image sets it), else ``$NUMBA_CACHE_DIR``, else ``~/.cache/streamtree``. Numba's
+own setting is restored after the kernels are defined, so other numba code in the process
+keeps its cache where it was.
 """
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numba
+import numpy as np
+
+__all__ = ["CACHE_DIR"]
+
+
+def _cache_dir() -> str:
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"{numba.__version__} {np.__version__}".encode())
+    for source in sorted(here.glob("*.py")):
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    digest.update((here.parent / "state.py").read_bytes())  # the layout constants kernels compile in
+    base = os.environ.get("STREAMTREE_KERNEL_CACHE") or os.environ.get("NUMBA_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "streamtree"
+    return str(root / f"kernels-{digest.hexdigest()[:16]}")
+
+
+CACHE_DIR = _cache_dir()
+"""Where the compiled kernels are cached (see the module docstring)."""
+
+_previous = numba.config.CACHE_DIR
+numba.config.CACHE_DIR = CACHE_DIR
+try:  # define every kernel now, under this cache directory
+    from streamtree.kernels import adwin, hgs, learn, naive_bayes, route, smoothing, split  # noqa: F401
+finally:
+    numba.config.CACHE_DIR = _previous

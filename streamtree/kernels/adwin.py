@@ -1,6 +1,18 @@
 """ADWIN change detection as a compiled kernel over the tree's ``adwin_*`` arrays.
 
-The exact algorithm of :class:`streamtree.drift.Adwin` (MOA's ADWIN2, Bifet and Gavaldà 2007),
+ADWIN2 (Bifet and Gavaldà, 2007, "Learning from time-changing data with adaptive windowing";
+MOA's, the detector in river's ``HoeffdingAdaptiveTreeClassifier``): a window ``W`` of the most
+recent values is kept as an exponential histogram, and every ``clock`` values the oldest
+bucket is dropped while some split of ``W`` into an older ``W0`` and a newer ``W1`` has means
+that differ by more than
+
+.. math::
+
+    \\varepsilon = \\sqrt{2 m \\sigma^2_W d} + \\tfrac{2}{3} d m, \\qquad
+    m = \\frac{1}{n_0 - \\ell + 1} + \\frac{1}{n_1 - \\ell + 1}, \\qquad
+    d = \\ln \\frac{2 \\ln |W|}{\\delta}.
+
+The reference implementation is ``tests/reference/adwin.py``; the kernel runs it
 with the same floating-point operations in the same order, so the kernel and the class agree
 bit for bit (width, total, variance, change, and the examples at which they fire). The state
 lives in three arrays (:mod:`streamtree.state`):
@@ -17,7 +29,7 @@ lives in three arrays (:mod:`streamtree.state`):
 Integer counters are stored as float64 (exact below ``2**53``).
 
 :func:`adwin_from_state` and :func:`adwin_to_state` convert from and to the dictionary of
-:meth:`Adwin.to_state <streamtree.drift.Adwin.to_state>`, so detectors of models saved before
+the reference ``Adwin.to_state()`` (the version-2 model format), so detectors of models saved before
 the compiled core load unchanged.
 """
 
@@ -48,7 +60,7 @@ from streamtree.state import (
 
 __all__ = ["MIN_PART", "adwin_from_state", "adwin_to_state", "adwin_update", "new_adwin"]
 
-MIN_PART = 5  # the smallest W0 and W1 a cut may leave, as in MOA (streamtree.drift._MIN_PART)
+MIN_PART = 5  # the smallest W0 and W1 a cut may leave, as in MOA 
 
 
 @njit(cache=True)
@@ -239,7 +251,7 @@ def _cut(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray) -> bool:
 
 # -- Python helpers (not compiled) ---------------------------------------------------------
 def new_adwin(delta: float = 0.002, clock: int = 32, max_buckets: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An empty detector's ``(adwin_b, adwin_n, adwin_s)``, as :class:`~streamtree.drift.Adwin`
+    """An empty detector's ``(adwin_b, adwin_n, adwin_s)``, as the reference ``Adwin`` (``tests/reference/adwin.py``)
     ``(delta, clock, max_buckets)`` starts.
 
     ``adwin_b`` has ``max(6, max_buckets + 1)`` buckets per row: the tree's layout
@@ -258,7 +270,7 @@ def new_adwin(delta: float = 0.002, clock: int = 32, max_buckets: int = 5) -> tu
 
 def adwin_from_state(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(adwin_b, adwin_n, adwin_s)`` from the dictionary :meth:`Adwin.to_state
-    <streamtree.drift.Adwin.to_state>` produces (and :func:`adwin_to_state`)."""
+    <the reference ``tests/reference/adwin.py``.to_state>` produces (and :func:`adwin_to_state`)."""
     adwin_b, adwin_n, adwin_s = new_adwin(float(state["delta"]), int(state["clock"]), int(state["max_buckets"]))
     row_sizes = np.asarray(state["row_sizes"], dtype=np.int64).reshape(-1)
     totals = np.asarray(state["totals"], dtype=np.float64).reshape(-1)
@@ -286,7 +298,7 @@ def adwin_from_state(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def adwin_to_state(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray) -> dict[str, Any]:
-    """The dictionary :meth:`Adwin.to_state <streamtree.drift.Adwin.to_state>` would give for
+    """The dictionary the reference ``Adwin.to_state()`` (the version-2 model format) would give for
     this detector (same keys, value types and bucket order)."""
     n_rows = int(adwin_s[A_N_ROWS])
     sizes = [int(n) for n in adwin_n[:n_rows]]

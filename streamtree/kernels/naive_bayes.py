@@ -1,6 +1,8 @@
 """The tempered naive-Bayes factor as compiled kernels over the tree's ``nb_*`` arrays.
 
-The maths of :class:`streamtree.naive_bayes.NaiveBayesFactor` (see its module docstring):
+A tree's leaf knows only which region an example fell in; inside the region every feature
+still carries information. The factor adds it (the reference implementation is
+``tests/reference/naive_bayes.py``):
 
 .. math::
 
@@ -56,7 +58,7 @@ __all__ = [
     "nb_temper",
 ]
 
-# the same values as streamtree.naive_bayes (the tests check they agree)
+# the same values as the reference implementation (the tests check they agree)
 NU = 2.0  # pseudo-examples of the pooled variance in each class's variance
 SAMPLE_EVERY = 8  # score every this many-th example before learning it
 MIN_SAMPLES = 64  # gamma stays as it is until this many examples were scored

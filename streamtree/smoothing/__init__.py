@@ -11,7 +11,7 @@ from streamtree.smoothing.hgs import HGS, loocv
 from streamtree.smoothing.mbranch import MBranch
 from streamtree.smoothing.simple import MLE, Laplace, MEstimate
 
-__all__ = ["HDP", "HGS", "MBranch", "MEstimate", "MLE", "Laplace", "SMOOTHERS", "Smoother", "loocv"]
+__all__ = ["HDP", "HGS", "MBranch", "MEstimate", "MLE", "Laplace", "SMOOTHERS", "Smoother", "loocv", "make_smoother"]
 
 SMOOTHERS: dict[str, type[Smoother]] = {
     "mle": MLE,
@@ -21,3 +21,13 @@ SMOOTHERS: dict[str, type[Smoother]] = {
     "hgs": HGS,
     "hdp": HDP,
 }
+
+
+def make_smoother(name: str, *, steps: int = 3, prior_weight: float = 1.0, m: float = 1.0) -> Smoother:
+    """The smoother an online tree's configuration names (``ProbabilityTree(smoothing=...)``)."""
+    if name == "hgs":
+        return HGS(steps=steps, prior_weight=prior_weight)
+    if name == "mestimate":
+        return MEstimate(m=m)
+    return SMOOTHERS[name]()
+

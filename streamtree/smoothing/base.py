@@ -36,6 +36,9 @@ class Smoother(ABC):
     name: ClassVar[str]
     #: whether every probability it returns is > 0 (the tree floors those of the others)
     strictly_positive: ClassVar[bool] = True
+    #: its code in the compiled kernels (:mod:`streamtree.kernels.smoothing`); -1 for
+    #: estimators that only serve batch use
+    code: ClassVar[int] = -1
 
     def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
         """Update fitted parameters. ``fit_counts`` are the counts an objective should read
@@ -57,6 +60,16 @@ class Smoother(ABC):
         builds the topology and computes every node: override it.
         """
         return self.node_proba(Topology.from_parent(parent), counts)[int(path[-1])]
+
+    def weights(self, tree: Any) -> tuple[FloatArray | None, float | None]:
+        """Online tree (:class:`~streamtree.state.TreeArrays`): the weight of every node as an
+        ancestor and of the uniform pseudo-node, for estimators that mix a leaf with its
+        ancestors by fitted weights (``(None, None)`` for the others)."""
+        return None, None
+
+    def summary(self, tree: Any) -> dict[str, Any] | None:
+        """Online tree: the fitted state worth showing in a model's summary, if any."""
+        return None
 
     def get_state(self) -> State:
         """Fitted parameters as numpy arrays and JSON scalars (empty for closed forms)."""

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from streamtree.kernels import smoothing as kernel_codes
 from streamtree.smoothing.base import Smoother
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
@@ -43,6 +44,7 @@ class MBranch(Smoother):
     """
 
     name: ClassVar[str] = "mbranch"
+    code: ClassVar[int] = kernel_codes.MBRANCH
 
     @staticmethod
     def _m(height: FloatArray | float, n_root: float) -> FloatArray | float:

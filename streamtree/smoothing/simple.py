@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from streamtree.exceptions import ConfigError
+from streamtree.kernels import smoothing as kernel_codes
 from streamtree.smoothing.base import Smoother
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
@@ -45,6 +46,7 @@ class MLE(Smoother):
     """
 
     name: ClassVar[str] = "mle"
+    code: ClassVar[int] = kernel_codes.MLE
     strictly_positive: ClassVar[bool] = False
 
     def node_proba(self, topology: Topology, counts: FloatArray) -> FloatArray:
@@ -78,6 +80,7 @@ class Laplace(Smoother):
     """
 
     name: ClassVar[str] = "laplace"
+    code: ClassVar[int] = kernel_codes.LAPLACE
 
     def node_proba(self, topology: Topology, counts: FloatArray) -> FloatArray:
         counts = np.asarray(counts, dtype=np.float64)
@@ -109,6 +112,7 @@ class MEstimate(Smoother):
     """
 
     name: ClassVar[str] = "mestimate"
+    code: ClassVar[int] = kernel_codes.MESTIMATE
 
     def __init__(self, m: float = 1.0, base: Literal["uniform", "root"] = "uniform") -> None:
         if not (isinstance(m, (int, float)) and np.isfinite(m) and m > 0):

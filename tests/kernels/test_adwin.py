@@ -1,4 +1,4 @@
-"""The compiled ADWIN kernel against its oracle, :class:`streamtree.drift.Adwin`.
+"""The compiled ADWIN kernel against its oracle, :class:`tests.reference.adwin.Adwin`.
 
 Both do the same floating-point operations in the same order, so everything is compared for
 exact equality: the examples at which they fire (including the several alarms one change
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamtree import drift
-from streamtree.drift import Adwin
+from tests.reference.adwin import Adwin
 from streamtree.kernels.adwin import MIN_PART, adwin_from_state, adwin_to_state, adwin_update, new_adwin
 from streamtree.state import (
     A_CHANGE,

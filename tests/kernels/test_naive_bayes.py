@@ -1,5 +1,5 @@
 """The compiled naive-Bayes kernels against their oracle,
-:class:`streamtree.naive_bayes.NaiveBayesFactor`.
+:class:`tests.reference.naive_bayes.NaiveBayesFactor`.
 
 Every kernel is held to 1e-12 (relative). Where the oracle is plain Python arithmetic the
 results are compared for equality; where it goes through numpy's ``exp``/``log`` the kernels
@@ -28,7 +28,7 @@ from streamtree.kernels.naive_bayes import (
     nb_score,
     nb_temper,
 )
-from streamtree.naive_bayes import NaiveBayesFactor
+from tests.reference.naive_bayes import NaiveBayesFactor
 from streamtree.state import MAX, MIN, N_, Q_, S_, SEEN
 
 LOG_FLOOR = math.log(1e-15)

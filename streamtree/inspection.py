@@ -1,0 +1,181 @@
+"""What a :class:`~streamtree.tree.ProbabilityTree` shows of itself: summary, explanations,
+the tree as data, the drift history. Every function here only reads the model's arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from streamtree.encoding import encode_one
+from streamtree.features import NUMERIC
+from streamtree.kernels.learn import C_NB, proba_at
+from streamtree.kernels.naive_bayes import nb_loglik
+from streamtree.kernels.route import route
+from streamtree.state import (
+    COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
+    F_GAMMA, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
+    M_NB_VALUES, M_NODES, M_STOPPED, PARENT, RIGHT, TreeArrays,
+)
+
+if TYPE_CHECKING:
+    from streamtree.tree import ProbabilityTree
+
+__all__ = ["drift_summary", "explain", "summary", "tree_as_data"]
+
+EVENT_NAMES = ("detection", "swap", "dropped")
+
+OFF: dict[str, Any] = {
+    "detection": False, "n_detections": 0, "n_swaps": 0, "n_dropped": 0, "tree_since": 0, "background": None, "events": [],
+}
+"""The drift summary of a tree with change detection off."""
+
+
+def memory_bytes(t: TreeArrays | None) -> int:
+    """Bytes the tree's arrays occupy (their capacity: what the process really holds)."""
+    return 0 if t is None else int(sum(a.nbytes for a in t))
+
+
+def summary(model: ProbabilityTree) -> dict[str, Any]:
+    """Size and state of the model as JSON-able data."""
+    t = model._tree
+    n = int(t.meta[M_NODES])
+    out: dict[str, Any] = {
+        "n_nodes": n,
+        "n_leaves": int((t.node[:n, KIND] == LEAF).sum()),
+        "depth": int(t.node[:n, DEPTH].max()),
+        "n_examples": model.n_examples,
+        "classes": list(model.classes_),
+        "n_features": len(model.registry.names),
+        "smoothing": model.smoothing,
+        "growth_stopped": bool(t.meta[M_STOPPED]),
+        "memory_bytes": memory_bytes(t) + memory_bytes(model._background)
+        + (int(sum(a.nbytes for a in model._drift)) if model._drift is not None else 0),
+        "drift": drift_summary(model),
+    }
+    extra = model._smoother.summary(t)
+    if extra is not None:
+        out[model._smoother.name] = extra
+    if model.naive_bayes:
+        out["naive_bayes"] = {"gamma": float(t.meta_f[F_GAMMA]), "n_scored": int(t.meta[M_NB_SCORED])}
+    return out
+
+
+def drift_summary(model: ProbabilityTree) -> dict[str, Any]:
+    """Detected changes, the background tree and swaps, as JSON-able data."""
+    d = model._drift
+    if d is None:
+        return dict(OFF)
+    s = d.drift_s
+    background = model._background
+    compared = int(s[D_COMPARED])
+    return {
+        "detection": True,
+        "n_detections": int(s[D_DETECTIONS]),
+        "n_swaps": int(s[D_SWAPS]),
+        "n_dropped": int(s[D_DROPPED]),
+        "tree_since": int(s[D_TREE_SINCE]),
+        "background": None
+        if background is None or s[D_ACTIVE] == 0.0
+        else {
+            "n_examples": int(background.meta[M_EXAMPLES]),
+            "n_nodes": int(background.meta[M_NODES]),
+            "compared": compared,
+            "mean_log_loss_gain": float(s[D_GAP]) / compared if compared else None,
+        },
+        "events": [
+            {"event": EVENT_NAMES[int(kind)], "at": int(at)} for kind, at in d.drift_ev[: int(s[D_N_EVENTS])].tolist()
+        ],
+    }
+
+
+def _split_description(model: ProbabilityTree, node: int) -> dict[str, Any] | None:
+    t = model._tree
+    kind = int(t.node[node, KIND])
+    if kind == LEAF:
+        return None
+    col = int(t.node[node, COL])
+    feature = model.registry.feature_of(kind, col)
+    if kind == NUMERIC:
+        return {"feature": feature, "operator": "<=", "value": float(t.thr[node])}
+    return {"feature": feature, "operator": "==", "value": model.registry.values[col][int(t.thr[node])]}
+
+
+def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]:
+    """See :meth:`ProbabilityTree.explain_one`."""
+    t = model._tree
+    k = len(model.classes_)
+    values, codes = encode_one(model.registry, x)
+    num = np.array(values, dtype=np.float64)
+    nom = np.array(codes, dtype=np.int64)
+    path_array = np.empty(int(t.meta[M_NODES]), dtype=np.int64)
+    length = route(t.node, t.thr, num, nom, path_array)
+    path = path_array[:length].tolist()
+    counts = t.counts[path, :k]
+    totals = counts.sum(axis=1)
+    alpha, alpha0 = model._smoother.weights(t)
+    shares: list[float | None] = [None] * len(path)
+    prior_share = None
+    if alpha is not None and alpha0 is not None and k:
+        # ancestors weigh alpha (0 without counts), the node itself its own count
+        weights = [float(alpha[p]) if totals[i] > 0 else 0.0 for i, p in enumerate(path[:-1])]
+        weights.append(float(totals[-1]))
+        z = sum(weights) + alpha0
+        if z > 0:
+            shares = [w / z for w in weights]
+            prior_share = alpha0 / z
+    smoothed: dict[Any, float] = {}
+    proba: dict[Any, float] = {}
+    factor = None
+    if k:
+        out, untempered, loglik = np.empty(k), np.empty(k), np.empty(k)
+        proba_at(t, model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
+        smoothed = dict(zip(model.classes_, untempered.tolist()))
+        proba = dict(zip(model.classes_, out.tolist()))
+        if model._cfg_i[C_NB]:
+            nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES],
+                      t.meta[M_NB_NUMERIC], t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num, nom, k, loglik)
+            factor = {"gamma": float(t.meta_f[F_GAMMA]), "loglik": dict(zip(model.classes_, loglik.tolist()))}
+    nodes = [
+        {
+            "node": node,
+            "depth": int(t.node[node, DEPTH]),
+            "split": _split_description(model, node),
+            "counts": dict(zip(model.classes_, counts[i].tolist())),
+            "mle": dict(zip(model.classes_, (counts[i] / totals[i]).tolist())) if totals[i] > 0 else None,
+            "alpha": float(alpha[node]) if alpha is not None and i < len(path) - 1 else None,
+            "share": shares[i],
+        }
+        for i, node in enumerate(path)
+    ]
+    return {
+        "path": nodes,
+        "leaf": path[-1],
+        "stopped_early": int(t.node[path[-1], KIND]) != LEAF,
+        "prior_share": prior_share,
+        "smoothed": smoothed,
+        "naive_bayes": factor,
+        "proba": proba,
+        "drift": drift_summary(model),
+    }
+
+
+def tree_as_data(model: ProbabilityTree) -> dict[str, Any]:
+    """The tree as plain data (lists), one entry per node."""
+    t = model._tree
+    n = int(t.meta[M_NODES])
+    k = int(t.meta[M_CLASSES])
+    alpha, alpha0 = model._smoother.weights(t)
+    children = t.node[:n, [LEFT, RIGHT]]
+    return {
+        "classes": list(model.classes_),
+        "parent": t.node[:n, PARENT].tolist(),
+        "left": [c if c >= 0 else None for c in children[:, 0].tolist()],
+        "right": [c if c >= 0 else None for c in children[:, 1].tolist()],
+        "depth": t.node[:n, DEPTH].tolist(),
+        "split": [_split_description(model, i) for i in range(n)],
+        "counts": t.counts[:n, :k].tolist(),
+        "alpha": None if alpha is None else alpha.tolist(),
+        "prior_weight": alpha0,
+    }

@@ -1,0 +1,399 @@
+"""The one learning loop, and prediction, over a tree's arrays.
+
+:func:`learn_rows` serves ``learn_one`` (a batch of one), ``learn_many``, the service's live
+path and its replay. For each row in order it does what one example does:
+
+1. route it in the tree (and in the background tree, while one is compared);
+2. score it before learning: the tree's prediction (returned when asked, for prequential
+   metrics), the drift detector's 0/1 error (is the leaf's most counted class wrong?), both
+   trees' probabilities of its label while a background tree is compared, and every
+   ``SAMPLE_EVERY``-th example the naive-Bayes factor's fitting sample;
+3. learn it in each tree (:func:`learn_in_tree`): add 1 to its class count at every node of
+   its path, add it to the naive-Bayes statistics and to its leaf's split statistics, attempt
+   a split when the leaf has seen ``grace_period`` examples since its last attempt, and refit
+   the smoothing (and ``gamma``, and forget) every ``refit_every`` examples of that tree;
+4. feed the error to ADWIN and apply the drift policy (:mod:`streamtree.adaptation`).
+
+It returns to Python (which orchestrates: growing arrays, making or swapping the background
+tree) only when it must: before a row that might need more nodes or slots than the arrays
+hold (``GROW``), after a detected change with no background tree (``START``), and after the
+background tree won (``ADOPT``: the caller swaps the tree by one assignment). Rows are never
+half-applied, so the same rows give the same bits whatever the batch boundaries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from streamtree.kernels.adwin import adwin_update
+from streamtree.kernels.hgs import refit_online
+from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
+from streamtree.kernels.route import route
+from streamtree.kernels.smoothing import HGS, MLE, path_proba
+from streamtree.kernels.split import best_split, split_decision, update_stats
+from streamtree.state import (
+    A_CHANGE, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
+    D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
+    F_GAMMA, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
+    M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_STOPPED,
+    M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA,
+)
+
+__all__ = [
+    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "START", "learn_rows", "predict_rows",
+]
+
+# cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
+(C_GRACE, C_MAX_DEPTH, C_MAX_NODES, C_SPLIT_POINTS, C_CRITERION, C_INHERIT, C_HONEST, C_REFIT_EVERY,
+ C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE) = range(14)
+CONFIG_INTS = 14
+(C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
+CONFIG_FLOATS = 4
+
+DONE, GROW, START, ADOPT = range(4)
+SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it
+MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
+MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
+
+
+@njit(cache=True)
+def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
+    """What the model serves at the end of ``path``: the smoother's probabilities (floored at
+    ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros), tempered by
+    the naive-Bayes factor ``smoothed * exp(gamma * loglik)`` renormalised when ``gamma > 0``.
+    Writes ``out[:K]`` and leaves the untempered probabilities in ``smoothed[:K]``."""
+    k = t.meta[M_CLASSES]
+    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, smoothed)
+    if cfg_i[C_SMOOTHER] == MLE:
+        total = 0.0
+        for j in range(k):
+            if smoothed[j] < MIN_PROBA:
+                smoothed[j] = MIN_PROBA
+            total += smoothed[j]
+        for j in range(k):
+            smoothed[j] /= total
+    gamma = t.meta_f[F_GAMMA]
+    if cfg_i[C_NB] and gamma != 0.0:
+        _loglik(t, num_row, nom_row, k, loglik)
+        nb_temper(smoothed, loglik, gamma, k, out)
+    else:
+        for j in range(k):
+            out[j] = smoothed[j]
+
+
+@njit(cache=True)
+def _loglik(t, num_row, nom_row, k, out):  # type: ignore[no-untyped-def]
+    nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES], t.meta[M_NB_NUMERIC],
+              t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num_row, nom_row, k, out)
+
+
+@njit(cache=True)
+def predict_rows(t, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-def]
+    """``out[r, :K]``: the probabilities served for each encoded row (see :func:`proba_at`)."""
+    k = t.meta[M_CLASSES]
+    path = np.empty(t.meta[M_NODES], dtype=np.int64)
+    smoothed = np.empty(max(k, 1))
+    loglik = np.empty(max(k, 1))
+    for r in range(num.shape[0]):
+        length = route(t.node, t.thr, num[r], nom[r], path)
+        proba_at(t, cfg_i, cfg_f, path, length, num[r], nom[r], out[r], smoothed, loglik)
+
+
+@njit(cache=True)
+def _has_room(t, cfg_i) -> bool:  # type: ignore[no-untyped-def]
+    """Whether one more split fits in the arrays (a split adds two nodes and takes two slots)."""
+    if t.meta[M_NODES] + 2 > t.node.shape[0]:
+        return False
+    return t.meta[M_STOPPED] == 1 or t.meta[M_FREE] >= 2
+
+
+@njit(cache=True)
+def _take_slot(t) -> int:  # type: ignore[no-untyped-def]
+    t.meta[M_FREE] -= 1
+    return t.free_slots[t.meta[M_FREE]]
+
+
+@njit(cache=True)
+def _release_slot(t, slot) -> None:  # type: ignore[no-untyped-def]
+    """Zero a slot and push it on the free stack, keeping the lowest slot on top."""
+    t.num_stats[slot] = 0.0
+    t.num_range[slot, :, MIN] = np.inf
+    t.num_range[slot, :, MAX] = -np.inf
+    t.nom_stats[slot] = 0.0
+    t.slot_seen[slot] = 0.0
+    i = t.meta[M_FREE]
+    while i > 0 and t.free_slots[i - 1] < slot:
+        t.free_slots[i] = t.free_slots[i - 1]
+        i -= 1
+    t.free_slots[i] = slot
+    t.meta[M_FREE] += 1
+
+
+@njit(cache=True)
+def _stop_growth(t) -> None:  # type: ignore[no-untyped-def]
+    """Free every leaf's split statistics: the tree keeps counting but no longer splits."""
+    n = t.meta[M_NODES]
+    for i in range(n):
+        t.node[i, SLOT] = -1
+    m = t.slot_seen.shape[0]
+    t.num_stats[:] = 0.0
+    t.num_range[:, :, MIN] = np.inf
+    t.num_range[:, :, MAX] = -np.inf
+    t.nom_stats[:] = 0.0
+    t.slot_seen[:] = 0.0
+    for j in range(m):
+        t.free_slots[j] = m - 1 - j
+    t.meta[M_FREE] = m
+    t.meta[M_STOPPED] = 1
+
+
+@njit(cache=True)
+def _split(t, cfg_i, leaf, kind, col, threshold, left, right) -> None:  # type: ignore[no-untyped-def]
+    """Turn ``leaf`` into an internal node with two new leaves.
+
+    Each child starts from the split statistics' estimate of the examples that would have
+    reached it (``leaf_init="inherit"``) or from zero, and from its parent's HGS weight."""
+    n = t.meta[M_NODES]
+    if n + 2 > cfg_i[C_MAX_NODES]:
+        _stop_growth(t)
+        return
+    k = t.meta[M_CLASSES]
+    depth = t.node[leaf, DEPTH] + 1
+    can_grow = cfg_i[C_MAX_DEPTH] < 0 or depth < cfg_i[C_MAX_DEPTH]
+    for j in range(2):
+        child = n + j
+        side = left if j == 0 else right
+        t.node[child, PARENT] = leaf
+        t.node[child, LEFT] = -1
+        t.node[child, RIGHT] = -1
+        t.node[child, KIND] = LEAF
+        t.node[child, COL] = 0
+        t.node[child, DEPTH] = depth
+        t.node[child, SLOT] = _take_slot(t) if can_grow else -1
+        t.thr[child] = 0.0
+        t.counts[child] = 0.0
+        t.inherited[child] = 0.0
+        if cfg_i[C_INHERIT]:
+            for c in range(k):
+                t.counts[child, c] = side[c]
+                t.inherited[child, c] = side[c]
+        t.hgs[child, THETA] = t.hgs[leaf, THETA]
+        t.hgs[child, STEP] = 0.1
+        t.hgs[child, GRAD] = 0.0
+    t.node[leaf, LEFT] = n
+    t.node[leaf, RIGHT] = n + 1
+    t.node[leaf, KIND] = kind
+    t.node[leaf, COL] = col
+    t.thr[leaf] = threshold
+    _release_slot(t, t.node[leaf, SLOT])
+    t.node[leaf, SLOT] = -1
+    t.meta[M_NODES] = n + 2
+
+
+@njit(cache=True)
+def _attempt_split(t, cfg_i, cfg_f, leaf, left, right) -> None:  # type: ignore[no-untyped-def]
+    slot = t.node[leaf, SLOT]
+    seen = t.slot_seen[slot, SEEN]
+    t.slot_seen[slot, LAST_ATTEMPT] = seen
+    k = t.meta[M_CLASSES]
+    found, kind, col, threshold, merit, second = best_split(
+        t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, t.meta[M_NUMERIC], t.meta[M_NOMINAL],
+        t.meta[M_VALUES], cfg_i[C_CRITERION], cfg_i[C_SPLIT_POINTS], cfg_f[C_MIN_BRANCH], left, right,
+    )
+    if not found or merit <= 0.0:
+        return
+    if split_decision(merit, second, cfg_i[C_CRITERION], k, cfg_f[C_DELTA], cfg_f[C_TAU], seen):
+        _split(t, cfg_i, leaf, kind, col, threshold, left, right)
+
+
+@njit(cache=True)
+def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
+    """Every ``refit_every`` examples: the naive-Bayes parameters and ``gamma``, forgetting
+    (every count times ``0.5 ** (refit_every / half_life)``, so that all examples of one block
+    weigh the same), then a few warm-started HGS steps on the leave-one-out objective of the
+    honest counts (``counts - inherited``) or of all counts."""
+    n = t.meta[M_NODES]
+    k = t.meta[M_CLASSES]
+    if cfg_i[C_NB]:
+        nb_refresh(t.nb_num, t.nb_nom, t.shift, k, t.meta[M_NUMERIC], t.meta[M_NOMINAL], t.meta[M_VALUES],
+                   t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table)
+        t.meta[M_NB_CLASSES] = k
+        t.meta[M_NB_NUMERIC] = t.meta[M_NUMERIC]
+        t.meta[M_NB_NOMINAL] = t.meta[M_NOMINAL]
+        t.meta[M_NB_VALUES] = t.meta[M_VALUES]
+        t.meta_f[F_GAMMA] = nb_fit(t.nb_a, t.nb_b, t.nb_y, t.meta[M_NB_SCORED], k, t.meta_f[F_GAMMA])
+    if cfg_i[C_HALF_LIFE] > 0:
+        factor = 0.5 ** (cfg_i[C_REFIT_EVERY] / cfg_i[C_HALF_LIFE])
+        for i in range(n):
+            for c in range(k):
+                t.counts[i, c] *= factor
+                t.inherited[i, c] *= factor
+    if cfg_i[C_SMOOTHER] == HGS and k > 0:
+        fit = np.empty((n, k))
+        internal = np.empty(n, dtype=np.bool_)
+        for i in range(n):
+            internal[i] = t.node[i, KIND] != LEAF
+            for c in range(k):
+                fit[i, c] = t.counts[i, c] - t.inherited[i, c] if cfg_i[C_HONEST] else t.counts[i, c]
+        parent = t.node[:n, PARENT].copy()
+        refit_online(parent, internal, fit, n, k, t.hgs, t.meta_f[F_THETA0:F_THETA0 + 3], cfg_i[C_REFIT_STEPS])
+        t.meta[M_REFITS] += 1
+
+
+@njit(cache=True)
+def learn_in_tree(t, cfg_i, cfg_f, num_row, nom_row, k, path, length, smoothed, loglik, left, right) -> None:  # type: ignore[no-untyped-def]
+    """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
+    of the module docstring)."""
+    n_classes = t.meta[M_CLASSES]
+    if cfg_i[C_NB]:
+        if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
+            # the factor's fitting sample: the untempered prediction and the log likelihoods
+            proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, left, smoothed, loglik)
+            _loglik(t, num_row, nom_row, n_classes, loglik)
+            nb_score(t.nb_a, t.nb_b, t.nb_y, t.meta[M_NB_SCORED], smoothed, loglik, n_classes, k)
+            t.meta[M_NB_SCORED] += 1
+        update_stats(t.nb_num, t.nb_range, t.nb_nom, t.nb_seen, t.shift, 0, k, num_row, nom_row)
+    for j in range(length):
+        t.counts[path[j], k] += 1.0
+    t.meta[M_EXAMPLES] += 1
+    leaf = path[length - 1]
+    slot = t.node[leaf, SLOT]
+    if t.node[leaf, KIND] == LEAF and slot >= 0:
+        update_stats(t.num_stats, t.num_range, t.nom_stats, t.slot_seen, t.shift, slot, k, num_row, nom_row)
+        if t.slot_seen[slot, SEEN] - t.slot_seen[slot, LAST_ATTEMPT] >= cfg_i[C_GRACE]:
+            _attempt_split(t, cfg_i, cfg_f, leaf, left, right)
+    if t.meta[M_EXAMPLES] % cfg_i[C_REFIT_EVERY] == 0:
+        refit(t, cfg_i)
+
+
+@njit(cache=True)
+def _event(d, kind, at) -> None:  # type: ignore[no-untyped-def]
+    """Append a drift event, keeping the most recent ``EVENTS_KEPT``."""
+    n = int(d.drift_s[D_N_EVENTS])
+    if n == EVENTS_KEPT:
+        for i in range(EVENTS_KEPT - 1):
+            d.drift_ev[i, 0] = d.drift_ev[i + 1, 0]
+            d.drift_ev[i, 1] = d.drift_ev[i + 1, 1]
+        n -= 1
+    d.drift_ev[n, 0] = kind
+    d.drift_ev[n, 1] = at
+    d.drift_s[D_N_EVENTS] = n + 1
+
+
+@njit(cache=True)
+def _adopted(d, bg, at) -> None:  # type: ignore[no-untyped-def]
+    """The background tree becomes the tree: a new error stream starts (ADWIN restarts)."""
+    d.drift_s[D_TREE_SINCE] = at - bg.meta[M_EXAMPLES]
+    d.drift_s[D_ACTIVE] = 0.0
+    d.drift_s[D_SWAPS] += 1.0
+    d.adwin_b[:] = 0.0
+    d.adwin_n[:] = 0
+    for i in (A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE):
+        d.adwin_s[i] = 0.0
+    d.adwin_s[A_N_ROWS] = 1.0
+    _event(d, SWAP, at)
+
+
+@njit(cache=True)
+def _argmax_error(counts, leaf, n_classes, k) -> float:  # type: ignore[no-untyped-def]
+    """1.0 when the leaf's most counted class (the first on ties) is not ``k``."""
+    best = 0
+    for c in range(1, n_classes):
+        if counts[leaf, c] > counts[leaf, best]:
+            best = c
+    return 0.0 if best == k else 1.0
+
+
+@njit(cache=True)
+def learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
+    """Learn rows ``start, start + 1, ...`` of an encoded batch in order (module docstring).
+
+    Parameters
+    ----------
+    t, bg
+        The tree and the background tree (any tree of the same type while
+        ``d.drift_s[D_ACTIVE] == 0``: it is then not read).
+    d
+        The model's drift arrays (read only with ``cfg_i[C_DRIFT] == 1``).
+    num, nom, ks
+        The encoded rows and their class ids; a class id equal to the tree's class count is
+        a new class (ids are given in order of first appearance).
+    total
+        Examples the model learned before row ``start`` (drift events are dated by it).
+    proba_out, want_proba
+        With ``want_proba``, ``proba_out[r, :K]`` receives the prediction for row ``r`` before
+        it was learned (``K`` the classes known then).
+
+    Returns
+    -------
+    next_row, reason
+        The first row not learned and why the loop stopped: ``DONE``, ``GROW`` (the arrays
+        need room before ``next_row``), ``START`` (a change was detected: start a background
+        tree) or ``ADOPT`` (the background tree won: it becomes the tree).
+    """
+    kc = t.counts.shape[1]
+    path = np.empty(t.node.shape[0], dtype=np.int64)
+    bg_path = np.empty(bg.node.shape[0], dtype=np.int64)
+    out = np.empty(kc)
+    smoothed = np.empty(kc)
+    loglik = np.empty(kc)
+    left = np.empty(kc)
+    right = np.empty(kc)
+    drift = cfg_i[C_DRIFT] == 1
+    n = num.shape[0]
+    for r in range(start, n):
+        active = drift and d.drift_s[D_ACTIVE] != 0.0
+        if not _has_room(t, cfg_i) or (active and not _has_room(bg, cfg_i)):
+            return r, GROW
+        k = ks[r]
+        known = t.meta[M_CLASSES]
+        at = total + (r - start) + 1
+        length = route(t.node, t.thr, num[r], nom[r], path)
+        if want_proba:
+            proba_at(t, cfg_i, cfg_f, path, length, num[r], nom[r], out, smoothed, loglik)
+            for c in range(known):
+                proba_out[r, c] = out[c]
+        if k >= known:  # a new class: every tree counts it from now on
+            t.meta[M_CLASSES] = k + 1
+            if active:
+                bg.meta[M_CLASSES] = k + 1
+        n_classes = t.meta[M_CLASSES]
+        error = 0.0
+        if drift:
+            error = _argmax_error(t.counts, path[length - 1], n_classes, k)
+            if active:  # both trees score the example before either learns it
+                proba_at(t, cfg_i, cfg_f, path, length, num[r], nom[r], out, smoothed, loglik)
+                p_tree = out[k]
+                bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
+                proba_at(bg, cfg_i, cfg_f, bg_path, bg_length, num[r], nom[r], out, smoothed, loglik)
+                p_bg = out[k]
+                d.drift_s[D_GAP] += math.log(max(p_bg, MIN_PROBA)) - math.log(max(p_tree, MIN_PROBA))
+                d.drift_s[D_COMPARED] += 1.0
+        learn_in_tree(t, cfg_i, cfg_f, num[r], nom[r], k, path, length, smoothed, loglik, left, right)
+        if active:
+            bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
+            learn_in_tree(bg, cfg_i, cfg_f, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right)
+        if not drift:
+            continue
+        detected = adwin_update(d.adwin_b, d.adwin_n, d.adwin_s, error) and d.adwin_s[A_CHANGE] > 0.0
+        if detected:
+            if cfg_i[C_NB]:
+                # the feature models describe the concept that just failed: until the next
+                # refit (or a swap), predict from the counts alone
+                t.meta_f[F_GAMMA] = 0.0
+            d.drift_s[D_DETECTIONS] += 1.0
+            _event(d, DETECTION, at)
+            if not active:
+                return r + 1, START
+        if active:
+            if d.drift_s[D_COMPARED] >= MIN_COMPARE and d.drift_s[D_GAP] > MARGIN:
+                _adopted(d, bg, at)
+                return r + 1, ADOPT
+            if d.drift_s[D_COMPARED] >= cfg_i[C_PATIENCE]:
+                d.drift_s[D_ACTIVE] = 0.0
+                d.drift_s[D_DROPPED] += 1.0
+                _event(d, DROPPED, at)
+    return n, DONE

@@ -1,0 +1,96 @@
+"""The safe format: version 3 round trips exactly; version 1 and 2 files (written by the code
+before the compiled core, committed under tests/fixtures) load and go on learning."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from river import datasets
+
+from streamtree import FormatError, ProbabilityTree
+from streamtree.persistence import FORMAT_VERSION, MAGIC
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAVED = json.loads((FIXTURES / "v2_predictions.json").read_text())
+NAMES = sorted(SAVED["models"])
+
+
+def _stagger(n: int, function: int, seed: int) -> list[tuple[dict, bool]]:
+    stream = datasets.synth.STAGGER(classification_function=function, seed=seed)
+    return [(x, y) for x, y in zip(range(n), stream) for x, y in [y]]
+
+
+def _rewrite(data: bytes, edit_header, keep) -> bytes:  # type: ignore[no-untyped-def]
+    (size,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
+    header = json.loads(data[len(MAGIC) + 4 : len(MAGIC) + 4 + size])
+    edit_header(header)
+    with np.load(io.BytesIO(data[len(MAGIC) + 4 + size :])) as archive:
+        arrays = {k: archive[k] for k in archive.files if keep(k)}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    head = json.dumps(header).encode()
+    return MAGIC + struct.pack(">I", len(head)) + head + buffer.getvalue()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_version_2_files_predict_what_they_predicted_and_keep_learning(name: str) -> None:
+    saved = SAVED["models"][name]
+    model = ProbabilityTree.from_bytes((FIXTURES / f"v2_{name}.streamtree").read_bytes())
+    assert model.summary()["n_nodes"] == saved["summary_n_nodes"]
+    assert model.n_examples == saved["n_learned"]
+    for x, expected in zip(SAVED["probe"], saved["proba"]):
+        got = {str(label): p for label, p in model.predict_proba_one(x).items()}  # JSON keys are text
+        assert set(got) == set(expected)
+        assert [got[k] for k in expected] == pytest.approx(list(expected.values()), rel=1e-9, abs=1e-12)
+    # it goes on learning, and a version-3 round trip of the converted model is exact
+    for x, y in _stagger(600, function=1, seed=9):
+        model.learn_one(x, y)
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    assert again.to_bytes() == model.to_bytes()
+
+
+def test_a_version_2_background_tree_is_still_compared_and_adopted() -> None:
+    model = ProbabilityTree.from_bytes((FIXTURES / "v2_hgs_drift_nb.streamtree").read_bytes())
+    drift = model.drift_summary()
+    assert drift["background"] is not None and drift["background"]["n_examples"] == 7
+    assert drift["events"] == [{"event": "detection", "at": 3040}]
+    for x, y in _stagger(100, function=2, seed=4):  # the concept the background tree learns
+        model.learn_one(x, y)
+    assert model.drift_summary()["n_swaps"] == 1
+
+
+def test_version_1_files_load_with_an_empty_drift_history() -> None:
+    """Version 1 had no drift state and no naive-Bayes factor."""
+    v2 = (FIXTURES / "v2_laplace.streamtree").read_bytes()
+
+    def edit(header: dict) -> None:
+        header["version"] = 1
+        del header["drift"], header["naive_bayes"]
+        header["config"]["drift_delta"] = 0.002
+
+    v1 = _rewrite(v2, edit, keep=lambda k: not k.startswith("drift."))
+    old = ProbabilityTree.from_bytes(v1)
+    assert old.drift_summary()["n_detections"] == 0 and old.drift_summary()["detection"]
+    probe = SAVED["probe"][0]
+    assert old.predict_proba_one(probe) == ProbabilityTree.from_bytes(v2).predict_proba_one(probe)
+
+
+def test_bad_bytes_and_newer_versions_are_refused() -> None:
+    model = ProbabilityTree()
+    model.learn_one({"a": 1.0}, "x")
+    data = model.to_bytes()
+    with pytest.raises(FormatError, match="magic"):
+        ProbabilityTree.from_bytes(b"not a model")
+    with pytest.raises(FormatError, match="Corrupt"):
+        ProbabilityTree.from_bytes(data[:40])
+    newer = data.replace(f'"version": {FORMAT_VERSION}'.encode(), b'"version": 9', 1)
+    with pytest.raises(FormatError, match="version 9"):
+        ProbabilityTree.from_bytes(newer)
+    missing = _rewrite(data, lambda header: None, keep=lambda k: k != "tree.counts")
+    with pytest.raises(FormatError, match="Corrupt"):
+        ProbabilityTree.from_bytes(missing)
