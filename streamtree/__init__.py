@@ -7,6 +7,9 @@
 {'a': 1.0}
 """
 
+from collections.abc import Hashable
+from typing import Any
+
 from streamtree.exceptions import ConfigError, FormatError, InputError, StreamtreeError
 from streamtree.tree import ProbabilityTree
 
@@ -20,7 +23,7 @@ def warm_up() -> None:
     models of every smoothing, with drift detection and the naive-Bayes factor on."""
     for smoothing in ("hgs", "mbranch", "mestimate", "laplace", "mle"):
         model = ProbabilityTree(smoothing=smoothing, naive_bayes=smoothing == "hgs", grace_period=5, refit_every=10)
-        rows = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(40)]
+        rows: list[dict[Hashable, Any]] = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(40)]
         labels = [i % 2 == 0 for i in range(40)]
         model.learn_many(rows[:20], labels[:20], return_proba=True)
         for x, label in zip(rows[20:], labels[20:]):

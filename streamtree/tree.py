@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -273,6 +273,12 @@ class ProbabilityTree(base.MiniBatchClassifier):
         num, nom = encode_row(reg, row)
         first_values = {c: v for c, v in zip(row.num_cols, row.num_vals) if c >= n_numeric}
         self._learn(num, nom, [y], first_values, want_proba=False)
+
+    @overload
+    def learn_many(self, X: Any, y: Any, *, return_proba: Literal[False] = False) -> None: ...
+
+    @overload
+    def learn_many(self, X: Any, y: Any, *, return_proba: Literal[True]) -> FloatArray: ...
 
     def learn_many(self, X: Any, y: Any, *, return_proba: bool = False) -> FloatArray | None:
         """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives.

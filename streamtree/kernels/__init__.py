@@ -43,9 +43,9 @@ def _cache_dir() -> str:
 CACHE_DIR = _cache_dir()
 """Where the compiled kernels are cached (see the module docstring)."""
 
-_previous = numba.config.CACHE_DIR
-numba.config.CACHE_DIR = CACHE_DIR
+_previous = getattr(numba.config, "CACHE_DIR")
+setattr(numba.config, "CACHE_DIR", CACHE_DIR)
 try:  # define every kernel now, under this cache directory
     from streamtree.kernels import adwin, hgs, learn, naive_bayes, route, smoothing, split  # noqa: F401
 finally:
-    numba.config.CACHE_DIR = _previous
+    setattr(numba.config, "CACHE_DIR", _previous)

@@ -2,7 +2,7 @@
 
 Pure functions of the slot arrays of :mod:`streamtree.state` (``num_stats``, ``num_range``,
 ``nom_stats``, ``slot_seen``, ``shift``). They compute exactly what
-:class:`streamtree.observers.LeafStats` and :mod:`streamtree.criteria` compute with numpy:
+the reference ``LeafStats`` (``tests/reference/observers.py``) and :mod:`streamtree.criteria` compute with numpy:
 
 - the statistics are added with the same arithmetic in the same order, so they are bit-identical;
 - every sum over classes is taken in numpy's order (its pairwise summation, :func:`_pairwise`),

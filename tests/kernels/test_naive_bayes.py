@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from streamtree import naive_bayes as oracle_module
+from tests.reference import naive_bayes as oracle_module
 from streamtree import state
 from streamtree.kernels import naive_bayes as kernels
 from streamtree.kernels.naive_bayes import (

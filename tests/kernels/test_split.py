@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from streamtree import criteria
 from streamtree.kernels import split as ks
-from streamtree.observers import LeafStats
+from tests.reference.observers import LeafStats
 from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN, new_arrays
 
 CRITERIA = ("info_gain", "gini", "hellinger")

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from streamtree.observers import LeafStats
+from tests.reference.observers import LeafStats
 from streamtree.typing import FloatArray, IntArray
 
 __all__ = ["NaiveBayesFactor"]
