@@ -112,14 +112,15 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
 
 
 def encode_row(registry: FeatureRegistry, row: EncodedRow) -> tuple[np.ndarray, np.ndarray]:
-    """One registered example as ``(1, n_numeric)`` and ``(1, n_nominal)`` matrices."""
-    num = np.full((1, registry.n_numeric), np.nan)
-    nom = np.full((1, registry.n_nominal), -1, dtype=np.int64)
-    if row.num_cols:
-        num[0, row.num_cols] = row.num_vals
-    if row.nom_cols:
-        nom[0, row.nom_cols] = row.nom_codes
-    return num, nom
+    """One registered example as ``(1, n_numeric)`` and ``(1, n_nominal)`` matrices (lists
+    first: one conversion each is cheaper than numpy's fancy assignment for one row)."""
+    values = [math.nan] * registry.n_numeric
+    for col, value in zip(row.num_cols, row.num_vals):
+        values[col] = value
+    codes = [-1] * registry.n_nominal
+    for col, code in zip(row.nom_cols, row.nom_codes):
+        codes[col] = code
+    return np.array([values], dtype=np.float64), np.array([codes], dtype=np.int64)
 
 
 def _fill(registry: FeatureRegistry, rows: list[EncodedRow]) -> tuple[np.ndarray, np.ndarray]:

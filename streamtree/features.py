@@ -184,6 +184,48 @@ class FeatureRegistry:
             row.nom_codes.append(code)
         return row
 
+    def encode_known(self, x: Mapping[Hashable, Any]) -> tuple[list[float], list[int]] | None:
+        """Learning's fast path: ``x`` as values and codes by column (NaN, -1: missing) when
+        every feature and nominal value is already registered and every value is of a plain
+        type that fits its feature; ``None`` otherwise (the caller then goes through
+        :meth:`encode`, which validates and registers). Registers nothing.
+
+        Examples
+        --------
+        >>> reg = FeatureRegistry()
+        >>> _ = reg.encode({"a": 1.0, "b": "x"}, learn=True)
+        >>> reg.encode_known({"a": 2, "b": "x"}), reg.encode_known({"b": "new"})
+        (([2.0], [0]), None)
+        """
+        if type(x) is not dict:
+            return None
+        index, kinds, cols, codes_of = self.index, self.kinds, self.cols, self.codes
+        values = [math.nan] * self.n_numeric
+        codes = [-1] * self.n_nominal
+        nominal = self.nominal_features
+        for name, value in x.items():
+            fid = index.get(name)
+            if fid is None:
+                return None
+            t = type(value)
+            if kinds[fid] == NUMERIC:
+                if t is float:
+                    if value in _INFINITE:
+                        return None
+                    values[cols[fid]] = value  # NaN stays missing
+                elif t is int and name not in nominal:
+                    values[cols[fid]] = float(value)
+                elif value is not None:
+                    return None
+            elif t is str or t is bool:
+                code = codes_of[cols[fid]].get(value)
+                if code is None:
+                    return None
+                codes[cols[fid]] = code
+            elif value is not None:
+                return None
+        return values, codes
+
     def value_of(self, kind: int, col: int, value: Any) -> float | int | None:
         """What routing compares for the feature at ``col`` of ``kind``: the float of a numeric
         value, the code of a nominal one (-1 if unseen), ``None`` if missing or unusable.

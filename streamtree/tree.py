@@ -35,7 +35,7 @@ from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.learn import (
     ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_M, C_MAX_DEPTH,
     C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SMOOTHER, C_SPLIT_POINTS,
-    C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, START, learn_rows, predict_rows,
+    C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, START, learn_rows, learn_rows_compared, predict_rows,
 )
 from streamtree.kernels.split import CRITERION_CODES
 from streamtree.smoothing import make_smoother
@@ -49,6 +49,7 @@ from streamtree.typing import ClassLabel, FloatArray
 __all__ = ["ProbabilityTree"]
 
 _NO_DRIFT = new_drift(0.002)  # what the loop is given (and never reads) when detection is off
+_NO_PROBA = np.zeros((0, 0))  # likewise for the predictions, when they are not asked for
 
 
 def _check_label(y: Any) -> ClassLabel:
@@ -239,6 +240,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self._tree: TreeArrays = self._new_tree()
         self._background: TreeArrays | None = None
         self._drift: DriftArrays | None = new_drift(self.drift_delta) if self.drift_delta is not None else None
+        self._shapes: tuple[int, ...] = ()  # (classes, numeric, nominal, values) the arrays were last fitted to
 
     @property
     def n_nodes(self) -> int:
@@ -268,6 +270,11 @@ class ProbabilityTree(base.MiniBatchClassifier):
         label or a feature value cannot be used."""
         y = _check_label(y)
         reg = self.registry
+        known = reg.encode_known(x)  # the steady state: nothing new to validate or register
+        if known is not None:
+            num, nom = np.array([known[0]], dtype=np.float64), np.array([known[1]], dtype=np.int64)
+            self._learn(num, nom, [y], {}, want_proba=False)
+            return
         n_numeric = reg.n_numeric
         row = reg.encode(x, learn=True)  # validates before it registers anything
         num, nom = encode_row(reg, row)
@@ -311,20 +318,29 @@ class ProbabilityTree(base.MiniBatchClassifier):
                 k = index[label] = len(self.classes_)
                 self.classes_.append(label)
             ks[i] = k
-        self._tree = self._fit_shapes(self._tree, first_values)
-        if self._background is not None:
-            self._background = self._fit_shapes(self._background, first_values)
-        proba = np.zeros((len(labels), self._tree.counts.shape[1]))
+        reg = self.registry
+        shapes = (len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
+        if shapes != self._shapes:  # new classes, features or values: make room
+            self._tree = self._fit_shapes(self._tree, first_values)
+            if self._background is not None:
+                self._background = self._fit_shapes(self._background, first_values)
+            self._shapes = shapes
+        proba = np.zeros((len(labels), self._tree.counts.shape[1])) if want_proba else _NO_PROBA
         drift = self._drift if self._drift is not None else _NO_DRIFT
         start = 0
         while True:
             t = self._tree
-            background = self._background if self._background is not None else t
-            stop, reason = learn_rows(t, background, drift, self._cfg_i, self._cfg_f, num, nom, ks, start,
-                                      self.n_examples, proba, want_proba)
+            background = self._background
+            if background is None:  # one tree fewer to hand over: the common case is cheaper
+                stop, reason = learn_rows(tuple(t), tuple(drift), self._cfg_i, self._cfg_f, num, nom, ks, start,
+                                          self.n_examples, proba, want_proba)
+            else:
+                stop, reason = learn_rows_compared(tuple(t), tuple(background), tuple(drift), self._cfg_i, self._cfg_f,
+                                                   num, nom, ks, start, self.n_examples, proba, want_proba)
             self.n_examples += stop - start
             start = stop
             if reason == ADOPT:
+                assert background is not None
                 self._tree, self._background = background, None  # the swap: one assignment
             elif self._background is not None and drift.drift_s[D_ACTIVE] == 0.0:
                 self._background = None  # dropped
@@ -336,6 +352,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
                     self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + 2, slots=2)
             elif reason == START:
                 self._background = self._start_background()
+            self._shapes = ()  # a grown or new tree: check every shape again next time
         return proba[:, : len(self.classes_)] if want_proba else None
 
     def _fit_shapes(self, t: TreeArrays, first_values: dict[int, float]) -> TreeArrays:
@@ -367,7 +384,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         out = np.empty((num.shape[0], self._tree.counts.shape[1]))
-        predict_rows(self._tree, self._cfg_i, self._cfg_f, num, nom, out)
+        predict_rows(tuple(self._tree), self._cfg_i, self._cfg_f, num, nom, out)
         return out[:, : len(self.classes_)]
 
     def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
@@ -376,8 +393,8 @@ class ProbabilityTree(base.MiniBatchClassifier):
         if not self.classes_:
             return {}
         values, codes = encode_one(self.registry, x)
-        num = np.array([values], dtype=np.float64).reshape(1, len(values))
-        nom = np.array([codes], dtype=np.int64).reshape(1, len(codes))
+        num = np.array([values], dtype=np.float64)
+        nom = np.array([codes], dtype=np.int64)
         return dict(zip(self.classes_, self._predict(num, nom)[0].tolist()))
 
     def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
