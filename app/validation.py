@@ -1,8 +1,8 @@
-"""Checks of the limits that are settings, with errors in FastAPI's validation format.
+"""Checks of the limits that are settings, each refusal naming its field.
 
-Every error is a 422 whose ``detail`` lists ``{"type", "loc", "msg"}`` items; ``loc`` names
-the offending field from the body down, exactly as pydantic's own errors do, so clients
-handle one error shape.
+Every refusal is an :class:`~app.exceptions.InvalidInput` whose ``loc`` names the offending
+field from the body down, exactly as pydantic's own errors do; the HTTP layer answers both
+with the same 422 shape, so clients handle one error shape.
 """
 
 from __future__ import annotations
@@ -12,11 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-from fastapi.exceptions import RequestValidationError
-from starlette.requests import Request
-from starlette.responses import Response
-
+from app.exceptions import InvalidInput, Loc
 from app.schemas import INT_BOUND
 from app.settings import Settings
 
@@ -29,10 +25,7 @@ __all__ = [
     "check_length",
     "event_loc",
     "field_error",
-    "validation_error_handler",
 ]
-
-Loc = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
@@ -51,9 +44,9 @@ class Limits:
                    settings.max_labels)
 
 
-def field_error(loc: Loc, msg: str, kind: str = "value_error") -> RequestValidationError:
-    """A 422 error naming the field at ``loc``."""
-    return RequestValidationError([{"type": kind, "loc": loc, "msg": msg}])
+def field_error(loc: Loc, msg: str, kind: str = "value_error") -> InvalidInput:
+    """The refusal of the field at ``loc`` (a 422 over HTTP)."""
+    return InvalidInput(loc, msg, kind)
 
 
 def event_loc(batch: bool, key: str, i: int) -> Loc:
@@ -125,12 +118,3 @@ def check_id(i: Any, loc: Loc, limits: Limits) -> None:
         _check_int(i, loc)
     else:
         raise field_error(loc, "An id must be a string or an integer", "id_type")
-
-
-async def validation_error_handler(_: Request, exc: Exception) -> Response:
-    """422 listing ``{"type", "loc", "msg"}`` per error; the offending input is not echoed
-    (it may be NaN, which JSON cannot carry, or megabytes long)."""
-    assert isinstance(exc, RequestValidationError)
-    detail = [{"type": e.get("type", "value_error"), "loc": list(e.get("loc", ())), "msg": e.get("msg", "")}
-              for e in exc.errors()]
-    return Response(orjson.dumps({"detail": detail}), status_code=422, media_type="application/json")
