@@ -27,7 +27,7 @@ import logging
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -62,20 +62,15 @@ def label_key(label: Any) -> str:
     return str(label)
 
 
-class LearnEvent(Protocol):
+class LearnEvent(NamedTuple):
     """One event of a learn request, as the HTTP layer checked it."""
 
-    @property
-    def features(self) -> dict[str, Any] | None:
-        """The features, or None for a delayed label (then ``id`` names the prediction)."""
-
-    @property
-    def label(self) -> ClassLabel:
-        """The label."""
-
-    @property
-    def id(self) -> str | int | None:
-        """The id of an earlier prediction this event labels, if any."""
+    features: dict[str, Any] | None
+    """The features, or None for a delayed label (then ``id`` names the prediction)."""
+    label: ClassLabel
+    """The label."""
+    id: str | int | None
+    """The id of an earlier prediction this event labels, if any."""
 
 
 @dataclass

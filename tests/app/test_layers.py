@@ -24,7 +24,7 @@ from app.storage import StorageError
 from app.telemetry import Telemetry
 
 ROOT = Path(app.__file__).parent
-HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "cli", "routers"}
+HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers"}
 ENGINES = {"storage.sqlite"}
 FOREIGN = {"sqlite3", "fastapi", "starlette"}
 
