@@ -279,9 +279,10 @@ class ModelHost:
                 _fail(request, Recovering())
             return
         done = _Group()
-        for chunk in _chunks(group, APPLY_EVENTS):
+        for i, chunk in enumerate(_chunks(group, APPLY_EVENTS)):
+            if i:
+                await asyncio.sleep(0)  # let predictions in between two chunks
             await self._learn_chunk(chunk, done)
-            await asyncio.sleep(0)  # let predictions in between two chunks
         await self._commit(done)
 
     async def _learn_chunk(self, chunk: list[_LearnRequest], done: _Group) -> None:

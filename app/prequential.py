@@ -58,16 +58,15 @@ def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatAr
     """
     n, k = proba.shape
     rows = np.arange(n)
-    seen = np.arange(k)[None, :] < known[:, None]
+    columns = np.arange(k)
+    seen = columns < known[:, None]
     p = np.where(seen, proba, 0.0)
-    p_true = p[rows, label]
     # math.log, not np.log: numpy's vectorised log may round a value differently by its
     # position in the array, and a row's score must not depend on its batch.
-    log_loss = np.array([-math.log(max(v, EPS)) for v in p_true.tolist()], dtype=np.float64)
-    brier = np.zeros(n)
-    for c in range(k):  # class by class, as a sum over the prediction in class order
-        brier += np.where(seen[:, c], (p[:, c] - (label == c)) ** 2, 0.0)
-    brier += label >= known  # the unseen true class was predicted with probability 0
+    log_loss = np.array([-math.log(max(v, EPS)) for v in p[rows, label].tolist()], dtype=np.float64)
+    squares = np.where(seen, (p - (columns == label[:, None])) ** 2, 0.0)
+    # accumulate adds left to right: class by class, as a sum over the prediction in class order
+    brier = np.add.accumulate(squares, axis=1)[:, -1] + (label >= known)  # +1: the unseen true class had 0
     top = p.argmax(axis=1)
     return log_loss, brier, top == label, p[rows, top]
 
@@ -148,16 +147,18 @@ class Prequential:
         self.unscored += len(known) - n
         if not n:
             return
-        log_loss, brier, correct, conf = scores(proba[scored], known[scored], label[scored])
+        if n < len(known):
+            proba, known, label = proba[scored], known[scored], label[scored]
+        log_loss, brier, correct, conf = scores(proba, known, label)
         self.n += n
         self.sum_log_loss = _running_sum(self.sum_log_loss, log_loss)
         self.sum_brier = _running_sum(self.sum_brier, brier)
-        self.n_correct += int(correct.sum())
-        b = self._bins_of(conf)
-        self.bin_count = (np.array(self.bin_count) + np.bincount(b, minlength=self.bins)).tolist()
-        self.bin_correct = (np.array(self.bin_correct) + np.bincount(b[correct], minlength=self.bins)).tolist()
-        for j in np.unique(b).tolist():
-            self.bin_conf[j] = _running_sum(self.bin_conf[j], conf[b == j])
+        self.n_correct += int(np.count_nonzero(correct))
+        counts, confs, corrects = self.bin_count, self.bin_conf, self.bin_correct
+        for b, c, ok in zip(self._bins_of(conf).tolist(), conf.tolist(), correct.tolist(), strict=True):
+            counts[b] += 1
+            confs[b] += c  # row by row, in order: the same sum however the rows were batched
+            corrects[b] += ok
         w = self.window
         self.recent.extend(zip(log_loss[-w:].tolist(), brier[-w:].tolist(), correct[-w:].tolist(),
                                conf[-w:].tolist(), strict=True))
