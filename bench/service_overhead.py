@@ -9,9 +9,10 @@ response. Besides rates and latencies it reports the server process's CPU time p
 
 Usage::
 
-    flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.service_overhead [--profile FILE]
+    flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.service_overhead [--library] [--profile FILE]
 
-``--profile`` runs the server's event loop thread under cProfile and writes the stats to
+``--library`` serves the real model instead, for the same table with the library's cost in
+it. ``--profile`` runs the server's event loop thread under cProfile and writes the stats to
 FILE on exit (read them with ``python -m pstats FILE``). Nothing is written to
 ``bench/results``: this is a tool for work on the service, not a published result.
 """
@@ -98,22 +99,23 @@ class StubModel:
         return model
 
 
-def serve(data_dir: str, port: int, profile: str | None) -> None:
-    """Run the service on the stub, as ``streamtree serve`` runs it on the library."""
+def serve(data_dir: str, port: int, profile: str | None, stub: bool = True) -> None:
+    """Run the service on the stub (or the library), as ``streamtree serve`` runs it."""
     from app.cli import serve as run
     from app.main import create_app
     from app.settings import Settings
 
     settings = Settings(data_dir=Path(data_dir), port=port, log_level="warning")
+    model_cls = StubModel if stub else None
     if profile is None:
-        run(create_app(settings, model_cls=StubModel), settings)
+        run(create_app(settings, model_cls=model_cls), settings)
         return
     import cProfile
 
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        run(create_app(settings, model_cls=StubModel), settings)
+        run(create_app(settings, model_cls=model_cls), settings)
     finally:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -128,9 +130,10 @@ def commits(port: int) -> tuple[float, float]:
     return values.get("streamtree_commit_group_events_count", 0.0), values.get("streamtree_commit_group_events_sum", 0.0)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User + system CPU time so far of a process (all its threads), or of one of its threads."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -139,15 +142,18 @@ def main() -> None:
     parser.add_argument("--serve", nargs=2, metavar=("DATA_DIR", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="Write the server's cProfile stats to this file.")
     parser.add_argument("--only", help="Run only the workloads whose name contains this.")
+    parser.add_argument("--library", action="store_true",
+                        help="Serve the real model (streamtree.ProbabilityTree) instead of the stub.")
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], int(args.serve[1]), args.profile)
+        serve(args.serve[0], int(args.serve[1]), args.profile, stub=not args.library)
         return
 
     xs, ys = make_stream(60_000, seed=0)
     data_dir, port = tempfile.mkdtemp(prefix="streamtree-overhead-"), free_port()
     cmd = [sys.executable, "-m", "bench.service_overhead", "--serve", data_dir, str(port)]
-    server = subprocess.Popen(cmd + (["--profile", args.profile] if args.profile else []), cwd=ROOT)
+    cmd += ["--profile", args.profile] if args.profile else []
+    server = subprocess.Popen(cmd + (["--library"] if args.library else []), cwd=ROOT)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -174,20 +180,22 @@ def main() -> None:
             ("predict batched", "/predict_proba", pbatches, 1, 1000),
             ("predict batched", "/predict_proba", pbatches, 8, 1000),
         ]
-        print("| workload | clients | items/s | requests/s | p50 ms | p99 ms | server CPU ms/request | events/commit |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| workload | clients | items/s | requests/s | p50 ms | p99 ms | server CPU ms/request "
+              "| event loop CPU ms/request | events/commit |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, path, bodies, clients, items in workloads:
             if args.only and args.only not in name:
                 continue
             n0, e0 = commits(port)
-            cpu = cpu_seconds(server.pid)
+            cpu, loop_cpu = cpu_seconds(server.pid), cpu_seconds(server.pid, server.pid)
             r = asyncio.run(run_load("127.0.0.1", port, name, path, bodies, clients, items))
             per_request = 1e3 * (cpu_seconds(server.pid) - cpu) / r.requests
+            loop_per_request = 1e3 * (cpu_seconds(server.pid, server.pid) - loop_cpu) / r.requests
             n1, e1 = commits(port)
             group = f"{(e1 - e0) / (n1 - n0):.1f}" if n1 > n0 else "-"
             assert not r.errors, f"{r.errors} requests failed"
             print(f"| {name} | {clients} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | {r.p50_ms:.2f} | "
-                  f"{r.p99_ms:.2f} | {per_request:.3f} | {group} |", flush=True)
+                  f"{r.p99_ms:.2f} | {per_request:.3f} | {loop_per_request:.3f} | {group} |", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=60)
