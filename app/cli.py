@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["main"]
+__all__ = ["main", "serve"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,9 +44,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ValidationError as exc:
         raise SystemExit(f"streamtree serve: invalid settings:\n{exc}") from None
 
-    import uvicorn
-
     from app.main import create_app
+
+    serve(create_app(settings), settings)
+
+
+def serve(app: Any, settings: Any) -> None:
+    """Run ``app`` under uvicorn as ``streamtree serve`` does, until SIGINT/SIGTERM.
+
+    Parameters
+    ----------
+    app
+        The ASGI application (:func:`app.main.create_app`).
+    settings
+        Its :class:`app.settings.Settings` (address and log level).
+    """
+    import uvicorn
 
     try:
         import uvloop  # noqa: F401
@@ -59,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # that into exit status 0, as a clean stop should be.
     signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         workers=1,  # one process owns each model's state: more workers would split it

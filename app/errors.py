@@ -1,7 +1,12 @@
-"""The service's fixed error sentences and the handlers that turn domain errors into responses."""
+"""The service's fixed error sentences and the handlers that turn its exceptions into responses.
+
+Below the routers the service raises only its own exceptions (:mod:`app.exceptions`); this
+module is where they become HTTP responses.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -9,9 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.hosting import LearnFailure, NotAvailable, Recovering, StorageFailure
-from app.registry import ConfigConflict, TooManyModels
-from app.validation import validation_error_handler
+from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, NotAvailable, Recovering, StorageFailure,
+                            TooManyModels)
 
 __all__ = [
     "CONFIG_CONFLICT",
@@ -25,6 +29,7 @@ __all__ = [
     "STORAGE_FAILURE",
     "TOO_MANY_MODELS",
     "install_handlers",
+    "validation_response",
 ]
 
 MODEL_NOT_FOUND = "Model not found."
@@ -51,7 +56,15 @@ def _detail(status: int, detail: str) -> FastJSON:
     return FastJSON({"detail": detail}, status_code=status)
 
 
-# each domain exception below the routers, and the fixed HTTP error it becomes
+def validation_response(errors: Iterable[Mapping[str, Any]]) -> Response:
+    """422 listing ``{"type", "loc", "msg"}`` per error; the offending input is not echoed
+    (it may be NaN, which JSON cannot carry, or megabytes long)."""
+    detail = [{"type": e.get("type", "value_error"), "loc": list(e.get("loc", ())), "msg": e.get("msg", "")}
+              for e in errors]
+    return FastJSON({"detail": detail}, status_code=422)
+
+
+# each exception the core raises, and the fixed HTTP error it becomes
 _FIXED: dict[type[Exception], tuple[int, str]] = {
     NotAvailable: (404, MODEL_NOT_FOUND),
     Recovering: (503, RECOVERING),
@@ -63,13 +76,18 @@ _FIXED: dict[type[Exception], tuple[int, str]] = {
 
 
 def install_handlers(app: FastAPI) -> None:
-    """Map the domain exceptions raised below the routers to fixed HTTP errors."""
+    """Map the exceptions raised below the routers to HTTP errors."""
 
     async def fixed(_: Request, exc: Exception) -> Response:
         # the nearest class in _FIXED, as Starlette chose this handler (subclasses included)
         status, detail = next(_FIXED[c] for c in type(exc).__mro__ if c in _FIXED)
         return _detail(status, detail)
 
-    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    async def invalid(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, (InvalidInput, RequestValidationError))
+        return validation_response(exc.errors())
+
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(InvalidInput, invalid)
     for exception in _FIXED:
         app.add_exception_handler(exception, fixed)

@@ -5,15 +5,18 @@ Concurrency design
 Everything that touches a model runs on the event loop thread, in synchronous stretches
 without ``await``: predictions read the model directly, and one writer task per model applies
 learn requests. So a prediction always sees the model between two whole requests. The
-writer batches the requests waiting for it into one *group commit*: it applies them in order,
-numbering their events, then writes the group to SQLite in one transaction on the database
-thread and only then resolves the requests' futures, so a response is sent only once its
-events are durable. While that commit runs the loop goes on serving predictions.
+writer batches the requests waiting for it into one *group commit*: it learns them in order,
+several requests per :func:`~app.learning.learn_scored` call, numbering their events, then
+writes the group to the store in one transaction on the store's thread and only then resolves
+the requests' futures, so a response is sent only once its events are durable. While that
+commit runs the loop goes on serving predictions and queueing the next requests.
 
-If a commit fails, or the library rejects an event in the middle of a batch (after earlier
-events of the same request were applied), the model is rebuilt from the durable state
-(newest snapshot plus the events after it) and the requests that were not durable get an
-error; nothing acknowledged is lost and nothing unacknowledged stays in the model.
+A request the library refuses (it checks a whole batch before learning any of it) is answered
+422 and the others of its group are learned as if it had not been sent. If a commit fails, or
+the library fails unexpectedly after learning part of a batch, the model is rebuilt from the
+durable state (newest snapshot plus the events after it) and the requests that were not
+durable get an error; nothing acknowledged is lost and nothing unacknowledged stays in the
+model.
 """
 
 from __future__ import annotations
@@ -22,38 +25,32 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import orjson
-from fastapi.exceptions import RequestValidationError
 
+from app.exceptions import InvalidInput, LearnFailure, Loc, NotAvailable, Recovering, StorageFailure
+from app.learning import Restored, bad_row, encode_event, learn_scored, restore
 from app.pending import PendingIds
-from app.prequential import Prequential
-from app.schemas import Event
 from app.settings import Settings
-from app.storage import Snapshot, Store
+from app.storage import Snapshot
+from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
-from app.validation import Limits, Loc, event_loc, field_error
-from streamtree.exceptions import InputError, StreamtreeError
+from app.validation import Limits, event_loc, field_error
+from streamtree.exceptions import InputError
+from streamtree.typing import ClassLabel
 
-__all__ = [
-    "Database",
-    "LearnFailure",
-    "ModelHost",
-    "NotAvailable",
-    "Recovering",
-    "StorageFailure",
-    "label_key",
-    "restore",
-]
+__all__ = ["APPLY_EVENTS", "LearnEvent", "ModelHost", "label_key", "restore"]
 
 log = logging.getLogger("streamtree.app")
-T = TypeVar("T")
 
 LABEL_TYPES: dict[type, str] = {str: "string", int: "integer", bool: "boolean"}
+
+#: Requests are learned together, one library call for several, until they hold this many
+#: events (a larger request is learned alone); predictions run between two such calls.
+APPLY_EVENTS = 1_000
 
 
 def label_key(label: Any) -> str:
@@ -65,109 +62,48 @@ def label_key(label: Any) -> str:
     return str(label)
 
 
-def encode_event(features: dict[str, Any], label: Any) -> str:
-    """The log's text for one event (exact: floats are written in shortest round-trip form)."""
-    return orjson.dumps({"x": features, "y": label}).decode()
+class LearnEvent(NamedTuple):
+    """One event of a learn request, as the HTTP layer checked it."""
 
-
-class NotAvailable(Exception):
-    """The model was deleted or the service is shutting down."""
-
-
-class StorageFailure(Exception):
-    """The event log could not be written; the request's events were not learned."""
-
-
-class Recovering(Exception):
-    """The model is being rebuilt from its durable state after a failure."""
-
-
-class LearnFailure(Exception):
-    """The library failed unexpectedly on the request; none of its events was learned."""
-
-
-class Database:
-    """The :class:`~app.storage.Store`, used from one dedicated thread only."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamtree-db")
-
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` on the database thread without blocking the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    def close(self) -> None:
-        """Close the store on its thread, then stop the thread."""
-        self._pool.submit(self.store.close).result()
-        self._pool.shutdown()
-
-
-@dataclass
-class Restored:
-    """A model's in-memory state rebuilt from the store."""
-
-    model: Any
-    prequential: Prequential
-    seq: int
-    snapshot_seq: int
-
-
-def _learn_scored(model: Any, prequential: Prequential, x: dict[str, Any], y: Any) -> None:
-    proba = model.predict_proba_one(x)
-    model.learn_one(x, y)
-    prequential.update(proba, y)
-
-
-def restore(store: Store, name: str, config: dict[str, Any], model_cls: Any, settings: Settings) -> Restored:
-    """Load the newest readable snapshot of a model and replay the events logged after it.
-
-    Runs on the database thread. A snapshot the library cannot read (for example one written
-    by an incompatible version) is skipped with a warning: the log alone rebuilds the model.
-
-    Raises
-    ------
-    RuntimeError
-        If the log has a gap or holds an event the library refuses: the service must not
-        start with a model that differs from its log.
-    """
-    restored: Restored | None = None
-    for snap in store.snapshots(name):
-        try:
-            model = model_cls.from_bytes(snap.model_bytes)
-            state = orjson.loads(snap.state)
-            preq = Prequential.from_state(state["prequential"])
-        except (StreamtreeError, ValueError, KeyError, TypeError) as exc:
-            log.warning("model %r: snapshot at seq %d unreadable (%s); trying an older one", name, snap.seq, exc)
-            continue
-        restored = Restored(model, preq, snap.seq, snap.seq)
-        break
-    if restored is None:
-        restored = Restored(model_cls(**config), Prequential(settings.metrics_window, settings.metrics_bins), 0, 0)
-    for seq, text in store.events_after(name, restored.seq):
-        if seq != restored.seq + 1:
-            raise RuntimeError(f"model {name!r}: event log jumps from seq {restored.seq} to {seq}")
-        event = orjson.loads(text)
-        try:
-            _learn_scored(restored.model, restored.prequential, event["x"], event["y"])
-        except StreamtreeError as exc:
-            raise RuntimeError(f"model {name!r}: logged event {seq} cannot be replayed: {exc}") from exc
-        restored.seq = seq
-    return restored
+    features: dict[str, Any] | None
+    """The features, or None for a delayed label (then ``id`` names the prediction)."""
+    label: ClassLabel
+    """The label."""
+    id: str | int | None
+    """The id of an earlier prediction this event labels, if any."""
 
 
 @dataclass
 class _LearnRequest:
-    events: list[Event]
+    events: Sequence[LearnEvent]
     batch: bool
     future: asyncio.Future[tuple[int, int]]
 
 
-class _PartiallyApplied(Exception):
-    """The library refused event ``index`` > 0 of a request after earlier ones were learned."""
+@dataclass
+class _Admitted:
+    """A request whose events passed the checks that need the model's state."""
 
-    def __init__(self, error: RequestValidationError) -> None:
-        self.error = error
+    request: _LearnRequest
+    xs: list[dict[str, Any]]
+    ys: list[ClassLabel]
+
+
+@dataclass
+class _Labels:
+    """What the requests learned so far in a chunk leave for the next one: labels, their type, used ids."""
+
+    known: set[ClassLabel]
+    kind: type | None
+    used_ids: set[str | int] = field(default_factory=set)
+
+
+@dataclass
+class _Group:
+    """The requests of one group commit learned so far, with their log texts."""
+
+    texts: list[str] = field(default_factory=list)
+    acks: list[tuple[_LearnRequest, int, int]] = field(default_factory=list)  # (request, learned, last seq)
 
 
 class ModelHost:
@@ -184,11 +120,11 @@ class ModelHost:
     model_cls
         The model class (``streamtree.ProbabilityTree``).
     settings, db, telemetry
-        Service settings, the database thread and the Prometheus metrics.
+        Service settings, the store's thread and the Prometheus metrics.
     """
 
     def __init__(self, name: str, config: dict[str, Any], restored: Restored, model_cls: Any,
-                 settings: Settings, db: Database, telemetry: Telemetry) -> None:
+                 settings: Settings, db: StoreThread, telemetry: Telemetry) -> None:
         self.name = name
         self.config = config
         self.model_cls = model_cls
@@ -201,6 +137,7 @@ class ModelHost:
         self.db = db
         self.telemetry = telemetry
         self._predicted = telemetry.predicted.labels(name)
+        self._learned = telemetry.learned.labels(name)
         self.pending = PendingIds(settings.pending_max, settings.pending_ttl_seconds)
         self.recovering = False
         self._queue: deque[_LearnRequest] = deque()
@@ -282,15 +219,15 @@ class ModelHost:
                 "drift_background": float(drift["background"] is not None)}
 
     # ------------------------------------------------------------------ writing
-    async def learn(self, events: list[Event], batch: bool) -> tuple[int, int]:
+    async def learn(self, events: Sequence[LearnEvent], batch: bool) -> tuple[int, int]:
         """Queue a request's events for the writer; return ``(learned, seq)`` once durable.
 
         Raises
         ------
-        RequestValidationError
+        InvalidInput
             An event is refused (unknown id, label type or limit, or the library's InputError);
             none of the request's events was learned.
-        StorageFailure, NotAvailable, Recovering
+        StorageFailure, NotAvailable, Recovering, LearnFailure
             The events were not learned.
         """
         if self._closing:
@@ -336,89 +273,120 @@ class ModelHost:
                     _fail(request, StorageFailure())
 
     async def _process(self, group: list[_LearnRequest]) -> None:
+        """Learn a group of requests in chunks, then commit them in one transaction."""
         if self.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
             for request in group:
                 _fail(request, Recovering())
             return
-        texts: list[str] = []
-        applied: list[tuple[_LearnRequest, int, int]] = []
-        for request in group:
-            if request.future.done():  # the client went away before its turn: learn nothing
-                continue
-            try:
-                request_texts = self._apply(request)
-            except RequestValidationError as exc:
-                _fail(request, exc)
-                continue
-            except (_PartiallyApplied, Exception) as exc:
-                # The model may hold part of this request: keep the requests before it (commit
-                # them), then go back to the durable state before answering this one.
-                if not isinstance(exc, _PartiallyApplied):
-                    log.exception("model %r: unexpected error while learning", self.name)
-                await self._commit(texts, applied)
-                texts, applied = [], []
-                await self._rebuild()
-                _fail(request, exc.error if isinstance(exc, _PartiallyApplied) else LearnFailure())
-                continue
-            self.seq += len(request_texts)
-            texts.extend(request_texts)
-            applied.append((request, len(request_texts), self.seq))
-            await asyncio.sleep(0)  # let predictions in between two requests
-        await self._commit(texts, applied)
+        done = _Group()
+        for i, chunk in enumerate(_chunks(group, APPLY_EVENTS)):
+            if i:
+                await asyncio.sleep(0)  # let predictions in between two chunks
+            await self._learn_chunk(chunk, done)
+        await self._commit(done)
 
-    def _apply(self, request: _LearnRequest) -> list[str]:
-        """Apply one request's events to the model (synchronously), or none of them.
+    async def _learn_chunk(self, chunk: list[_LearnRequest], done: _Group) -> None:
+        """Learn a chunk of requests with one library call; add the learned ones to ``done``.
 
-        Returns the log texts of its events. The checks that need the model's state (delayed
-        label ids, label type, label count) run before anything is learned.
+        A request refused by the checks that need the model's state is answered 422 and the
+        others are learned as if it had not been sent. When the library refuses the batch, or
+        fails unexpectedly, the chunk's requests are learned one at a time instead, so that
+        only the request at fault is refused.
         """
-        model = self.model
-        resolved: list[tuple[dict[str, Any], Any, Loc]] = []
+        chunk = [r for r in chunk if not r.future.done()]  # a client that went away learns nothing
+        if not chunk:
+            return
+        admitted, refused = self._admit(chunk)
+        xs = [x for a in admitted for x in a.xs]
+        ys = [y for a in admitted for y in a.ys]
+        try:
+            if xs:
+                learn_scored(self.model, self.prequential, xs, ys)
+        except InputError as exc:  # nothing was learned
+            if len(chunk) > 1:
+                for request in chunk:
+                    await self._learn_chunk([request], done)
+                return
+            request = chunk[0]
+            row = bad_row(self.model, xs, exc)
+            loc = event_loc(request.batch, "events", row) if row is not None else (
+                ("body", "events") if request.batch else ("body",))
+            _fail(request, _input_error(exc, (*loc, "features"), (*loc, "label")))
+            return
+        except Exception:
+            # The model may hold part of the chunk: keep the requests learned before it (commit
+            # them), go back to the durable state, then retry the chunk one request at a time.
+            log.exception("model %r: unexpected error while learning", self.name)
+            await self._commit(done)
+            done.texts, done.acks = [], []
+            await self._rebuild()
+            if len(chunk) > 1:
+                for request in chunk:
+                    await self._learn_chunk([request], done)
+            else:
+                _fail(chunk[0], LearnFailure())
+            return
+        for request, error in refused:
+            _fail(request, error)
+        for a in admitted:
+            for event in a.request.events:
+                if event.id is not None:
+                    self.pending.discard(event.id)
+            self.seq += len(a.xs)
+            done.texts.extend(encode_event(x, y) for x, y in zip(a.xs, a.ys, strict=True))
+            done.acks.append((a.request, len(a.xs), self.seq))
+
+    def _admit(self, chunk: list[_LearnRequest]) -> tuple[list[_Admitted], list[tuple[_LearnRequest, InvalidInput]]]:
+        """Run the checks that need the model's state on each request, in order, as if each
+        earlier admitted request had been learned: delayed-label ids, label type, label count."""
+        classes = self.model.classes_
+        labels = _Labels(set(classes), type(classes[0]) if classes else None)
+        admitted: list[_Admitted] = []
+        refused: list[tuple[_LearnRequest, InvalidInput]] = []
+        for request in chunk:
+            try:
+                admitted.append(self._resolve(request, labels))
+            except InvalidInput as exc:
+                refused.append((request, exc))
+        return admitted, refused
+
+    def _resolve(self, request: _LearnRequest, labels: _Labels) -> _Admitted:
+        """The request's features and labels, checked; ``labels`` is updated only if it passes."""
+        xs: list[dict[str, Any]] = []
+        locs: list[Loc] = []
         for i, event in enumerate(request.events):
             loc = event_loc(request.batch, "events", i)
             x = event.features
             if x is None:
-                x = self.pending.get(event.id)  # type: ignore[arg-type]
+                assert event.id is not None
+                x = None if event.id in labels.used_ids else self.pending.get(event.id)
                 if x is None:
                     raise field_error((*loc, "id"), "No pending prediction has this id (unknown or expired)",
                                       "unknown_id")
-            resolved.append((x, event.label, loc))
-
-        classes = list(model.classes_)
-        known = set(classes)
-        label_type = type(classes[0]) if classes else None
-        for _, y, loc in resolved:
-            if label_type is None:
-                label_type = type(y)
-            elif type(y) is not label_type:
-                raise field_error((*loc, "label"),
-                                  f"Labels of this model are of type {LABEL_TYPES[label_type]}, "
+            xs.append(x)
+            locs.append(loc)
+        ys = [event.label for event in request.events]
+        kind, new = labels.kind, set[ClassLabel]()
+        for y, loc in zip(ys, locs, strict=True):
+            if kind is None:
+                kind = type(y)
+            elif type(y) is not kind:
+                raise field_error((*loc, "label"), f"Labels of this model are of type {LABEL_TYPES[kind]}, "
                                   f"not {LABEL_TYPES[type(y)]}", "label_type")
-            if y not in known:
-                if len(known) >= self.limits.max_labels:
+            if y not in labels.known and y not in new:
+                if len(labels.known) + len(new) >= self.limits.max_labels:
                     raise field_error((*loc, "label"),
                                       f"The model already has the maximum of {self.limits.max_labels} labels",
                                       "too_many_labels")
-                known.add(y)
+                new.add(y)
+        labels.known |= new
+        labels.kind = kind
+        labels.used_ids.update(e.id for e in request.events if e.id is not None)
+        return _Admitted(request, xs, ys)
 
-        probas = []
-        for i, (x, y, loc) in enumerate(resolved):
-            try:
-                probas.append(model.predict_proba_one(x))
-                model.learn_one(x, y)
-            except InputError as exc:
-                error = _input_error(exc, (*loc, "features"), (*loc, "label"))
-                if i == 0:
-                    raise error from None
-                raise _PartiallyApplied(error) from None
-        for proba, (_, y, _) in zip(probas, resolved, strict=True):
-            self.prequential.update(proba, y)
-        for event in request.events:
-            if event.id is not None:
-                self.pending.discard(event.id)
-        return [encode_event(x, y) for x, y, _ in resolved]
-
-    async def _commit(self, texts: list[str], applied: list[tuple[_LearnRequest, int, int]]) -> None:
+    async def _commit(self, done: _Group) -> None:
+        """Log the group's events in one transaction, then answer its requests."""
+        texts = done.texts
         if not texts:
             return
         first = self.seq - len(texts) + 1
@@ -431,13 +399,13 @@ class ModelHost:
             try:
                 await self._rebuild()  # before answering, so the client's next request sees the durable state
             finally:
-                for request, _, _ in applied:
+                for request, _, _ in done.acks:
                     _fail(request, StorageFailure())
             return
         self.telemetry.commit_seconds.observe(loop.time() - start)
         self.telemetry.commit_events.observe(len(texts))
-        self.telemetry.learned.labels(self.name).inc(len(texts))
-        for request, n, last in applied:
+        self._learned.inc(len(texts))
+        for request, n, last in done.acks:
             if not request.future.done():
                 request.future.set_result((n, last))
 
@@ -470,18 +438,32 @@ class ModelHost:
         self.telemetry.snapshots.labels(self.name).inc()
 
 
+def _chunks(group: list[_LearnRequest], size: int) -> Iterator[list[_LearnRequest]]:
+    """Consecutive requests holding at most ``size`` events together (a larger one alone)."""
+    chunk: list[_LearnRequest] = []
+    n = 0
+    for request in group:
+        if chunk and n + len(request.events) > size:
+            yield chunk
+            chunk, n = [], 0
+        chunk.append(request)
+        n += len(request.events)
+    if chunk:
+        yield chunk
+
+
 def _fail(request: _LearnRequest, exc: BaseException) -> None:
     if not request.future.done():
         request.future.set_exception(exc)
 
 
-def _input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> RequestValidationError:
-    """The library's InputError as a 422 naming the field (a feature, or the label)."""
-    field = getattr(exc, "field", None)
-    if field == "label" and label_loc is not None:
+def _input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> InvalidInput:
+    """The library's InputError as a refusal naming the field (a feature, or the label)."""
+    name = getattr(exc, "field", None)
+    if name == "label" and label_loc is not None:
         loc: Loc = label_loc
-    elif isinstance(field, (str, int)):
-        loc = (*features_loc, field)
+    elif isinstance(name, (str, int)):
+        loc = (*features_loc, name)
     else:
         loc = features_loc
     return field_error(loc, str(exc), "invalid_input")

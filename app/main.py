@@ -14,7 +14,8 @@ from app.errors import install_handlers
 from app.registry import Registry
 from app.routers import health, inspect, learn, models, predict, prometheus
 from app.settings import Settings
-from app.telemetry import InstrumentMiddleware, Telemetry
+from app.instrument import InstrumentMiddleware
+from app.telemetry import Telemetry
 
 __all__ = ["create_app"]
 

@@ -1,8 +1,10 @@
 """Prequential (test-then-train) evaluation of a stream of probabilistic predictions.
 
 Before each labelled event is learned, the model's prediction for it is scored here. The
-state is plain numbers so it is stored with each snapshot; replaying the same events from the
-same state gives the same numbers, bit for bit.
+state is plain numbers so it is stored with each snapshot. Scores are computed a batch at a
+time, yet every number depends only on the events and their order, never on how they were
+batched: each row is scored on its own and the running sums are added row by row, in order.
+So replaying a log in pages gives the same numbers, bit for bit, as the live requests did.
 """
 
 from __future__ import annotations
@@ -12,44 +14,85 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from streamtree.typing import ClassLabel
+import numpy as np
+import numpy.typing as npt
 
-__all__ = ["Prequential", "score"]
+from streamtree.typing import ClassLabel, FloatArray, IntArray
+
+__all__ = ["Prequential", "score", "scores"]
 
 #: Probability floor for the log loss: an unseen true class would otherwise cost infinity.
 EPS = 1e-15
 
+BoolArray = npt.NDArray[np.bool_]
 
-def score(proba: Mapping[ClassLabel, float], label: ClassLabel) -> tuple[float, float, bool, float]:
-    """Score one prediction against the true label.
+
+def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatArray, FloatArray, BoolArray,
+                                                                          FloatArray]:
+    """Score ``n`` predictions against their true labels, each row on its own.
 
     Parameters
     ----------
     proba
-        Predicted distribution over the classes seen so far (non-empty).
+        ``(n, k)`` predicted probabilities, columns in the model's class order.
+    known
+        ``(n,)`` number of classes the model had seen at each row (at least 1): row ``i``
+        predicts over columns ``0 .. known[i] - 1``; later columns are ignored.
     label
-        The true label; it may be a class the model has not seen (probability 0).
+        ``(n,)`` column of each row's true label; it may be a class the model had not seen
+        yet (``label[i] >= known[i]``: probability 0).
 
     Returns
     -------
-    tuple
-        ``(log_loss, brier, correct, confidence)``.
+    tuple of arrays
+        ``(log_loss, brier, correct, confidence)`` per row.
 
     Notes
     -----
     With :math:`p_c` the predicted probability of class :math:`c` and :math:`y` the label:
     log loss :math:`-\\ln \\max(p_y, \\epsilon)` with :math:`\\epsilon = 10^{-15}`; Brier score
-    :math:`\\sum_c (p_c - [c = y])^2` (multi-class form, in [0, 2]); ``correct`` is whether the
-    most probable class (first in the model's class order on ties) is :math:`y`; ``confidence``
-    is that class's probability, used by the reliability diagram.
+    :math:`\\sum_c (p_c - [c = y])^2` (multi-class form, in [0, 2]), summed in class order,
+    plus 1 when :math:`y` was unseen; ``correct`` is whether the most probable class (first in
+    the model's class order on ties) is :math:`y`; ``confidence`` is that class's
+    probability, used by the reliability diagram.
     """
-    p_true = proba.get(label, 0.0)
-    log_loss = -math.log(max(p_true, EPS))
-    brier = sum((p - (1.0 if c == label else 0.0)) ** 2 for c, p in proba.items())
-    if label not in proba:
-        brier += 1.0  # the unseen true class was predicted with probability 0
-    top = max(proba, key=proba.__getitem__)
-    return log_loss, brier, top == label, proba[top]
+    n, k = proba.shape
+    rows = np.arange(n)
+    columns = np.arange(k)
+    seen = columns < known[:, None]
+    p = np.where(seen, proba, 0.0)
+    # math.log, not np.log: numpy's vectorised log may round a value differently by its
+    # position in the array, and a row's score must not depend on its batch.
+    log_loss = np.array([-math.log(max(v, EPS)) for v in p[rows, label].tolist()], dtype=np.float64)
+    squares = np.where(seen, (p - (columns == label[:, None])) ** 2, 0.0)
+    # accumulate adds left to right: class by class, as a sum over the prediction in class order
+    brier = np.add.accumulate(squares, axis=1)[:, -1] + (label >= known)  # +1: the unseen true class had 0
+    top = p.argmax(axis=1)
+    return log_loss, brier, top == label, p[rows, top]
+
+
+def _one_row(proba: Mapping[ClassLabel, float], label: ClassLabel) -> tuple[FloatArray, IntArray, IntArray]:
+    """One prediction as :func:`scores` takes it."""
+    classes = list(proba) + ([] if label in proba else [label])
+    row = np.array([[proba.get(c, 0.0) for c in classes]], dtype=np.float64)
+    return row, np.array([len(proba)]), np.array([classes.index(label)])
+
+
+def score(proba: Mapping[ClassLabel, float], label: ClassLabel) -> tuple[float, float, bool, float]:
+    """Score one prediction (a non-empty mapping of class to probability) against its label.
+
+    Returns ``(log_loss, brier, correct, confidence)``; see :func:`scores`.
+    """
+    log_loss, brier, correct, conf = scores(*_one_row(proba, label))
+    return float(log_loss[0]), float(brier[0]), bool(correct[0]), float(conf[0])
+
+
+def _running_sum(start: float, values: FloatArray) -> float:
+    """``start + values[0] + values[1] + ...`` added one at a time, left to right (not pairwise:
+    the result must not depend on how a stream was cut into batches)."""
+    if not values.size:
+        return start
+    return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
 
 
 class Prequential:
@@ -84,46 +127,60 @@ class Prequential:
         self.recent: deque[tuple[float, float, bool, float]] = deque(maxlen=window)
 
     def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel) -> None:
-        """Score the prediction made for an event just before it is learned."""
+        """Score the prediction made for one event just before it was learned."""
         if not proba:
             self.unscored += 1
             return
-        s = score(proba, label)
-        log_loss, brier, correct, conf = s
-        self.n += 1
-        self.sum_log_loss += log_loss
-        self.sum_brier += brier
-        self.n_correct += correct
-        b = self._bin(conf)
-        self.bin_count[b] += 1
-        self.bin_conf[b] += conf
-        self.bin_correct[b] += correct
-        self.recent.append(s)
+        self.update_many(*_one_row(proba, label))
 
-    def _bin(self, conf: float) -> int:
-        return min(int(conf * self.bins), self.bins - 1)
+    def update_many(self, proba: FloatArray, known: IntArray, label: IntArray) -> None:
+        """Score a batch of predictions, each made just before its event was learned.
+
+        Parameters
+        ----------
+        proba, known, label
+            As :func:`scores` takes them, except that a row with ``known == 0`` (the model
+            had seen no label yet) is counted as unscored.
+        """
+        scored = known > 0
+        n = int(scored.sum())
+        self.unscored += len(known) - n
+        if not n:
+            return
+        if n < len(known):
+            proba, known, label = proba[scored], known[scored], label[scored]
+        log_loss, brier, correct, conf = scores(proba, known, label)
+        self.n += n
+        self.sum_log_loss = _running_sum(self.sum_log_loss, log_loss)
+        self.sum_brier = _running_sum(self.sum_brier, brier)
+        self.n_correct += int(np.count_nonzero(correct))
+        counts, confs, corrects = self.bin_count, self.bin_conf, self.bin_correct
+        for b, c, ok in zip(self._bins_of(conf).tolist(), conf.tolist(), correct.tolist(), strict=True):
+            counts[b] += 1
+            confs[b] += c  # row by row, in order: the same sum however the rows were batched
+            corrects[b] += ok
+        w = self.window
+        self.recent.extend(zip(log_loss[-w:].tolist(), brier[-w:].tolist(), correct[-w:].tolist(),
+                               conf[-w:].tolist(), strict=True))
+
+    def _bins_of(self, conf: FloatArray) -> IntArray:
+        return np.minimum((conf * self.bins).astype(np.int64), self.bins - 1)
 
     def report(self) -> dict[str, Any]:
         """The metrics as JSON-able data: ``{"all": {...}, "recent": {...}}``."""
-        counts = [0] * self.bins
-        confs = [0.0] * self.bins
-        corrects = [0] * self.bins
-        ll = br = 0.0
-        nc = 0
-        for log_loss, brier, correct, conf in self.recent:
-            ll += log_loss
-            br += brier
-            nc += correct
-            b = self._bin(conf)
-            counts[b] += 1
-            confs[b] += conf
-            corrects[b] += correct
+        recent = np.array(self.recent, dtype=np.float64).reshape(-1, 4)
+        log_loss, brier, conf = recent[:, 0], recent[:, 1], recent[:, 3]
+        correct = recent[:, 2] > 0
+        b = self._bins_of(conf)
+        counts = np.bincount(b, minlength=self.bins).tolist()
+        corrects = np.bincount(b[correct], minlength=self.bins).tolist()
+        confs = [_running_sum(0.0, conf[b == j]) for j in range(self.bins)]
         return {
             "unscored": self.unscored,
             "all": self._summary(self.n, self.sum_log_loss, self.sum_brier, self.n_correct,
                                  self.bin_count, self.bin_conf, self.bin_correct),
-            "recent": self._summary(len(self.recent), ll, br, nc, counts, confs, corrects)
-            | {"window": self.window},
+            "recent": self._summary(len(self.recent), _running_sum(0.0, log_loss), _running_sum(0.0, brier),
+                                    int(correct.sum()), counts, confs, corrects) | {"window": self.window},
         }
 
     def _summary(self, n: int, ll: float, br: float, nc: int, counts: list[int],

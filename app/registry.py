@@ -4,31 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from typing import Any
 
 import orjson
 
-from app.hosting import Database, ModelHost, restore
+from app.exceptions import ConfigConflict, TooManyModels
+from app.hosting import ModelHost, restore
 from app.settings import Settings
-from app.storage import Store
+from app.storage import ModelExists, open_store
+from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import field_error
 from streamtree.exceptions import ConfigError, StreamtreeError
 
-__all__ = ["ConfigConflict", "DEFAULT_MODEL", "Registry", "TooManyModels"]
+__all__ = ["DEFAULT_MODEL", "Registry"]
 
 log = logging.getLogger("streamtree.app")
 
 DEFAULT_MODEL = "default"
-
-
-class ConfigConflict(Exception):
-    """A model of that name exists with a different config."""
-
-
-class TooManyModels(Exception):
-    """The ``max_models`` limit is reached."""
 
 
 def _canonical(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -64,20 +57,20 @@ class Registry:
         self.hosts: dict[str, ModelHost] = {}
         self._param_names = frozenset(self.model_cls().get_config())
         self.ready = False
-        self._db: Database | None = None
+        self._db: StoreThread | None = None
         self._admin = asyncio.Lock()
         telemetry.watch_models(lambda: list(self.hosts.values()))
 
     @property
-    def db(self) -> Database:
-        """The database thread (after :meth:`open`)."""
+    def db(self) -> StoreThread:
+        """The store and its thread (after :meth:`open`)."""
         assert self._db is not None, "Registry.open() was not called"
         return self._db
 
     async def open(self) -> None:
         """Open the store, restore every model (snapshot + replay); create ``default`` on first start."""
-        store = Store(self.settings.data_dir, self.settings.sync)
-        self._db = Database(store)
+        store = open_store(self.settings.store_url or self.settings.data_dir, self.settings.sync)
+        self._db = StoreThread(store)
         first_start = await self.db.run(store.claim_first_start)
         for stored in await self.db.run(store.models):
             config = orjson.loads(stored.config)
@@ -116,7 +109,7 @@ class Registry:
 
         Raises
         ------
-        RequestValidationError
+        InvalidInput
             A parameter is unknown or invalid; the error names it.
         """
         unknown = sorted(set(config) - self._param_names)
@@ -138,7 +131,7 @@ class Registry:
 
         Raises
         ------
-        RequestValidationError
+        InvalidInput
             The config is invalid.
         ConfigConflict
             A model of that name has a different config.
@@ -156,7 +149,7 @@ class Registry:
                 raise TooManyModels()
             try:
                 await self.db.run(self.db.store.create_model, name, text)
-            except sqlite3.IntegrityError:  # not in memory but in the store: a delete did not finish
+            except ModelExists:  # not in memory but in the store: a delete did not finish
                 raise ConfigConflict() from None
             restored = await self.db.run(restore, self.db.store, name, full, self.model_cls, self.settings)
             host = ModelHost(name, full, restored, self.model_cls, self.settings, self.db, self.telemetry)

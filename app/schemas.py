@@ -6,9 +6,10 @@ event, string lengths, labels per model) are checked by :mod:`app.validation`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, NotRequired, Self
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from typing_extensions import TypedDict
 
 __all__ = [
     "Event",
@@ -65,18 +66,19 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Event(_Body):
-    """One labelled event, or (``id`` + ``label`` without features) a delayed label."""
+class Event(TypedDict):
+    """One labelled event, or (``id`` + ``label`` without features) a delayed label.
 
-    features: Features | None = None
-    label: Label = Field()
-    id: EventId | None = None
+    A typed dict rather than a model: a batch holds thousands, and validating each into a
+    model instance would cost more than learning it. That an event has ``features`` or an
+    ``id`` is checked with the limits (:func:`app.validation.check_event`).
+    """
 
-    @model_validator(mode="after")
-    def _features_or_id(self) -> Self:
-        if self.features is None and self.id is None:
-            raise ValueError("an event needs 'features', or an 'id' of an earlier prediction")
-        return self
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    features: NotRequired[Features | None]
+    label: Label
+    id: NotRequired[EventId | None]
 
 
 class LearnBody(_Body):
@@ -108,18 +110,6 @@ class LearnBody(_Body):
         elif self.features is None and self.id is None:
             raise ValueError("an event needs 'features', or an 'id' of an earlier prediction")
         return self
-
-    @property
-    def is_batch(self) -> bool:
-        """Whether the body is ``{"events": [...]}``."""
-        return self.events is not None
-
-    def as_events(self) -> list[Event]:
-        """The request's events as a list (one for the single-event form)."""
-        if self.events is not None:
-            return self.events
-        assert self.label is not None
-        return [Event.model_construct(features=self.features, label=self.label, id=self.id)]
 
 
 class LearnResult(BaseModel):

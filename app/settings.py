@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.storage import check_url
+
 __all__ = ["Settings"]
 
 MiB = 1024 * 1024
@@ -23,6 +25,9 @@ class Settings(BaseSettings):
     ----------
     data_dir
         Directory holding the SQLite database (event log and snapshots); created if missing.
+    store_url
+        Where the event log and snapshots are, as a URL whose scheme picks the engine
+        (``sqlite:///path/to/file``). Empty: the SQLite database under ``data_dir``.
     host, port
         Address uvicorn binds to.
     api_keys
@@ -64,6 +69,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMTREE_", extra="ignore")
 
     data_dir: Path = Path("./data")
+    store_url: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -105,6 +111,12 @@ class Settings(BaseSettings):
             if any(c.isspace() for c in key):
                 raise ValueError("API keys must not contain whitespace")
         return keys
+
+    @field_validator("store_url")
+    @classmethod
+    def _check_store_url(cls, url: str | None) -> str | None:
+        """Refuse a URL whose scheme names no storage engine."""
+        return check_url(url) if url else None
 
     @field_validator("data_dir")
     @classmethod

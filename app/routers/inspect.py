@@ -8,10 +8,11 @@ from fastapi import APIRouter
 
 from app.deps import ReadModel
 from app.errors import FastJSON
+from app.json_route import JSONRoute
 from app.schemas import ExplainBody
 from app.validation import check_features
 
-router = APIRouter(prefix="/models/{name}", tags=["inspect"])
+router = APIRouter(prefix="/models/{name}", tags=["inspect"], route_class=JSONRoute)
 
 
 @router.get("/metrics", summary="Prequential metrics", response_model=dict[str, Any])

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from app.deps import WriteDefaultModel, WriteModel
 from app.errors import FastJSON
-from app.hosting import ModelHost
+from app.exceptions import Loc
+from app.hosting import LearnEvent, ModelHost
+from app.json_route import JSONRoute
 from app.schemas import LearnBody, LearnResult
-from app.validation import check_features, check_id, check_label, check_length, event_loc
+from app.validation import Limits, check_features, check_id, check_label, check_length, field_error
 
-router = APIRouter(tags=["learn"])
+router = APIRouter(tags=["learn"], route_class=JSONRoute)
 
 _DOC = """Learn one event (`features`, `label`, optional `id`) or a batch (`events`).
 
@@ -22,20 +26,28 @@ naming the field) means none of the request's events was learned."""
 
 async def learn(host: ModelHost, body: LearnBody) -> FastJSON:
     """Check the request's limits, queue it for the model's writer, answer once durable."""
-    events = body.as_events()
     limits = host.limits
-    batch = body.is_batch
-    if batch:
-        check_length(events, ("body", "events"), limits)
-    for i, event in enumerate(events):
-        loc = event_loc(batch, "events", i)
-        if event.features is not None:
-            check_features(event.features, (*loc, "features"), limits)
-        check_label(event.label, (*loc, "label"), limits)
-        if event.id is not None:
-            check_id(event.id, (*loc, "id"), limits)
-    learned, seq = await host.learn(events, batch)
+    if body.events is None:
+        assert body.label is not None
+        events = [_checked(body.features, body.label, body.id, ("body",), limits)]
+    else:
+        check_length(body.events, ("body", "events"), limits)
+        events = [_checked(e.get("features"), e["label"], e.get("id"), ("body", "events", i), limits)
+                  for i, e in enumerate(body.events)]
+    learned, seq = await host.learn(events, body.events is not None)
     return FastJSON({"learned": learned, "seq": seq})
+
+
+def _checked(features: dict[str, Any] | None, label: Any, id: Any, loc: Loc, limits: Limits) -> LearnEvent:
+    """One event, its values checked against the limits."""
+    if features is not None:
+        check_features(features, (*loc, "features"), limits)
+    elif id is None:
+        raise field_error(loc, "Value error, an event needs 'features', or an 'id' of an earlier prediction")
+    check_label(label, (*loc, "label"), limits)
+    if id is not None:
+        check_id(id, (*loc, "id"), limits)
+    return LearnEvent(features, label, id)
 
 
 @router.post("/learn", response_model=LearnResult,

@@ -9,9 +9,10 @@ from fastapi import APIRouter, Body, HTTPException, Response
 from app.deps import NamePath, ReadModel, ReadRegistry, WriteRegistry
 from app.errors import MODEL_NOT_FOUND
 from app.hosting import ModelHost
+from app.json_route import JSONRoute
 from app.schemas import ModelInfo, ModelList
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(prefix="/models", tags=["models"], route_class=JSONRoute)
 
 CONFIG_EXAMPLE: dict[str, Any] = {}
 

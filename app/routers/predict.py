@@ -7,10 +7,11 @@ from fastapi import APIRouter
 from app.deps import ReadDefaultModel, ReadModel
 from app.errors import FastJSON
 from app.hosting import ModelHost
+from app.json_route import JSONRoute
 from app.schemas import PredictBody, PredictResult
 from app.validation import check_features, check_id, check_length
 
-router = APIRouter(tags=["predict"])
+router = APIRouter(tags=["predict"], route_class=JSONRoute)
 
 _DOC = """Class probabilities for one instance (`features`, optional `id` to label it later)
 or a batch (`instances`). Keys are labels (booleans as `"true"`/`"false"`); before any label

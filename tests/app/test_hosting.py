@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,15 @@ from tests.app.conftest import learn_all, make_stream, same_predictions
 def fed(events: list[tuple[dict[str, Any], Any]]) -> ProbabilityTree:
     model = ProbabilityTree()
     for x, y in events:
+        model.learn_one(x, y)
+    return model
+
+
+def scored(events: list[tuple[dict[str, Any], Any]]) -> ProbabilityTree:
+    """The model the service holds after ``events``: each is predicted (for the metrics), then learned."""
+    model = ProbabilityTree()
+    for x, y in events:
+        model.predict_proba_one(x)
         model.learn_one(x, y)
     return model
 
@@ -157,16 +167,13 @@ def test_unexpected_library_error_mid_batch_is_500_and_learns_nothing(running, s
         learn_all(client, stream[:100])
         host = client.app.state.registry.get("default")  # type: ignore[attr-defined]
         model = host.model
-        original = model.learn_one
-        calls = {"n": 0}
+        original = model.learn_many
 
-        def flaky(x: dict[str, Any], y: Any) -> None:
-            calls["n"] += 1
-            if calls["n"] == 3:
-                raise RuntimeError("library bug")
-            original(x, y)
+        def flaky(xs: list[dict[str, Any]], ys: list[Any], **kwargs: Any) -> Any:
+            original(xs[:2], ys[:2], **kwargs)  # part of the batch is learned, then the library fails
+            raise RuntimeError("library bug")
 
-        monkeypatch.setattr(model, "learn_one", flaky)
+        monkeypatch.setattr(model, "learn_many", flaky)
         r = client.post("/learn", json={"events": [{"features": x, "label": y} for x, y in stream[100:105]]})
         assert r.status_code == 500
         assert r.json() == {"detail": "Internal error while learning; none of the events was learned."}
@@ -199,3 +206,135 @@ def test_failed_rebuild_keeps_the_model_unavailable(running, stream, monkeypatch
                                    ("GET", "/models/default", None)]:
             r = client.request(method, path, json=body)
             assert r.status_code == 503 and r.json() == {"detail": "Model is recovering; retry shortly."}
+
+
+async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, Any] | None = None,
+                     predict_first: dict[str, Any] | None = None) -> tuple[list[httpx.Response], list[int]]:
+    """Send ``first``, hold its commit on the store's thread, send ``bodies`` concurrently while
+    it is held, then release it: ``bodies`` all wait in the writer's queue, so they form one
+    group. Returns the responses to ``bodies`` and the size of every transaction (append)."""
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        if predict_first is not None:
+            assert (await c.post("/predict_proba", json=predict_first)).status_code == 200
+        host = app.state.registry.get("default")
+        store = app.state.registry.db.store
+        original, sizes, release = store.append, [], threading.Event()
+
+        def append(name: str, first_seq: int, texts: list[str]) -> None:
+            sizes.append(len(texts))
+            if len(sizes) == 1:
+                release.wait(30)
+            original(name, first_seq, texts)
+
+        store.append = append
+        held = asyncio.create_task(c.post("/learn", json=first or {"features": {"a": 0.0}, "label": "low"}))
+
+        async def until(condition: Any) -> None:
+            while not condition():
+                await asyncio.sleep(0.001)
+
+        await asyncio.wait_for(until(lambda: sizes), 30)  # the first commit is in flight, held
+        tasks = [asyncio.create_task(c.post("/learn", json=b)) for b in bodies]
+        await asyncio.wait_for(until(lambda: len(host._queue) == len(bodies)), 30)
+        release.set()
+        assert (await held).status_code == 200
+        responses = list(await asyncio.gather(*tasks))
+        app.state.live = (host.model.to_bytes(), host.prequential.state())
+        return responses, sizes
+
+
+def single(x: dict[str, Any], y: Any) -> dict[str, Any]:
+    return {"features": x, "label": y}
+
+
+def test_concurrent_single_learns_share_one_transaction(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    events = make_stream(9, seed=21)
+    app = create_app(Settings(data_dir=tmp_path))
+    responses, sizes = asyncio.run(_one_group(app, [single(x, y) for x, y in events[1:]], single(*events[0])))
+    assert [r.status_code for r in responses] == [200] * 8
+    assert sizes == [1, 8]  # eight requests, one transaction (one fsync) after the first
+    seqs = [r.json()["seq"] for r in responses]
+    assert sorted(seqs) == list(range(2, 10))
+    order = [events[0]] + [events[1 + seqs.index(s)] for s in range(2, 10)]
+    assert app.state.live[0] == scored(order).to_bytes()
+
+
+def test_a_refused_request_leaves_the_rest_of_its_group_learned(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    events = make_stream(12, seed=22)
+    bad = [single(x, y) for x, y in events[4:8]]
+    bad[2]["features"] = bad[2]["features"] | {"a": "text"}  # "a" is numeric
+    bodies = [
+        {"events": [single(x, y) for x, y in events[1:4]]},  # learned
+        {"events": bad},  # the library refuses its event 2: none of it is learned
+        single(*events[8]),  # learned
+        single(events[9][0], 7),  # an integer label in a model of strings
+        {"id": "k", "label": "low"},  # labels the prediction made with id "k"
+        {"id": "k", "label": "mid"},  # the id was used by the request before
+    ]
+
+    app = create_app(Settings(data_dir=tmp_path))
+    responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0]),
+                                              predict_first={"features": events[10][0], "id": "k"}))
+    assert [r.status_code for r in responses] == [200, 422, 200, 422, 200, 422]
+    assert responses[1].json()["detail"][0]["loc"] == ["body", "events", 2, "features", "a"]
+    assert responses[3].json()["detail"][0]["loc"] == ["body", "label"]
+    assert responses[3].json()["detail"][0]["type"] == "label_type"
+    assert responses[5].json()["detail"][0]["loc"] == ["body", "id"]
+    assert [r.json()["seq"] for i, r in enumerate(responses) if i in (0, 2, 4)] == [4, 5, 6]
+    assert sizes == [1, 5]
+    learned = events[0:4] + [events[8], (events[10][0], "low")]
+    assert app.state.live[0] == scored(learned).to_bytes()
+
+
+def test_a_library_failure_costs_only_the_request_at_fault(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    events = make_stream(6, seed=24)
+    original = ProbabilityTree.learn_many
+
+    def flaky(self: ProbabilityTree, xs: list[dict[str, Any]], ys: list[Any], **kwargs: Any) -> Any:
+        if any("boom" in x for x in xs):
+            original(self, xs[:1], ys[:1], **kwargs)  # part of the batch is learned, then the library fails
+            raise RuntimeError("library bug")
+        return original(self, xs, ys, **kwargs)
+
+    monkeypatch.setattr(ProbabilityTree, "learn_many", flaky)
+    bodies = [{"events": [single(x, y) for x, y in events[1:4]]}, single(events[4][0] | {"boom": 1}, "low"),
+              single(*events[5])]
+    app = create_app(Settings(data_dir=tmp_path))
+    responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0])))
+    assert [r.status_code for r in responses] == [200, 500, 200]
+    assert [responses[0].json()["seq"], responses[2].json()["seq"]] == [4, 5]
+    assert sizes == [1, 3, 1]  # what was learned before the failure is committed before the rebuild
+    assert app.state.live[0] == scored(events[:4] + events[5:]).to_bytes()
+
+
+def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The model and metrics rebuilt from the log equal, bit for bit, those that served the
+    live requests, whatever groups and chunks the writer learned them in."""
+    events = make_stream(1800, seed=23)
+    bodies: list[dict[str, Any]] = []
+    i = 1
+    for k in range(40):  # singles and batches of many sizes, some above the apply chunk
+        size = [1, 1, 3, 1, 40, 1, 7, 300][k % 8]
+        chunk = events[i:i + size]
+        bodies.append(single(*chunk[0]) if size == 1 else {"events": [single(x, y) for x, y in chunk]})
+        i += size
+    bodies.append({"events": [single(events[i][0] | {"c": "nominal now"}, "low")]})  # refused
+    monkeypatch.setattr(ModelHost, "_snapshot", _no_snapshot)
+    app = create_app(Settings(data_dir=tmp_path))
+    responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0])))
+    assert [r.status_code for r in responses] == [200] * 40 + [422]
+    assert sizes == [1, i - 1]
+    live_model, live_metrics = app.state.live
+    monkeypatch.undo()
+    from tests.app.conftest import TestClient
+
+    with TestClient(create_app(Settings(data_dir=tmp_path))) as client:  # no snapshot: the log is replayed
+        host = client.app.state.registry.get("default")  # type: ignore[attr-defined]
+        assert host.seq == i
+        assert host.model.to_bytes() == live_model
+        assert host.prequential.state() == live_metrics
+
+
+async def _no_snapshot(self: ModelHost) -> None:
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from app.prequential import EPS, Prequential, score
@@ -53,3 +54,95 @@ def test_state_round_trip_continues_identically() -> None:
         p.update({"x": 0.25, "y": 0.75}, "y")
     assert a.report() == b.report()
     assert a.state() == b.state()
+
+
+class Reference:
+    """The obvious per-event implementation, one prediction mapping at a time."""
+
+    def __init__(self, window: int, bins: int) -> None:
+        self.bins, self.n, self.unscored, self.ll, self.br, self.nc = bins, 0, 0, 0.0, 0.0, 0
+        self.count, self.conf, self.correct = [0] * bins, [0.0] * bins, [0] * bins
+        self.recent: list[tuple[float, float, bool, float]] = []
+        self.window = window
+
+    def update(self, proba: dict[str, float], label: str) -> None:
+        if not proba:
+            self.unscored += 1
+            return
+        p_true = proba.get(label, 0.0)
+        ll = -math.log(max(p_true, EPS))
+        br = sum((p - (1.0 if c == label else 0.0)) ** 2 for c, p in proba.items()) + (label not in proba)
+        top = max(proba, key=proba.__getitem__)
+        conf, correct = proba[top], top == label
+        b = min(int(conf * self.bins), self.bins - 1)
+        self.n += 1
+        self.ll += ll
+        self.br += br
+        self.nc += correct
+        self.count[b] += 1
+        self.conf[b] += conf
+        self.correct[b] += correct
+        self.recent = (self.recent + [(ll, br, correct, conf)])[-self.window:]
+
+
+def stream(n: int, seed: int = 0) -> tuple[list[dict[str, float]], list[str]]:
+    """Predictions over classes that appear one by one (ties included), and their labels."""
+    rng = np.random.default_rng(seed)
+    names = ["a", "b", "c", "d", "e"]
+    probas, labels, seen = [], [], 0
+    for i in range(n):
+        row = rng.dirichlet(np.ones(seen)) if seen else np.zeros(0)
+        if seen > 1 and i % 17 == 0:
+            row = np.full(seen, 1.0 / seen)  # a tie: the first class wins
+        probas.append({names[k]: float(row[k]) for k in range(seen)})
+        label = names[int(rng.integers(0, min(seen + 1, 5)))]
+        seen = max(seen, names.index(label) + 1)
+        labels.append(label)
+    return probas, labels
+
+
+def as_batch(probas: list[dict[str, float]], labels: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    classes = sorted({c for p in probas for c in p} | set(labels))  # a..e: the order of first appearance
+    rows = np.array([[p.get(c, 0.0) for c in classes] for p in probas])
+    return rows, np.array([len(p) for p in probas]), np.array([classes.index(y) for y in labels])
+
+
+def test_batches_score_as_the_obvious_per_event_loop() -> None:
+    probas, labels = stream(700)
+    ref = Reference(window=50, bins=7)
+    for p, y in zip(probas, labels, strict=True):
+        ref.update(p, y)
+    got = Prequential(window=50, bins=7)
+    got.update_many(*as_batch(probas, labels))
+    s = got.state()
+    assert (s["n"], s["unscored"], s["n_correct"], s["bin_count"], s["bin_correct"]) == (
+        ref.n, ref.unscored, ref.nc, ref.count, ref.correct)
+    assert s["sum_log_loss"] == ref.ll  # math.log and left-to-right sums, as the loop does
+    assert s["sum_brier"] == pytest.approx(ref.br, rel=1e-14)
+    assert s["bin_conf"] == ref.conf
+    assert [r[0] for r in s["recent"]] == [r[0] for r in ref.recent]
+    assert [(r[2], r[3]) for r in s["recent"]] == [(r[2], r[3]) for r in ref.recent]
+
+
+@pytest.mark.parametrize("cuts", [[1], [3, 700], [100, 101, 350, 699], list(range(1, 700, 13))])
+def test_batch_boundaries_change_nothing(cuts: list[int]) -> None:
+    """Replaying a log in pages gives the live requests' numbers, bit for bit."""
+    probas, labels = stream(700, seed=1)
+    rows, known, label = as_batch(probas, labels)
+    whole = Prequential(window=40, bins=10)
+    whole.update_many(rows, known, label)
+    pieces = Prequential(window=40, bins=10)
+    for a, b in zip([0, *cuts], [*cuts, 700], strict=True):
+        pieces.update_many(rows[a:b], known[a:b], label[a:b])
+    assert pieces.state() == whole.state()
+    assert pieces.report() == whole.report()
+
+
+def test_one_event_at_a_time_is_a_batch_of_one() -> None:
+    probas, labels = stream(200, seed=2)
+    one = Prequential(window=30, bins=5)
+    for p, y in zip(probas, labels, strict=True):
+        one.update(p, y)
+    many = Prequential(window=30, bins=5)
+    many.update_many(*as_batch(probas, labels))
+    assert one.state() == many.state()

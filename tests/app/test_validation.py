@@ -5,15 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
-from fastapi.exceptions import RequestValidationError
 
+from app.exceptions import InvalidInput
 from app.validation import Limits, check_features, check_id, check_label, check_length
 
 LIMITS = Limits(max_batch=3, max_features=4, max_string_length=5, max_labels=2)
 
 
 def error(fn, *args):  # type: ignore[no-untyped-def]
-    with pytest.raises(RequestValidationError) as info:
+    with pytest.raises(InvalidInput) as info:
         fn(*args)
     (e,) = info.value.errors()
     return e["loc"], e["type"]

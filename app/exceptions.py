@@ -1,0 +1,74 @@
+"""The service's own exceptions: what the core (hosting, registry) raises, whatever the transport.
+
+The HTTP layer (:mod:`app.errors`) maps each to a response; no FastAPI or Starlette type is
+raised below the routers, and no storage driver's type above :mod:`app.storage`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigConflict",
+    "InvalidInput",
+    "LearnFailure",
+    "Loc",
+    "NotAvailable",
+    "Recovering",
+    "ServiceError",
+    "StorageFailure",
+    "TooManyModels",
+]
+
+#: Where in a request a field is, from the body down: ``("body", "events", 3, "features", "colour")``.
+Loc = tuple[str | int, ...]
+
+
+class ServiceError(Exception):
+    """Base class of the exceptions the service raises on purpose."""
+
+
+class NotAvailable(ServiceError):
+    """The model was deleted or the service is shutting down."""
+
+
+class Recovering(ServiceError):
+    """The model is being rebuilt from its durable state after a failure."""
+
+
+class StorageFailure(ServiceError):
+    """The event log could not be written; the request's events were not learned."""
+
+
+class LearnFailure(ServiceError):
+    """The library failed unexpectedly on the request; none of its events was learned."""
+
+
+class ConfigConflict(ServiceError):
+    """A model of that name exists with a different config."""
+
+
+class TooManyModels(ServiceError):
+    """The ``max_models`` limit is reached."""
+
+
+class InvalidInput(ServiceError):
+    """A field of the request is refused; nothing of the request was done.
+
+    Parameters
+    ----------
+    loc
+        Where the field is (:data:`Loc`).
+    msg
+        A fixed sentence saying what is expected (the offending value is never echoed).
+    kind
+        A machine-readable error type, e.g. ``"finite_number"``.
+    """
+
+    def __init__(self, loc: Loc, msg: str, kind: str = "value_error") -> None:
+        super().__init__(msg)
+        self.loc, self.msg, self.kind = loc, msg, kind
+
+    def errors(self) -> list[dict[str, Any]]:
+        """The error as FastAPI lists validation errors: ``[{"type", "loc", "msg"}]``."""
+        return [{"type": self.kind, "loc": self.loc, "msg": self.msg}]

@@ -1,0 +1,139 @@
+"""The one predict-then-learn step, and the replay of a logged model through it.
+
+The live writer (:class:`app.hosting.ModelHost`) and the replay at start or after a failure
+(:func:`restore`) both learn events through :func:`learn_scored`, so a model replayed from its
+log equals the model that served the live requests by construction: the library learns a
+batch exactly as it learns its rows one by one, and the prequential scores do not depend on
+batch boundaries either.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.prequential import Prequential
+from app.settings import Settings
+from app.storage import EventStore
+from streamtree.exceptions import InputError, StreamtreeError
+from streamtree.typing import ClassLabel
+
+__all__ = ["REPLAY_PAGE", "Restored", "bad_row", "encode_event", "learn_scored", "restore"]
+
+log = logging.getLogger("streamtree.app")
+
+#: Logged events read and learned at a time while replaying.
+REPLAY_PAGE = 2_000
+
+
+def encode_event(features: dict[str, Any], label: ClassLabel) -> str:
+    """The log's text for one event (exact: floats are written in shortest round-trip form)."""
+    return orjson.dumps({"x": features, "y": label}).decode()
+
+
+def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, Any]],
+                 ys: Sequence[ClassLabel]) -> None:
+    """Learn a batch of events, scoring each with the prediction made just before it was learned.
+
+    Parameters
+    ----------
+    model
+        The model; ``learn_many(xs, ys, return_proba=True)`` learns the rows in order and
+        returns each row's prediction before its update (columns in ``classes_`` order, new
+        classes appended in order of first appearance).
+    prequential
+        The running metrics the predictions are scored into.
+    xs, ys
+        The events' features and labels.
+
+    Raises
+    ------
+    streamtree.exceptions.InputError
+        An event is refused; the library checks the whole batch first, so neither the model
+        nor the metrics changed.
+    """
+    n_before = len(model.classes_)
+    proba = model.learn_many(xs, ys, return_proba=True)
+    column = {c: k for k, c in enumerate(model.classes_)}
+    label = np.fromiter((column[y] for y in ys), dtype=np.int64, count=len(ys))
+    # The classes a row was predicted over: those seen before the batch, plus those first seen
+    # at an earlier row of the batch (a class's column is its order of first appearance).
+    first = np.maximum.accumulate(np.concatenate(([n_before - 1], label)))[:-1]
+    prequential.update_many(proba, first + 1, label)
+
+
+def bad_row(model: Any, xs: Sequence[dict[str, Any]], exc: InputError) -> int | None:
+    """Which row of a batch the library refused with ``exc`` (None if that cannot be told).
+
+    The library checks a batch of mappings row by row against its feature registry before
+    learning any; running the same check on a copy of the registry finds the first row it
+    refuses. Costs one registry copy and one pass, on the refusal path only.
+    """
+    row = getattr(exc, "row", None)
+    if isinstance(row, int):
+        return row
+    registry = getattr(model, "registry", None)
+    if registry is None or not hasattr(registry, "encode"):
+        return None
+    registry = copy.deepcopy(registry)
+    for i, x in enumerate(xs):
+        try:
+            registry.encode(x, learn=True)
+        except InputError:
+            return i
+    return None
+
+
+@dataclass
+class Restored:
+    """A model's in-memory state rebuilt from the store."""
+
+    model: Any
+    prequential: Prequential
+    seq: int
+    snapshot_seq: int
+
+
+def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any, settings: Settings) -> Restored:
+    """Load the newest readable snapshot of a model and replay the events logged after it.
+
+    Runs on the store's thread. A snapshot the library cannot read (for example one written
+    by an incompatible version) is skipped with a warning: the log alone rebuilds the model.
+
+    Raises
+    ------
+    RuntimeError
+        If the log has a gap or holds an event the library refuses: the service must not
+        start with a model that differs from its log.
+    """
+    restored: Restored | None = None
+    for snap in store.snapshots(name):
+        try:
+            model = model_cls.from_bytes(snap.model_bytes)
+            state = orjson.loads(snap.state)
+            preq = Prequential.from_state(state["prequential"])
+        except (StreamtreeError, ValueError, KeyError, TypeError) as exc:
+            log.warning("model %r: snapshot at seq %d unreadable (%s); trying an older one", name, snap.seq, exc)
+            continue
+        restored = Restored(model, preq, snap.seq, snap.seq)
+        break
+    if restored is None:
+        restored = Restored(model_cls(**config), Prequential(settings.metrics_window, settings.metrics_bins), 0, 0)
+    while page := store.read_events(name, restored.seq, REPLAY_PAGE):
+        first, last = page[0][0], page[-1][0]
+        if first != restored.seq + 1 or last != first + len(page) - 1:
+            i, seq = next((i, s) for i, (s, _) in enumerate(page) if s != restored.seq + 1 + i)
+            raise RuntimeError(f"model {name!r}: event log jumps from seq {restored.seq + i} to {seq}")
+        events = [orjson.loads(text) for _, text in page]
+        try:
+            learn_scored(restored.model, restored.prequential, [e["x"] for e in events], [e["y"] for e in events])
+        except StreamtreeError as exc:
+            raise RuntimeError(f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}") from exc
+        restored.seq = last
+    return restored

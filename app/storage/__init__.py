@@ -1,0 +1,67 @@
+"""Durable storage: the :class:`EventStore` interface, one module per engine, one factory.
+
+The engine is chosen by the scheme of a URL, as SQLAlchemy and Django do:
+``sqlite:///path/to/file`` (the default, under the data directory) now, ``postgresql://...``
+next. Engine modules are imported only when their scheme is used, so a driver is needed
+only where its engine is.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from app.storage.base import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, StoredModel, Sync
+
+__all__ = [
+    "DB_NAME",
+    "ENGINES",
+    "EventStore",
+    "ModelExists",
+    "SeqConflict",
+    "Snapshot",
+    "StorageError",
+    "StoredModel",
+    "Sync",
+    "check_url",
+    "open_store",
+]
+
+#: URL scheme -> ``module:class`` of its engine.
+ENGINES = {"sqlite": "app.storage.sqlite:SQLiteStore"}
+
+#: The SQLite database file's name under a data directory (``sqlite:///<data_dir>/streamtree.sqlite3``).
+DB_NAME = "streamtree.sqlite3"
+
+
+def check_url(url: str) -> str:
+    """Return ``url`` if its scheme names an engine, else raise ``ValueError`` listing the schemes."""
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme not in ENGINES:
+        raise ValueError(f"A store URL starts with one of {', '.join(f'{s}://' for s in ENGINES)}; got {url!r}")
+    return url
+
+
+def open_store(target: str | Path, sync: Sync = "full") -> EventStore:
+    """Open the store a URL names, or the SQLite database under a data directory.
+
+    Parameters
+    ----------
+    target
+        A URL such as ``sqlite:///data/streamtree.sqlite3``, or a data directory (a
+        :class:`~pathlib.Path`), whose database is ``<dir>/streamtree.sqlite3``.
+    sync
+        Durability of each commit: ``"full"`` survives a power cut, ``"normal"`` a killed
+        process only.
+
+    Raises
+    ------
+    StorageError
+        The store cannot be opened.
+    ValueError
+        The URL's scheme names no engine.
+    """
+    url = f"sqlite:///{Path(target) / DB_NAME}" if isinstance(target, Path) else check_url(target)
+    module, _, name = ENGINES[url.partition("://")[0]].partition(":")
+    engine: type[EventStore] = getattr(importlib.import_module(module), name)
+    return engine.from_url(url, sync)

@@ -1,0 +1,180 @@
+"""The SQLite engine: one embedded database file (WAL) holding every model.
+
+``sqlite3`` and its exceptions stay in this module: every failure leaves it as a
+:class:`~app.storage.base.StorageError`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Self
+
+from app.storage.base import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, StoredModel, Sync
+
+__all__ = ["SQLiteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    model TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (model, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (
+    model TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    model_bytes BLOB NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (model, seq)
+);
+"""
+
+
+@contextmanager
+def _translated(conflict: type[StorageError] = StorageError) -> Iterator[None]:
+    """Re-raise SQLite's exceptions as the store's: a constraint violation as ``conflict``."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise conflict(str(exc)) from None
+    except sqlite3.Error as exc:
+        raise StorageError(f"{type(exc).__name__}: {exc}") from None
+
+
+class SQLiteStore(EventStore):
+    """The database file at ``path``.
+
+    Parameters
+    ----------
+    path
+        The database file (its directory is created if missing), or ``":memory:"``.
+    sync
+        SQLite ``synchronous`` mode: ``"full"`` makes every commit reach the disk (fsync)
+        before it returns; ``"normal"`` survives a killed process but not a power cut.
+    """
+
+    def __init__(self, path: Path | str, sync: Sync = "full") -> None:
+        self.path = path
+        with _translated():
+            if str(path) != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={sync.upper()}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def from_url(cls, url: str, sync: Sync = "full") -> Self:
+        """Open ``sqlite:///relative/path``, ``sqlite:////absolute/path`` or ``sqlite:///:memory:``."""
+        prefix = "sqlite:///"
+        if not url.startswith(prefix) or len(url) == len(prefix):
+            raise StorageError(f"An SQLite URL is {prefix}<path to the database file>; got {url!r}")
+        return cls(url[len(prefix):], sync)
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close the connection."""
+        with _translated():
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._db.close()
+
+    def claim_first_start(self) -> bool:
+        """Return True exactly once per database: on the service's first start."""
+        with _translated(), self._transaction():
+            cur = self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('initialised', ?)",
+                                   (repr(time.time()),))
+            return cur.rowcount == 1
+
+    def models(self) -> list[StoredModel]:
+        """All models, by name, with their last logged sequence number."""
+        with _translated():
+            rows = self._db.execute(
+                "SELECT m.name, m.config, "
+                "COALESCE((SELECT MAX(seq) FROM events e WHERE e.model = m.name), 0) "
+                "FROM models m ORDER BY m.name"
+            ).fetchall()
+        return [StoredModel(name, config, last_seq) for name, config, last_seq in rows]
+
+    def create_model(self, name: str, config: str) -> None:
+        """Record a new model; :class:`ModelExists` if the name is taken."""
+        with _translated(ModelExists), self._transaction():
+            self._db.execute("INSERT INTO models(name, config, created_at) VALUES (?, ?, ?)",
+                             (name, config, time.time()))
+
+    def delete_model(self, name: str) -> None:
+        """Remove a model with its event log and snapshots, in one transaction."""
+        with _translated(), self._transaction():
+            self._db.execute("DELETE FROM events WHERE model = ?", (name,))
+            self._db.execute("DELETE FROM snapshots WHERE model = ?", (name,))
+            self._db.execute("DELETE FROM models WHERE name = ?", (name,))
+
+    def append(self, name: str, first_seq: int, events: Sequence[str]) -> None:
+        """Append events numbered ``first_seq, ...`` and commit; :class:`SeqConflict` on a gap or overlap."""
+        rows = [(name, first_seq + i, event) for i, event in enumerate(events)]
+        with _translated(SeqConflict), self._transaction():
+            last = self._db.execute("SELECT MAX(seq) FROM events WHERE model = ?", (name,)).fetchone()[0] or 0
+            if first_seq != last + 1:  # the log stays gap-free whatever the caller does
+                raise SeqConflict(f"model {name!r}: append at seq {first_seq} after {last}")
+            self._db.executemany("INSERT INTO events(model, seq, event) VALUES (?, ?, ?)", rows)
+
+    def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` events numbered above ``after``, in order."""
+        with _translated():
+            rows: list[tuple[int, str]] = self._db.execute(
+                "SELECT seq, event FROM events WHERE model = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (name, after, limit),
+            ).fetchall()
+        return rows
+
+    def snapshots(self, name: str) -> list[Snapshot]:
+        """The model's snapshots, newest first."""
+        with _translated():
+            rows = self._db.execute(
+                "SELECT seq, model_bytes, state FROM snapshots WHERE model = ? ORDER BY seq DESC", (name,)
+            ).fetchall()
+        return [Snapshot(seq, bytes(blob), state) for seq, blob, state in rows]
+
+    def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
+        """Store a snapshot atomically and keep only the newest ``keep`` of the model's."""
+        with _translated(), self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO snapshots(model, seq, model_bytes, state, created_at) VALUES (?, ?, ?, ?, ?)",
+                (name, snapshot.seq, snapshot.model_bytes, snapshot.state, time.time()),
+            )
+            self._db.execute(
+                "DELETE FROM snapshots WHERE model = ? AND seq NOT IN "
+                "(SELECT seq FROM snapshots WHERE model = ? ORDER BY seq DESC LIMIT ?)",
+                (name, name, keep),
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            if self._db.in_transaction:  # a failed COMMIT may leave it open: later writes would all fail
+                self._db.execute("ROLLBACK")
+            raise

@@ -1,0 +1,143 @@
+"""The EventStore contract, run on every engine (add an engine's URL to STORES to run it there)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.storage import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, open_store
+
+# Each engine: a URL for a fresh, empty store under a temporary directory.
+STORES: list[object] = [
+    pytest.param(lambda tmp: f"sqlite:///{tmp}/store.sqlite3", id="sqlite"),
+]
+
+
+@pytest.fixture(params=STORES)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    make: Callable[[Path], str] = request.param
+    return make(tmp_path)
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[EventStore]:
+    s = open_store(url)
+    yield s
+    try:
+        s.close()
+    except StorageError:
+        pass  # a test closed it already
+
+
+def test_first_start_is_claimed_once(url: str) -> None:
+    s = open_store(url)
+    assert s.claim_first_start() is True
+    assert s.claim_first_start() is False
+    s.close()
+    s = open_store(url)
+    assert s.claim_first_start() is False
+    s.close()
+
+
+def test_append_is_numbered_gap_free_and_atomic(store: EventStore) -> None:
+    store.create_model("m", "{}")
+    store.append("m", 1, ["e1", "e2"])
+    store.append("m", 3, ["e3"])
+    with pytest.raises(SeqConflict):
+        store.append("m", 3, ["e4", "e5"])  # seq 3 is taken: nothing of this append is written
+    with pytest.raises(SeqConflict):
+        store.append("m", 5, ["e5"])  # would leave a gap at 4
+    with pytest.raises(SeqConflict):
+        store.append("m", 2, ["e2 again"])
+    assert store.read_events("m", 0, 100) == [(1, "e1"), (2, "e2"), (3, "e3")]
+    assert store.models()[0].last_seq == 3
+
+
+def test_read_events_pages_in_order(store: EventStore) -> None:
+    store.create_model("m", "{}")
+    texts = [f'{{"i": {i}}}' for i in range(1, 26)]
+    store.append("m", 1, texts[:10])
+    store.append("m", 11, texts[10:])
+    assert store.read_events("m", 2, 1) == [(3, texts[2])]
+    pages, after = [], 0
+    while page := store.read_events("m", after, 7):
+        pages.append(page)
+        after = page[-1][0]
+    assert [len(p) for p in pages] == [7, 7, 7, 4]
+    assert [e for p in pages for e in p] == list(enumerate(texts, start=1))
+    assert store.read_events("m", 25, 10) == [] and store.read_events("other", 0, 10) == []
+
+
+def test_models_are_independent_and_listed_by_name(store: EventStore) -> None:
+    store.create_model("b", '{"x": 1}')
+    store.create_model("a", "{}")
+    store.append("b", 1, ["b1", "b2"])
+    store.append("a", 1, ["a1"])
+    assert [(m.name, m.config, m.last_seq) for m in store.models()] == [("a", "{}", 1), ("b", '{"x": 1}', 2)]
+    assert store.read_events("a", 0, 10) == [(1, "a1")]
+
+
+def test_events_keep_their_exact_text(store: EventStore) -> None:
+    store.create_model("m", "{}")
+    text = '{"x":{"f":0.1,"s":"é ☃ \\"q\\"","n":null},"y":true}'
+    store.append("m", 1, [text])
+    assert store.read_events("m", 0, 1) == [(1, text)]
+
+
+def test_snapshots_newest_first_and_pruned(store: EventStore) -> None:
+    store.create_model("m", "{}")
+    for seq in (10, 20, 30):
+        store.save_snapshot("m", Snapshot(seq, bytes([seq, 0, 255]), f'{{"s": {seq}}}'), keep=2)
+    assert store.snapshots("m") == [Snapshot(30, bytes([30, 0, 255]), '{"s": 30}'),
+                                    Snapshot(20, bytes([20, 0, 255]), '{"s": 20}')]
+    store.save_snapshot("m", Snapshot(30, b"again", "{}"), keep=2)  # the same seq again replaces it
+    assert [(s.seq, s.model_bytes) for s in store.snapshots("m")] == [(30, b"again"), (20, bytes([20, 0, 255]))]
+    assert store.snapshots("other") == []
+
+
+def test_create_twice_is_model_exists(store: EventStore) -> None:
+    store.create_model("m", '{"a": 1}')
+    with pytest.raises(ModelExists):
+        store.create_model("m", "{}")
+    assert issubclass(ModelExists, StorageError) and issubclass(SeqConflict, StorageError)
+
+
+def test_delete_removes_everything_and_name_is_reusable(store: EventStore) -> None:
+    store.create_model("m", '{"a": 1}')
+    store.create_model("keep", "{}")
+    store.append("m", 1, ["e"])
+    store.append("keep", 1, ["k"])
+    store.save_snapshot("m", Snapshot(1, b"x", "{}"), keep=2)
+    store.delete_model("m")
+    assert [m.name for m in store.models()] == ["keep"]
+    assert store.read_events("m", 0, 10) == [] and store.snapshots("m") == []
+    store.delete_model("m")  # already gone: nothing to do
+    store.create_model("m", "{}")
+    assert store.models()[1].last_seq == 0
+    store.append("m", 1, ["new"])  # the numbering starts over
+    assert store.read_events("keep", 0, 10) == [(1, "k")]
+
+
+def test_everything_survives_reopening(url: str) -> None:
+    s = open_store(url)
+    s.create_model("m", '{"a": 1}')
+    s.append("m", 1, ["e1", "e2"])
+    s.save_snapshot("m", Snapshot(2, b"bytes", "{}"), keep=1)
+    s.close()
+    s = open_store(url)
+    assert [(m.name, m.config, m.last_seq) for m in s.models()] == [("m", '{"a": 1}', 2)]
+    assert s.read_events("m", 0, 10) == [(1, "e1"), (2, "e2")]
+    assert s.snapshots("m") == [Snapshot(2, b"bytes", "{}")]
+    s.close()
+
+
+def test_engine_failures_are_storage_errors(store: EventStore) -> None:
+    """Whatever the engine's driver raises leaves the store as a StorageError."""
+    store.create_model("m", "{}")
+    store.close()
+    for call in (store.models, lambda: store.append("m", 1, ["e"]), lambda: store.read_events("m", 0, 1),
+                 lambda: store.create_model("n", "{}"), lambda: store.snapshots("m")):
+        with pytest.raises(StorageError):
+            call()

@@ -1,0 +1,52 @@
+"""The SQLite engine: its URLs, WAL with full sync, its exceptions kept inside."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from app.storage import StorageError
+from app.storage.sqlite import SQLiteStore
+
+
+def test_wal_and_full_sync(tmp_path: Path) -> None:
+    s = SQLiteStore(tmp_path / "db", sync="full")
+    assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert s._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    s.close()
+    s = SQLiteStore(tmp_path / "db", sync="normal")
+    assert s._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    s.close()
+
+
+def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    absolute = SQLiteStore.from_url(f"sqlite:///{tmp_path}/a/b.sqlite3")  # sqlite:////abs/path
+    assert absolute.path == f"{tmp_path}/a/b.sqlite3" and (tmp_path / "a" / "b.sqlite3").exists()
+    absolute.close()
+    monkeypatch.chdir(tmp_path)
+    SQLiteStore.from_url("sqlite:///rel/c.sqlite3").close()
+    assert (tmp_path / "rel" / "c.sqlite3").exists()
+    memory = SQLiteStore.from_url("sqlite:///:memory:")
+    memory.create_model("m", "{}")
+    assert memory.models()[0].name == "m"
+    for bad in ("sqlite://", "sqlite:///", "postgresql://host/db"):
+        with pytest.raises(StorageError, match="sqlite:///"):
+            SQLiteStore.from_url(bad)
+
+
+def test_a_failed_commit_leaves_no_open_transaction(tmp_path: Path) -> None:
+    s = SQLiteStore(tmp_path / "db")
+    s.create_model("m", "{}")
+    other = sqlite3.connect(tmp_path / "db", timeout=0)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock: our BEGIN fails (busy)
+    s._db.execute("PRAGMA busy_timeout = 0")
+    with pytest.raises(StorageError, match="OperationalError"):
+        s.append("m", 1, ["e"])
+    other.rollback()
+    other.close()
+    assert not s._db.in_transaction
+    s.append("m", 1, ["e"])  # the store still works
+    assert s.read_events("m", 0, 5) == [(1, "e")]
+    s.close()

@@ -1,0 +1,124 @@
+"""Exception isolation: driver types stay in their engine, HTTP types in the HTTP layer.
+
+The core (hosting, registry, learning, ...) raises the service's own exceptions
+(:mod:`app.exceptions`, :mod:`app.storage.base`); SQLite's live only in
+``app/storage/sqlite.py`` and FastAPI's and Starlette's only in the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import tokenize
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import app
+from app.exceptions import ConfigConflict, InvalidInput, NotAvailable, StorageFailure
+from app.registry import Registry
+from app.settings import Settings
+from app.storage import StorageError
+from app.telemetry import Telemetry
+
+ROOT = Path(app.__file__).parent
+HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers"}
+ENGINES = {"storage.sqlite"}
+FOREIGN = {"sqlite3", "fastapi", "starlette"}
+
+
+def modules() -> dict[str, Path]:
+    return {str(p.relative_to(ROOT).with_suffix("")).replace("/", ".").removesuffix("__init__").rstrip(".") or "app": p
+            for p in ROOT.rglob("*.py")}
+
+
+def imported(path: Path) -> set[str]:
+    """Top-level packages a module imports."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def names(path: Path) -> set[str]:
+    """Every identifier in a module's source (comments and strings excluded)."""
+    with path.open("rb") as f:
+        return {t.string for t in tokenize.tokenize(f.readline) if t.type == tokenize.NAME}
+
+
+def layer(name: str) -> str:
+    if name.split(".")[0] in HTTP_LAYER:
+        return "http"
+    return "engine" if name in ENGINES else "core"
+
+
+def test_the_layers_are_where_expected() -> None:
+    found = {layer(m) for m in modules()}
+    assert found == {"http", "engine", "core"}
+    assert {"hosting", "registry", "learning", "storage", "storage.base"} <= {m for m in modules() if layer(m) == "core"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if layer(m) == "core"))
+def test_core_modules_name_no_driver_or_http_type(module: str) -> None:
+    path = modules()[module]
+    assert not imported(path) & FOREIGN
+    assert not names(path) & (FOREIGN | {"HTTPException", "RequestValidationError", "IntegrityError",
+                                         "OperationalError"})
+
+
+def test_sqlite_is_only_in_its_engine_and_http_types_only_in_the_http_layer() -> None:
+    for module, path in modules().items():
+        used = imported(path)
+        if "sqlite3" in used:
+            assert layer(module) == "engine", module
+        if used & {"fastapi", "starlette"}:
+            assert layer(module) == "http", module
+
+
+class FailingStore:
+    """An engine whose every write fails (as the SQLite engine reports a disk error)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def append(self, *args: Any) -> None:
+        raise StorageError("disk I/O error")
+
+    def create_model(self, *args: Any) -> None:
+        from app.storage import ModelExists
+
+        raise ModelExists("taken")
+
+
+def test_the_core_raises_only_its_own_exceptions(tmp_path: Path) -> None:
+    async def run() -> None:
+        registry = Registry(Settings(data_dir=tmp_path), Telemetry())
+        await registry.open()
+        host = registry.get("default")
+        assert host is not None
+        with pytest.raises(InvalidInput) as info:
+            await host.learn([SimpleNamespace(features={"a": 1.0}, label="x", id=None),
+                              SimpleNamespace(features={"a": 1.0}, label=3, id=None)], batch=True)
+        assert info.value.errors()[0]["loc"] == ("body", "events", 1, "label")
+        with pytest.raises(InvalidInput):
+            registry.build_config({"no_such_parameter": 1})
+        registry.db.store = FailingStore(registry.db.store)  # type: ignore[assignment]
+        with pytest.raises(StorageFailure):
+            await host.learn([SimpleNamespace(features={"a": 1.0}, label="x", id=None)], batch=False)
+        with pytest.raises(ConfigConflict):  # in the store but not in memory
+            await registry.create("other", {})
+        registry.db.store = registry.db.store.real  # type: ignore[attr-defined]
+        await registry.delete("default")
+        with pytest.raises(NotAvailable):
+            await host.learn([SimpleNamespace(features={"a": 1.0}, label="x", id=None)], batch=False)
+        await registry.close()
+
+    asyncio.run(run())
