@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from typing import Any, TypeVar
 import orjson
 from fastapi.exceptions import RequestValidationError
 
+from app.history import History
 from app.pending import PendingIds
 from app.prequential import Prequential
 from app.schemas import Event
@@ -65,9 +67,15 @@ def label_key(label: Any) -> str:
     return str(label)
 
 
-def encode_event(features: dict[str, Any], label: Any) -> str:
-    """The log's text for one event (exact: floats are written in shortest round-trip form)."""
-    return orjson.dumps({"x": features, "y": label}).decode()
+def encode_event(features: dict[str, Any], label: Any, t: float | None = None) -> str:
+    """The log's text for one event (exact: floats are written in shortest round-trip form).
+
+    ``t`` is the arrival time (Unix seconds): the metrics history replays with it.
+    """
+    event: dict[str, Any] = {"x": features, "y": label}
+    if t is not None:
+        event["t"] = t
+    return orjson.dumps(event).decode()
 
 
 class NotAvailable(Exception):
@@ -113,10 +121,10 @@ class Restored:
     snapshot_seq: int
 
 
-def _learn_scored(model: Any, prequential: Prequential, x: dict[str, Any], y: Any) -> None:
+def _learn_scored(model: Any, prequential: Prequential, x: dict[str, Any], y: Any, t: float | None = None) -> None:
     proba = model.predict_proba_one(x)
     model.learn_one(x, y)
-    prequential.update(proba, y)
+    prequential.update(proba, y, t)
 
 
 def restore(store: Store, name: str, config: dict[str, Any], model_cls: Any, settings: Settings) -> Restored:
@@ -143,15 +151,18 @@ def restore(store: Store, name: str, config: dict[str, Any], model_cls: Any, set
         restored = Restored(model, preq, snap.seq, snap.seq)
         break
     if restored is None:
-        restored = Restored(model_cls(**config), Prequential(settings.metrics_window, settings.metrics_bins), 0, 0)
+        history = History(settings.history_every, settings.history_seconds, settings.history_points)
+        restored = Restored(model_cls(**config),
+                            Prequential(settings.metrics_window, settings.metrics_bins, history), 0, 0)
     for seq, text in store.events_after(name, restored.seq):
         if seq != restored.seq + 1:
             raise RuntimeError(f"model {name!r}: event log jumps from seq {restored.seq} to {seq}")
         event = orjson.loads(text)
         try:
-            _learn_scored(restored.model, restored.prequential, event["x"], event["y"])
+            _learn_scored(restored.model, restored.prequential, event["x"], event["y"], event.get("t"))
         except StreamtreeError as exc:
             raise RuntimeError(f"model {name!r}: logged event {seq} cannot be replayed: {exc}") from exc
+        restored.prequential.history.merge_drifts(restored.model)  # metrics history hook
         restored.seq = seq
     return restored
 
@@ -268,6 +279,11 @@ class ModelHost:
         """Prequential metrics over all events and the recent window."""
         self._check_readable()
         return {"seq": self.seq} | self.prequential.report()
+
+    def history(self, after: int = 0) -> dict[str, Any]:
+        """The metrics history: points and drift events with ``seq > after``."""
+        self._check_readable()
+        return self.prequential.history.report(after)
 
     def gauges(self) -> dict[str, float]:
         """Size figures for the Prometheus collector (empty while recovering)."""
@@ -411,12 +427,14 @@ class ModelHost:
                 if i == 0:
                     raise error from None
                 raise _PartiallyApplied(error) from None
+        now = round(time.time(), 3)  # the arrival time, logged for the metrics history
         for proba, (_, y, _) in zip(probas, resolved, strict=True):
-            self.prequential.update(proba, y)
+            self.prequential.update(proba, y, now)
+        self.prequential.history.merge_drifts(model)  # metrics history hook
         for event in request.events:
             if event.id is not None:
                 self.pending.discard(event.id)
-        return [encode_event(x, y) for x, y, _ in resolved]
+        return [encode_event(x, y, now) for x, y, _ in resolved]
 
     async def _commit(self, texts: list[str], applied: list[tuple[_LearnRequest, int, int]]) -> None:
         if not texts:

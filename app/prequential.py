@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from app.history import History
 from streamtree.typing import ClassLabel
 
 __all__ = ["Prequential", "score"]
@@ -62,6 +63,9 @@ class Prequential:
     bins
         Number of equal-width confidence bins for the reliability diagram and the expected
         calibration error (ECE).
+    history
+        Where the windowed metrics are sampled over time (:class:`~app.history.History`);
+        a default one unless given.
 
     Notes
     -----
@@ -70,7 +74,7 @@ class Prequential:
     prediction is ``{}``) cannot be scored; they are counted in ``unscored``.
     """
 
-    def __init__(self, window: int = 1000, bins: int = 10) -> None:
+    def __init__(self, window: int = 1000, bins: int = 10, history: History | None = None) -> None:
         self.window = window
         self.bins = bins
         self.n = 0
@@ -82,12 +86,20 @@ class Prequential:
         self.bin_conf = [0.0] * bins
         self.bin_correct = [0] * bins
         self.recent: deque[tuple[float, float, bool, float]] = deque(maxlen=window)
+        self.history = history if history is not None else History()
 
-    def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel) -> None:
-        """Score the prediction made for an event just before it is learned."""
-        if not proba:
+    def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel, t: float | None = None) -> None:
+        """Score the prediction made for an event just before it is learned.
+
+        ``t`` is the event's arrival time (Unix seconds, as logged): the history's clock.
+        """
+        if proba:
+            self._score(proba, label)
+        else:
             self.unscored += 1
-            return
+        self.history.observe(t, self.recent_summary)
+
+    def _score(self, proba: Mapping[ClassLabel, float], label: ClassLabel) -> None:
         s = score(proba, label)
         log_loss, brier, correct, conf = s
         self.n += 1
@@ -105,6 +117,15 @@ class Prequential:
 
     def report(self) -> dict[str, Any]:
         """The metrics as JSON-able data: ``{"all": {...}, "recent": {...}}``."""
+        return {
+            "unscored": self.unscored,
+            "all": self._summary(self.n, self.sum_log_loss, self.sum_brier, self.n_correct,
+                                 self.bin_count, self.bin_conf, self.bin_correct),
+            "recent": self.recent_summary() | {"window": self.window},
+        }
+
+    def recent_summary(self) -> dict[str, Any]:
+        """The metrics of the recent window: ``n``, ``log_loss``, ..., ``reliability``."""
         counts = [0] * self.bins
         confs = [0.0] * self.bins
         corrects = [0] * self.bins
@@ -118,13 +139,7 @@ class Prequential:
             counts[b] += 1
             confs[b] += conf
             corrects[b] += correct
-        return {
-            "unscored": self.unscored,
-            "all": self._summary(self.n, self.sum_log_loss, self.sum_brier, self.n_correct,
-                                 self.bin_count, self.bin_conf, self.bin_correct),
-            "recent": self._summary(len(self.recent), ll, br, nc, counts, confs, corrects)
-            | {"window": self.window},
-        }
+        return self._summary(len(self.recent), ll, br, nc, counts, confs, corrects)
 
     def _summary(self, n: int, ll: float, br: float, nc: int, counts: list[int],
                  confs: list[float], corrects: list[int]) -> dict[str, Any]:
@@ -155,12 +170,15 @@ class Prequential:
             "n_correct": self.n_correct, "bin_count": self.bin_count,
             "bin_conf": self.bin_conf, "bin_correct": self.bin_correct,
             "recent": [list(r) for r in self.recent],
+            "history": self.history.state(),
         }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Prequential:
         """Rebuild from :meth:`state` output."""
-        p = cls(window=int(state["window"]), bins=int(state["bins"]))
+        # a snapshot from before the history existed starts a default one
+        history = History.from_state(state["history"]) if "history" in state else None
+        p = cls(window=int(state["window"]), bins=int(state["bins"]), history=history)
         p.n = int(state["n"])
         p.unscored = int(state["unscored"])
         p.sum_log_loss = float(state["sum_log_loss"])
@@ -170,4 +188,6 @@ class Prequential:
         p.bin_conf = [float(v) for v in state["bin_conf"]]
         p.bin_correct = [int(v) for v in state["bin_correct"]]
         p.recent.extend((float(a), float(b), bool(c), float(d)) for a, b, c, d in state["recent"])
+        if history is None:
+            p.history.seq = p.n + p.unscored  # its points start here; the events before have none
         return p
