@@ -1,7 +1,7 @@
 """A drifting stream to watch on the dashboard: ``streamtree demo --url http://127.0.0.1:8000``.
 
-River's ``Sine`` generator (two uniform features ``x1``, ``x2``; the label says whether the
-point lies above ``x2 = sin(x1)``) with a fraction of the labels flipped at random (noise, so
+River's ``Sine`` generator (two uniform features ``x1``, ``x2``; the label is 1 where
+``x1 < sin(x2)``) with a fraction of the labels flipped at random (noise, so
 the probabilities are not all near 0 or 1), whose concept reverses abruptly at
 ``drift_at``: from then on every label is the opposite. The events go to a model of their
 own (``drift-demo`` unless told), created if missing, in batches at a steady rate, so the

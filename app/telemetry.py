@@ -30,7 +30,11 @@ class ModelView(Protocol):
     """What the model collector reads from a hosted model."""
 
     name: str
-    prequential: WindowSource
+
+    @property
+    def prequential(self) -> WindowSource:
+        """The model's prequential metrics."""
+        ...
 
     def gauges(self) -> dict[str, float]:
         """Current size figures, e.g. ``{"nodes": 7, "leaves": 4, ...}``; empty while recovering."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import html
+from collections.abc import Mapping
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, HTTPException, Request
@@ -41,9 +42,9 @@ SECURITY_HEADERS = {
 router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
 
 
-def _login_page(status: int, message: str, extra: dict[str, str] | None = None) -> HTMLResponse:
+def _login_page(status: int, message: str, extra: Mapping[str, str] | None = None) -> HTMLResponse:
     body = page("login.html").replace("<!--message-->", html.escape(message))
-    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS | (extra or {}))
+    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS | dict(extra or {}))
 
 
 @router.get("", response_class=HTMLResponse)
