@@ -131,11 +131,14 @@ class Prequential:
         corrects = [0] * self.bins
         ll = br = 0.0
         nc = 0
-        for log_loss, brier, correct, conf in self.recent:
+        bins, last = self.bins, self.bins - 1
+        for log_loss, brier, correct, conf in self.recent:  # the history calls this often: _bin inlined
             ll += log_loss
             br += brier
             nc += correct
-            b = self._bin(conf)
+            b = int(conf * bins)
+            if b > last:
+                b = last
             counts[b] += 1
             confs[b] += conf
             corrects[b] += correct
