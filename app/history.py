@@ -86,8 +86,10 @@ class History:
     """
 
     def __init__(self, every: int = 100, seconds: float = 30.0, max_points: int = 1000) -> None:
-        if every < 1 or max_points < 1 or not seconds > 0:
-            raise ValueError("History needs every >= 1, seconds > 0 and max_points >= 1")
+        for name, value, ok in (("every", every, every >= 1), ("seconds", seconds, seconds > 0),
+                                ("max_points", max_points, max_points >= 1)):
+            if not ok:
+                raise ValueError(f"History: {name} must be {'> 0' if name == 'seconds' else '>= 1'}, got {value!r}")
         self.every = every
         self.seconds = seconds
         self.max_points = max_points

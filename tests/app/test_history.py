@@ -125,9 +125,10 @@ def test_a_snapshot_from_before_the_history_starts_one_at_its_seq() -> None:
     assert [pt["seq"] for pt in p.history.report()["points"]] == [100]  # the default: every 100 events
 
 
-@pytest.mark.parametrize("bad", [{"every": 0}, {"max_points": 0}, {"seconds": 0.0}])
-def test_bad_parameters_are_refused(bad: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match="History needs"):
+@pytest.mark.parametrize("bad", [{"every": 0}, {"max_points": 0}, {"seconds": 0.0}, {"seconds": float("nan")}])
+def test_bad_parameters_are_refused_by_name(bad: dict[str, Any]) -> None:
+    (name,) = bad
+    with pytest.raises(ValueError, match=f"History: {name} must be"):
         History(**bad)
 
 
