@@ -12,6 +12,7 @@ machine; under CI (``CI`` set) that is a failure, since ``.ci/run`` installs bot
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import threading
 import time
@@ -92,7 +93,7 @@ def post_events(port: int, model: str, chunk: list[tuple[dict[str, float], int]]
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
     for i in range(0, len(chunk), batch):
         body = {"events": [{"features": x, "label": y} for x, y in chunk[i:i + batch]]}
-        conn.request("POST", f"/models/{model}/learn", body=__import__("json").dumps(body), headers=headers)
+        conn.request("POST", f"/models/{model}/learn", body=json.dumps(body), headers=headers)
         r = conn.getresponse()
         assert r.status == 200, r.read()
         r.read()
