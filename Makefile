@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ./data
+URL ?= http://127.0.0.1:8000
 
-.PHONY: serve test bench clean
+.PHONY: serve test demo dashboard-screenshot bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,14 @@ serve: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
+
+# With `make serve` running: post a drifting stream, then watch $(URL)/dashboard.
+demo: $(BIN)/.installed
+	$(BIN)/streamtree demo --url $(URL)
+
+# Refresh the README's dashboard screenshot (the browser test; needs Debian's chromium).
+dashboard-screenshot: $(BIN)/.installed
+	STREAMTREE_SCREENSHOT=docs/images/dashboard.png $(BIN)/python -m pytest -q tests/app/dashboard/test_browser.py -k drifting
 
 clean:
 	rm -rf $(VENV) build *.egg-info

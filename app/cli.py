@@ -1,4 +1,5 @@
-"""The ``streamtree`` console script: ``streamtree serve --data-dir DIR --host H --port P``."""
+"""The ``streamtree`` console script: ``streamtree serve --data-dir DIR --host H --port P``, and
+``streamtree demo`` (a drifting stream for the dashboard, :mod:`app.demo_stream`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="Address to bind (default 127.0.0.1).")
     serve.add_argument("--port", type=int, help="Port to bind (default 8000).")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    # parsed by app.demo_stream (listed here for --help)
+    sub.add_parser("demo", help="Post a drifting stream to a running service, to watch on /dashboard "
+                                "(streamtree demo --help).", add_help=False)
     return parser
 
 
@@ -34,6 +38,12 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and run the service until SIGINT/SIGTERM (which snapshot)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        from app.demo_stream import main as demo
+
+        demo(argv[1:])
+        return
     args = _parser().parse_args(argv)
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
 

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request
 
+from app.dashboard.session import COOKIE, valid_session
 from app.errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
 from app.hosting import ModelHost
 from app.registry import DEFAULT_MODEL, Registry
@@ -37,6 +38,9 @@ NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", des
 def check_access(request: Request, write: bool) -> None:
     """Enforce the API keys: writes need one when keys are set; reads too with ``protect_reads``.
 
+    A ``GET`` read may instead carry the dashboard's sign-in cookie
+    (:mod:`app.dashboard.session`); a write always needs the bearer key.
+
     Raises
     ------
     HTTPException
@@ -47,6 +51,8 @@ def check_access(request: Request, write: bool) -> None:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
+        if not write and request.method == "GET" and valid_session(request.cookies.get(COOKIE), settings.api_keys):
+            return
         raise HTTPException(status_code=401, detail=MISSING_KEY, headers={"WWW-Authenticate": "Bearer"})
     given = token.strip().encode()
     if not any(hmac.compare_digest(given, key.encode()) for key in settings.api_keys):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -206,6 +207,11 @@ class ModelHost:
         self._check_readable()
         return {"seq": self.seq} | self.prequential.report()
 
+    def history(self, after: int = 0) -> dict[str, Any]:
+        """The metrics history: points and drift events with ``seq > after``."""
+        self._check_readable()
+        return self.prequential.history.report(after)
+
     def gauges(self) -> dict[str, float]:
         """Size figures for the Prometheus collector (empty while recovering)."""
         if self.recovering:
@@ -299,9 +305,10 @@ class ModelHost:
         admitted, refused = self._admit(chunk)
         xs = [x for a in admitted for x in a.xs]
         ys = [y for a in admitted for y in a.ys]
+        now = round(time.time(), 3)  # the arrival time, logged: the metrics history replays with it
         try:
             if xs:
-                learn_scored(self.model, self.prequential, xs, ys)
+                learn_scored(self.model, self.prequential, xs, ys, now)
         except InputError as exc:  # nothing was learned
             if len(chunk) > 1:
                 for request in chunk:
@@ -333,7 +340,7 @@ class ModelHost:
                 if event.id is not None:
                     self.pending.discard(event.id)
             self.seq += len(a.xs)
-            done.texts.extend(encode_event(x, y) for x, y in zip(a.xs, a.ys, strict=True))
+            done.texts.extend(encode_event(x, y, now) for x, y in zip(a.xs, a.ys, strict=True))
             done.acks.append((a.request, len(a.xs), self.seq))
 
     def _admit(self, chunk: list[_LearnRequest]) -> tuple[list[_Admitted], list[tuple[_LearnRequest, InvalidInput]]]:

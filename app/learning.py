@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.history import History
 from app.prequential import Prequential
 from app.settings import Settings
 from app.storage import EventStore
@@ -32,13 +33,19 @@ log = logging.getLogger("streamtree.app")
 REPLAY_PAGE = 2_000
 
 
-def encode_event(features: dict[str, Any], label: ClassLabel) -> str:
-    """The log's text for one event (exact: floats are written in shortest round-trip form)."""
-    return orjson.dumps({"x": features, "y": label}).decode()
+def encode_event(features: dict[str, Any], label: ClassLabel, t: float | None = None) -> str:
+    """The log's text for one event (exact: floats are written in shortest round-trip form).
+
+    ``t`` is the arrival time (Unix seconds): the metrics history replays with it.
+    """
+    event: dict[str, Any] = {"x": features, "y": label}
+    if t is not None:
+        event["t"] = t
+    return orjson.dumps(event).decode()
 
 
 def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, Any]],
-                 ys: Sequence[ClassLabel]) -> None:
+                 ys: Sequence[ClassLabel], times: float | Sequence[float | None] | None = None) -> None:
     """Learn a batch of events, scoring each with the prediction made just before it was learned.
 
     Parameters
@@ -51,6 +58,9 @@ def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, An
         The running metrics the predictions are scored into.
     xs, ys
         The events' features and labels.
+    times
+        The events' arrival times (one for all, or one each; ``None``: unknown), the metrics
+        history's clock. The model's drift events are merged into the history afterwards.
 
     Raises
     ------
@@ -65,7 +75,9 @@ def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, An
     # The classes a row was predicted over: those seen before the batch, plus those first seen
     # at an earlier row of the batch (a class's column is its order of first appearance).
     first = np.maximum.accumulate(np.concatenate(([n_before - 1], label)))[:-1]
-    prequential.update_many(proba, first + 1, label)
+    each = [times] * len(ys) if times is None or isinstance(times, (int, float)) else times
+    prequential.update_many(proba, first + 1, label, each)
+    prequential.history.merge_drifts(model)
 
 
 def bad_row(model: Any, xs: Sequence[dict[str, Any]], exc: InputError) -> int | None:
@@ -124,7 +136,9 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
         restored = Restored(model, preq, snap.seq, snap.seq)
         break
     if restored is None:
-        restored = Restored(model_cls(**config), Prequential(settings.metrics_window, settings.metrics_bins), 0, 0)
+        history = History(settings.history_every, settings.history_seconds, settings.history_points)
+        restored = Restored(model_cls(**config),
+                            Prequential(settings.metrics_window, settings.metrics_bins, history), 0, 0)
     while page := store.read_events(name, restored.seq, REPLAY_PAGE):
         first, last = page[0][0], page[-1][0]
         if first != restored.seq + 1 or last != first + len(page) - 1:
@@ -132,7 +146,8 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
             raise RuntimeError(f"model {name!r}: event log jumps from seq {restored.seq + i} to {seq}")
         events = [orjson.loads(text) for _, text in page]
         try:
-            learn_scored(restored.model, restored.prequential, [e["x"] for e in events], [e["y"] for e in events])
+            learn_scored(restored.model, restored.prequential, [e["x"] for e in events], [e["y"] for e in events],
+                         [e.get("t") for e in events])
         except StreamtreeError as exc:
             raise RuntimeError(f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}") from exc
         restored.seq = last

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from app.history import History
 from streamtree.typing import ClassLabel, FloatArray, IntArray
 
 __all__ = ["Prequential", "score", "scores"]
@@ -113,7 +114,7 @@ class Prequential:
     prediction is ``{}``) cannot be scored; they are counted in ``unscored``.
     """
 
-    def __init__(self, window: int = 1000, bins: int = 10) -> None:
+    def __init__(self, window: int = 1000, bins: int = 10, history: History | None = None) -> None:
         self.window = window
         self.bins = bins
         self.n = 0
@@ -125,15 +126,19 @@ class Prequential:
         self.bin_conf = [0.0] * bins
         self.bin_correct = [0] * bins
         self.recent: deque[tuple[float, float, bool, float]] = deque(maxlen=window)
+        self.history = history if history is not None else History()
 
-    def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel) -> None:
-        """Score the prediction made for one event just before it was learned."""
+    def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel, t: float | None = None) -> None:
+        """Score the prediction made for one event just before it was learned (``t``: its
+        arrival time, the history's clock)."""
         if not proba:
             self.unscored += 1
+            self.history.observe(t, self.recent_summary)
             return
-        self.update_many(*_one_row(proba, label))
+        self.update_many(*_one_row(proba, label), times=[t])
 
-    def update_many(self, proba: FloatArray, known: IntArray, label: IntArray) -> None:
+    def update_many(self, proba: FloatArray, known: IntArray, label: IntArray,
+                    times: Sequence[float | None] | None = None) -> None:
         """Score a batch of predictions, each made just before its event was learned.
 
         Parameters
@@ -141,7 +146,25 @@ class Prequential:
         proba, known, label
             As :func:`scores` takes them, except that a row with ``known == 0`` (the model
             had seen no label yet) is counted as unscored.
+        times
+            Each event's arrival time (Unix seconds, as logged; ``None`` where unknown), the
+            history's clock. A history point taken at row ``i`` sees exactly the rows up to
+            ``i``: rows are scored lazily, up to the row where a point falls due, so points
+            do not depend on how events were batched.
         """
+        done = 0
+
+        def window_at(i: int) -> Mapping[str, Any]:
+            nonlocal done
+            self._score_rows(proba[done : i + 1], known[done : i + 1], label[done : i + 1])
+            done = i + 1
+            return self.recent_summary()
+
+        for i, t in enumerate(times if times is not None else [None] * len(known)):
+            self.history.observe(t, lambda i=i: window_at(i))  # type: ignore[misc]
+        self._score_rows(proba[done:], known[done:], label[done:])
+
+    def _score_rows(self, proba: FloatArray, known: IntArray, label: IntArray) -> None:
         scored = known > 0
         n = int(scored.sum())
         self.unscored += len(known) - n
@@ -168,6 +191,15 @@ class Prequential:
 
     def report(self) -> dict[str, Any]:
         """The metrics as JSON-able data: ``{"all": {...}, "recent": {...}}``."""
+        return {
+            "unscored": self.unscored,
+            "all": self._summary(self.n, self.sum_log_loss, self.sum_brier, self.n_correct,
+                                 self.bin_count, self.bin_conf, self.bin_correct),
+            "recent": self.recent_summary() | {"window": self.window},
+        }
+
+    def recent_summary(self) -> dict[str, Any]:
+        """The metrics of the recent window: ``n``, ``log_loss``, ..., ``reliability``."""
         recent = np.array(self.recent, dtype=np.float64).reshape(-1, 4)
         log_loss, brier, conf = recent[:, 0], recent[:, 1], recent[:, 3]
         correct = recent[:, 2] > 0
@@ -175,13 +207,8 @@ class Prequential:
         counts = np.bincount(b, minlength=self.bins).tolist()
         corrects = np.bincount(b[correct], minlength=self.bins).tolist()
         confs = [_running_sum(0.0, conf[b == j]) for j in range(self.bins)]
-        return {
-            "unscored": self.unscored,
-            "all": self._summary(self.n, self.sum_log_loss, self.sum_brier, self.n_correct,
-                                 self.bin_count, self.bin_conf, self.bin_correct),
-            "recent": self._summary(len(self.recent), _running_sum(0.0, log_loss), _running_sum(0.0, brier),
-                                    int(correct.sum()), counts, confs, corrects) | {"window": self.window},
-        }
+        return self._summary(len(self.recent), _running_sum(0.0, log_loss), _running_sum(0.0, brier),
+                             int(correct.sum()), counts, confs, corrects)
 
     def _summary(self, n: int, ll: float, br: float, nc: int, counts: list[int],
                  confs: list[float], corrects: list[int]) -> dict[str, Any]:
@@ -212,12 +239,15 @@ class Prequential:
             "n_correct": self.n_correct, "bin_count": self.bin_count,
             "bin_conf": self.bin_conf, "bin_correct": self.bin_correct,
             "recent": [list(r) for r in self.recent],
+            "history": self.history.state(),
         }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Prequential:
         """Rebuild from :meth:`state` output."""
-        p = cls(window=int(state["window"]), bins=int(state["bins"]))
+        # a snapshot from before the history existed starts a default one
+        history = History.from_state(state["history"]) if "history" in state else None
+        p = cls(window=int(state["window"]), bins=int(state["bins"]), history=history)
         p.n = int(state["n"])
         p.unscored = int(state["unscored"])
         p.sum_log_loss = float(state["sum_log_loss"])
@@ -227,4 +257,6 @@ class Prequential:
         p.bin_conf = [float(v) for v in state["bin_conf"]]
         p.bin_correct = [int(v) for v in state["bin_correct"]]
         p.recent.extend((float(a), float(b), bool(c), float(d)) for a, b, c, d in state["recent"])
+        if history is None:
+            p.history.seq = p.n + p.unscored  # its points start here; the events before have none
         return p

@@ -60,6 +60,11 @@ class Settings(BaseSettings):
         Number of most recent labelled events in the "recent" prequential metrics.
     metrics_bins
         Number of equal-width confidence bins in the reliability diagram and ECE.
+    history_every, history_seconds
+        The metrics history takes a point every ``history_every`` events, and at the first
+        event ``history_seconds`` after the previous point (slow streams).
+    history_points
+        Most points (and most drift events) a model's metrics history keeps; oldest dropped.
     group_max_events
         Most events one group commit applies and logs in one transaction.
     log_level
@@ -87,6 +92,9 @@ class Settings(BaseSettings):
     sync: Literal["full", "normal"] = "full"
     metrics_window: int = Field(default=1_000, ge=1)
     metrics_bins: int = Field(default=10, ge=1, le=100)
+    history_every: int = Field(default=100, ge=1)
+    history_seconds: float = Field(default=30.0, gt=0)
+    history_points: int = Field(default=1_000, ge=2, le=100_000)
     group_max_events: int = Field(default=20_000, ge=1)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

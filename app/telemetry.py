@@ -19,13 +19,26 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created seri
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+class WindowSource(Protocol):
+    """The prequential metrics of a model (:class:`app.prequential.Prequential`)."""
+
+    def recent_summary(self) -> dict[str, Any]:
+        """``{"n", "log_loss", "brier", "accuracy", "ece", ...}`` over the recent window."""
+        ...
+
+
 class ModelView(Protocol):
-    """What the model-size collector reads from a hosted model."""
+    """What the model collector reads from a hosted model."""
 
     name: str
 
+    @property
+    def prequential(self) -> WindowSource:
+        """The model's prequential metrics."""
+        ...
+
     def gauges(self) -> dict[str, float]:
-        """Current size figures, e.g. ``{"nodes": 7, "leaves": 4, ...}``."""
+        """Current size figures, e.g. ``{"nodes": 7, "leaves": 4, ...}``; empty while recovering."""
         ...
 
 
@@ -38,6 +51,15 @@ _GAUGES = {
     "seq": "Last durable event sequence number.",
     "pending_ids": "Predictions waiting for a delayed label.",
     "drift_background": "1 while a background tree is compared with the tree after a detected change.",
+}
+# the prequential metrics of the recent window (``metrics_window`` scored events); absent
+# while the window is empty
+_WINDOW = {
+    "n": ("window_events", "Scored events in the recent prequential window."),
+    "log_loss": ("log_loss", "Prequential log loss (nats) over the recent window."),
+    "brier": ("brier", "Prequential Brier score over the recent window."),
+    "accuracy": ("accuracy", "Prequential accuracy over the recent window."),
+    "ece": ("ece", "Expected calibration error of the top-class confidence over the recent window."),
 }
 # read from the model's durable state, so they survive restarts and only ever grow
 _COUNTERS = {
@@ -55,11 +77,19 @@ class _ModelCollector(Collector):
             k: GaugeMetricFamily(f"streamtree_model_{k}", doc, labels=["model"]) for k, doc in _GAUGES.items()}
         families |= {k: CounterMetricFamily(f"streamtree_model_{k}", doc, labels=["model"])
                      for k, doc in _COUNTERS.items()}
+        window = {k: GaugeMetricFamily(f"streamtree_model_{name}", doc, labels=["model"])
+                  for k, (name, doc) in _WINDOW.items()}
         for m in self._models():
-            for k, v in m.gauges().items():
+            gauges = m.gauges()
+            for k, v in gauges.items():
                 if k in families:
                     families[k].add_metric([m.name], v)
+            if gauges:  # not while recovering
+                for k, v in m.prequential.recent_summary().items():
+                    if k in window and v is not None:
+                        window[k].add_metric([m.name], v)
         yield from families.values()
+        yield from window.values()
 
 
 class Telemetry:

@@ -152,6 +152,9 @@ docker run -d --name "$NAME" --network host --health-interval 1s --health-start-
 wait_healthy
 [ "$(docker exec "$NAME" id -u)" != 0 ] || fail "process runs as root"
 curl -fsS "$URL/health" | grep -q '"ok"' || fail "/health"
+# the dashboard's page and vendored assets are package data: check the image has them
+curl -fsS "$URL/dashboard" | grep -q 'id="loss-chart"' || fail "/dashboard"
+curl -fsS -o /dev/null "$URL/dashboard/assets/vendor/uplot/uPlot.iife.min.js" || fail "dashboard assets missing from the image"
 learn 1500 1
 BEFORE=$(state)
 echo "$BEFORE" | grep -q '"seq": 1500' || fail "seq after learning: $(echo "$BEFORE" | head -c 200)"

@@ -1,10 +1,10 @@
-"""``/models/{name}/metrics``, ``/tree`` and ``/explain``: looking inside a model."""
+"""``/models/{name}/metrics`` (and its ``/history``), ``/tree`` and ``/explain``: looking inside a model."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from app.deps import ReadModel
 from app.errors import FastJSON
@@ -21,6 +21,19 @@ async def model_metrics(host: ReadModel) -> FastJSON:
     calibration error and reliability-diagram bins, over all events (`all`) and over the most
     recent window (`recent`). `unscored` counts events learned before any label was seen."""
     return FastJSON(host.metrics())
+
+
+@router.get("/metrics/history", summary="Metrics history", response_model=dict[str, Any])
+async def model_metrics_history(
+    host: ReadModel,
+    after: Annotated[int, Query(ge=0, description="Only points and drift events with a larger `seq`.")] = 0,
+) -> FastJSON:
+    """The windowed prequential metrics over time and the model's drift events:
+    `{"points": [{"seq", "time", "events_per_s", "n", "log_loss", "brier", "accuracy", "ece",
+    "reliability"}], "drifts": [{"seq", "event"}]}`. A point is taken every `history_every`
+    events (and on slow streams at the first event `history_seconds` after the last one);
+    the newest `history_points` points and drift events are kept, with the snapshots."""
+    return FastJSON(host.history(after))
 
 
 @router.get("/tree", summary="The tree as data", response_model=dict[str, Any])

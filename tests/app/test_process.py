@@ -107,7 +107,8 @@ class Client(threading.Thread):
 def read_log(data_dir: Path) -> list[tuple[int, dict[str, Any]]]:
     with sqlite3.connect(data_dir / DB_NAME) as db:
         rows = db.execute("SELECT seq, event FROM events WHERE model='default' ORDER BY seq").fetchall()
-    return [(seq, json.loads(text)) for seq, text in rows]
+    # each event also holds its arrival time "t" (for the metrics history); compare the rest
+    return [(seq, {k: v for k, v in json.loads(text).items() if k != "t"}) for seq, text in rows]
 
 
 def served_equals_fresh(port: int, log: list[tuple[int, dict[str, Any]]]) -> None:

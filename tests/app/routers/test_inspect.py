@@ -55,3 +55,24 @@ def test_tree_and_explain_match_the_library(client, stream) -> None:  # type: ig
     assert client.get("/models/default/tree").json() == fresh.tree_
     r = client.post("/models/default/explain", json={"features": {"a": [1]}})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "features", "a"]
+
+
+def test_metrics_history_route(running, stream) -> None:  # type: ignore[no-untyped-def]
+    """Points every history_every events, ``after`` filters, a bad ``after`` is a 422 naming it."""
+    with running(history_every=40) as client:
+        learn_all(client, stream[:200], batch=50)
+        history = client.get("/models/default/metrics/history").json()
+        assert set(history) == {"points", "drifts"}
+        assert [p["seq"] for p in history["points"]] == [40, 80, 120, 160, 200]
+        point = history["points"][-1]
+        recent = client.get("/models/default/metrics").json()["recent"]
+        assert {k: point[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")} == {
+            k: recent[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")}
+        assert set(point) == {"seq", "time", "events_per_s", "n", "log_loss", "brier", "accuracy", "ece",
+                              "reliability"}
+        after = client.get("/models/default/metrics/history", params={"after": 120}).json()
+        assert [p["seq"] for p in after["points"]] == [160, 200]
+        for bad in ("-1", "x", "1.5"):
+            r = client.get("/models/default/metrics/history", params={"after": bad})
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "after"], bad
+        assert client.get("/models/nope/metrics/history").status_code == 404

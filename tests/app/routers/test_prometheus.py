@@ -44,3 +44,16 @@ def test_drift_detections_and_swaps_are_exported(client) -> None:  # type: ignor
     assert samples[("streamtree_model_drift_swaps_total", (("model", "m"),))] == drift["n_swaps"]
     assert samples[("streamtree_model_drift_detections_total", (("model", "default"),))] == 0
     assert ("streamtree_model_drift_background", (("model", "m"),)) in samples
+
+
+def test_window_metrics_per_model(client, stream) -> None:  # type: ignore[no-untyped-def]
+    """Log loss, Brier, accuracy and ECE of the recent window, as /models/{name}/metrics has them."""
+    assert client.put("/models/empty", json={}).status_code == 201
+    learn_all(client, stream[:200], batch=50)
+    recent = client.get("/models/default/metrics").json()["recent"]
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    for key, name in [("n", "window_events"), ("log_loss", "log_loss"), ("brier", "brier"),
+                      ("accuracy", "accuracy"), ("ece", "ece")]:
+        assert samples[(f"streamtree_model_{name}", (("model", "default"),))] == recent[key]
+        assert (f"streamtree_model_{name}", (("model", "empty"),)) not in samples or name == "window_events"

@@ -1,0 +1,359 @@
+/* streamtree calibration dashboard.
+ *
+ * Polls this service's JSON API once a second (GET /models, /models/{name}/metrics and
+ * /models/{name}/metrics/history?after=SEQ for the points it does not have yet) and draws
+ * with the vendored uPlot. No build step, no other origin: the page's content security
+ * policy would refuse one anyway.
+ */
+(function () {
+  "use strict";
+
+  var POLL_MS = 1000;
+  var MAX_POINTS = 5000; // points kept in the page (the service keeps history_points)
+  var RATE_SPAN_MS = 5000; // events/s from the seq seen over the last few polls
+  var COLORS = {
+    logLoss: "#c0392b", brier: "#7d3c98", accuracy: "#1e8449", ece: "#2471a3",
+    swap: "#d35400", detection: "#566573", dropped: "#aab7b8",
+    bars: "rgba(36, 113, 163, 0.30)", barsStroke: "#2471a3", confidence: "#d35400", diagonal: "#555555"
+  };
+
+  var state = {
+    models: [], names: "", selected: null, auto: true, generation: 0,
+    points: [], drifts: [], driftKeys: {}, after: 0, seq: -1, samples: [], recent: null,
+    lossChart: null, reliabilityChart: null, timer: null, busy: false, again: false
+  };
+
+  function $(id) { return document.getElementById(id); }
+  function fmt(v, digits) { return v === null || v === undefined ? "\u2013" : Number(v).toFixed(digits); }
+  function fmtInt(v) { return v === null || v === undefined ? "\u2013" : Number(v).toLocaleString("en-US"); }
+  function setText(id, text) { var el = $(id); if (el.textContent !== text) { el.textContent = text; } }
+
+  function AuthError() { this.name = "AuthError"; }
+
+  function getJSON(path) {
+    return fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(function (r) {
+      if (r.status === 401 || r.status === 403) { throw new AuthError(); }
+      if (!r.ok) { throw new Error(path + ": HTTP " + r.status); }
+      return r.json();
+    });
+  }
+
+  // ---------------------------------------------------------------- charts
+  function chartWidth(el) { return Math.max(240, Math.floor(el.clientWidth)); }
+
+  function drawDrifts(u) {
+    var ctx = u.ctx, box = u.bbox, dpr = window.devicePixelRatio || 1;
+    var min = u.scales.x.min, max = u.scales.x.max;
+    if (min === undefined || max === undefined || min === null) { return; }
+    ctx.save();
+    ctx.font = Math.round(11 * dpr) + "px sans-serif";
+    ctx.textBaseline = "top";
+    state.drifts.forEach(function (d) {
+      if (d.seq < min || d.seq > max) { return; }
+      var x = Math.round(u.valToPos(d.seq, "x", true));
+      var color = COLORS[d.event] || COLORS.detection;
+      ctx.strokeStyle = color;
+      ctx.fillStyle = color;
+      ctx.lineWidth = (d.event === "swap" ? 2 : 1.5) * dpr;
+      ctx.setLineDash(d.event === "swap" ? [] : [5 * dpr, 4 * dpr]);
+      ctx.beginPath();
+      ctx.moveTo(x, box.top);
+      ctx.lineTo(x, box.top + box.height);
+      ctx.stroke();
+      var label = d.event === "swap" ? "swap " + fmtInt(d.seq) : d.event === "detection" ? "drift" : d.event;
+      ctx.fillText(label, x + 4 * dpr, box.top + (d.event === "swap" ? 16 : 3) * dpr);
+    });
+    ctx.restore();
+  }
+
+  function makeLossChart() {
+    var el = $("loss-chart");
+    var opts = {
+      width: chartWidth(el), height: 320,
+      scales: {
+        x: { time: false },
+        loss: { range: function (u, min, max) { return [0, max > 0 ? max * 1.08 : 1]; } },
+        prob: { range: [0, 1] }
+      },
+      axes: [
+        { label: "events (seq)", size: 44 },
+        { scale: "loss", label: "log loss (nats), Brier", size: 56 },
+        { scale: "prob", side: 1, label: "accuracy, ECE", grid: { show: false }, size: 56 }
+      ],
+      series: [
+        { label: "seq" },
+        { label: "log loss", scale: "loss", stroke: COLORS.logLoss, width: 2.5, points: { show: false },
+          value: function (u, v) { return fmt(v, 4); } },
+        { label: "Brier", scale: "loss", stroke: COLORS.brier, width: 1.5, points: { show: false },
+          value: function (u, v) { return fmt(v, 4); } },
+        { label: "accuracy", scale: "prob", stroke: COLORS.accuracy, width: 1.5, points: { show: false },
+          value: function (u, v) { return fmt(v, 3); } },
+        { label: "ECE", scale: "prob", stroke: COLORS.ece, width: 1.5, dash: [6, 4], points: { show: false },
+          value: function (u, v) { return fmt(v, 3); } }
+      ],
+      hooks: { draw: [drawDrifts] }
+    };
+    return new uPlot(opts, [[], [], [], [], []], el);
+  }
+
+  function drawReliabilityExtras(u) {
+    var ctx = u.ctx, box = u.bbox, dpr = window.devicePixelRatio || 1;
+    ctx.save();
+    ctx.strokeStyle = COLORS.diagonal;
+    ctx.lineWidth = 1 * dpr;
+    ctx.setLineDash([6 * dpr, 5 * dpr]);
+    ctx.beginPath();
+    ctx.moveTo(u.valToPos(0, "x", true), u.valToPos(0, "y", true));
+    ctx.lineTo(u.valToPos(1, "x", true), u.valToPos(1, "y", true));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    var recent = state.recent;
+    if (recent) {
+      ctx.fillStyle = "#1b2631";
+      ctx.font = Math.round(11 * dpr) + "px sans-serif";
+      ctx.textAlign = "center";
+      ctx.textBaseline = "bottom";
+      recent.reliability.forEach(function (b) {
+        if (!b.count) { return; }
+        var x = u.valToPos((b.lower + b.upper) / 2, "x", true);
+        var top = Math.max(b.accuracy, b.mean_confidence);
+        var y = Math.max(u.valToPos(top, "y", true) - 6 * dpr, box.top + 12 * dpr);
+        ctx.fillText(fmtInt(b.count), x, y);
+      });
+    }
+    ctx.restore();
+  }
+
+  function makeReliabilityChart() {
+    var el = $("reliability-chart");
+    var opts = {
+      width: Math.min(chartWidth(el), 560), height: 320,
+      scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
+      axes: [
+        { label: "confidence of the top class", size: 44 },
+        { label: "observed accuracy", size: 56 }
+      ],
+      series: [
+        { label: "bin" },
+        { label: "accuracy", stroke: COLORS.barsStroke, fill: COLORS.bars, width: 1,
+          paths: uPlot.paths.bars({ size: [0.92, Infinity] }), points: { show: false },
+          value: function (u, v) { return fmt(v, 3); } },
+        { label: "mean confidence", stroke: COLORS.confidence, width: 0, paths: function () { return null; },
+          points: { show: true, size: 9, fill: COLORS.confidence }, value: function (u, v) { return fmt(v, 3); } }
+      ],
+      legend: { show: true },
+      hooks: { draw: [drawReliabilityExtras] }
+    };
+    return new uPlot(opts, [[], [], []], el);
+  }
+
+  function resize() {
+    if (state.lossChart) { state.lossChart.setSize({ width: chartWidth($("loss-chart")), height: 320 }); }
+    if (state.reliabilityChart) {
+      state.reliabilityChart.setSize({ width: Math.min(chartWidth($("reliability-chart")), 560), height: 320 });
+    }
+  }
+
+  // ---------------------------------------------------------------- data
+  function resetModel() {
+    state.points = [];
+    state.drifts = [];
+    state.driftKeys = {};
+    state.after = 0;
+    state.seq = -1;
+    state.samples = [];
+    state.recent = null;
+    state.generation += 1;
+  }
+
+  function busiest(models) {
+    var best = null;
+    models.forEach(function (m) { if (best === null || m.seq > best.seq) { best = m; } });
+    return best ? best.name : null;
+  }
+
+  function readHash() {
+    var match = /(?:^#|&)model=([^&]+)/.exec(window.location.hash);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+
+  function select(name, byUser) {
+    if (byUser) {
+      state.auto = false;
+      window.history.replaceState(null, "", "#model=" + encodeURIComponent(name));
+    }
+    if (name !== state.selected) {
+      state.selected = name;
+      resetModel();
+    }
+  }
+
+  function updatePicker(models) {
+    state.models = models;
+    var names = models.map(function (m) { return m.name; }).join("\n");
+    var picker = $("model");
+    if (names !== state.names) {
+      state.names = names;
+      while (picker.firstChild) { picker.removeChild(picker.firstChild); }
+      models.forEach(function (m) {
+        var option = document.createElement("option");
+        option.value = m.name;
+        option.textContent = m.name;
+        picker.appendChild(option);
+      });
+    }
+    if (state.auto || !models.some(function (m) { return m.name === state.selected; })) {
+      var wanted = state.auto ? busiest(models) : null;
+      if (wanted === null && models.length) { wanted = models[0].name; }
+      if (wanted !== null) { select(wanted, false); }
+    }
+    if (state.selected !== null && picker.value !== state.selected) { picker.value = state.selected; }
+  }
+
+  function addHistory(history) {
+    history.points.forEach(function (p) {
+      if (p.seq > state.after) { state.points.push(p); state.after = p.seq; }
+    });
+    if (state.points.length > MAX_POINTS) { state.points.splice(0, state.points.length - MAX_POINTS); }
+    history.drifts.forEach(function (d) {
+      var key = d.seq + ":" + d.event;
+      if (!state.driftKeys[key]) { state.driftKeys[key] = true; state.drifts.push(d); }
+    });
+  }
+
+  function eventRate(seq) {
+    var now = performance.now();
+    state.samples.push({ t: now, seq: seq });
+    while (state.samples.length > 2 && now - state.samples[1].t > RATE_SPAN_MS) { state.samples.shift(); }
+    var first = state.samples[0];
+    if (now - first.t >= 900) { return (seq - first.seq) / ((now - first.t) / 1000); }
+    var last = state.points.length ? state.points[state.points.length - 1] : null;
+    return last ? last.events_per_s : null;
+  }
+
+  // ---------------------------------------------------------------- rendering
+  function renderSummary(model, metrics) {
+    var s = model.summary || {};
+    var drift = s.drift || {};
+    setText("model-name", model.name);
+    setText("seq", fmtInt(model.seq));
+    var rate = eventRate(model.seq);
+    setText("rate", rate === null ? "\u2013" : fmtInt(Math.round(rate)));
+    setText("nodes", fmtInt(s.n_nodes));
+    setText("leaves", fmtInt(s.n_leaves));
+    setText("depth", fmtInt(s.depth));
+    setText("classes", (s.classes || []).length ? s.classes.length + ": " + s.classes.join(", ") : "none yet");
+    var driftText = fmtInt(drift.n_detections || 0) + " / " + fmtInt(drift.n_swaps || 0);
+    if (drift.background) { driftText += " (comparing a background tree)"; }
+    setText("drift", driftText);
+    var r = metrics.recent;
+    setText("window-size", "(last " + fmtInt(r.n) + " of up to " + fmtInt(r.window) + " scored events)");
+    setText("w-log-loss", fmt(r.log_loss, 4));
+    setText("w-brier", fmt(r.brier, 4));
+    setText("w-accuracy", fmt(r.accuracy, 3));
+    setText("w-ece", fmt(r.ece, 3));
+  }
+
+  function renderLoss() {
+    var pts = state.points;
+    var data = [
+      pts.map(function (p) { return p.seq; }),
+      pts.map(function (p) { return p.log_loss; }),
+      pts.map(function (p) { return p.brier; }),
+      pts.map(function (p) { return p.accuracy; }),
+      pts.map(function (p) { return p.ece; })
+    ];
+    state.lossChart.setData(data);
+    var el = $("loss-chart");
+    el.dataset.points = String(pts.length);
+    el.dataset.drifts = String(state.drifts.length);
+    el.dataset.lastSeq = String(state.after);
+  }
+
+  function renderReliability(recent) {
+    state.recent = recent;
+    var bins = recent.reliability;
+    state.reliabilityChart.setData([
+      bins.map(function (b) { return (b.lower + b.upper) / 2; }),
+      bins.map(function (b) { return b.accuracy; }),
+      bins.map(function (b) { return b.mean_confidence; })
+    ]);
+    $("reliability-chart").dataset.n = String(recent.n);
+    var body = document.querySelector("#bins tbody");
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    bins.forEach(function (b) {
+      var row = document.createElement("tr");
+      [fmt(b.lower, 1) + "\u2013" + fmt(b.upper, 1), fmtInt(b.count), fmt(b.mean_confidence, 3), fmt(b.accuracy, 3)]
+        .forEach(function (text) {
+          var cell = document.createElement("td");
+          cell.textContent = text;
+          row.appendChild(cell);
+        });
+      body.appendChild(row);
+    });
+  }
+
+  function status(text, kind) {
+    var el = $("status");
+    setText("status", text);
+    el.className = kind || "";
+  }
+
+  // ---------------------------------------------------------------- polling
+  function tick() {
+    state.timer = null;
+    state.busy = true;
+    getJSON("/models").then(function (list) {
+      updatePicker(list.models);
+      var name = state.selected;
+      var model = list.models.filter(function (m) { return m.name === name; })[0];
+      if (!model) { status("No model yet.", "idle"); return null; }
+      if (model.seq < state.seq) { resetModel(); } // deleted and created again
+      var generation = state.generation;
+      var base = "/models/" + encodeURIComponent(name);
+      return Promise.all([getJSON(base + "/metrics"), getJSON(base + "/metrics/history?after=" + state.after)])
+        .then(function (results) {
+          if (generation !== state.generation || name !== state.selected) { return; } // switched meanwhile
+          state.seq = model.seq;
+          addHistory(results[1]);
+          renderSummary(model, results[0]);
+          renderLoss();
+          renderReliability(results[0].recent);
+          status("Live: updated " + new Date().toLocaleTimeString("en-GB") + ", every " + POLL_MS / 1000 + " s", "live");
+        });
+    }).catch(function (err) {
+      if (err instanceof AuthError) {
+        status("This service needs an API key for reads: reload the page to sign in.", "error");
+      } else {
+        status("The service does not answer; retrying.", "error");
+      }
+    }).then(function () {
+      state.busy = false;
+      state.timer = window.setTimeout(tick, state.again ? 0 : POLL_MS);
+      state.again = false;
+    });
+  }
+
+  // show a change of model at once instead of at the next poll
+  function refresh() {
+    if (state.busy) { state.again = true; return; }
+    if (state.timer !== null) { window.clearTimeout(state.timer); }
+    tick();
+  }
+
+  function start() {
+    var wanted = readHash();
+    if (wanted !== null) { state.auto = false; state.selected = wanted; }
+    state.lossChart = makeLossChart();
+    state.reliabilityChart = makeReliabilityChart();
+    $("model").addEventListener("change", function (e) { select(e.target.value, true); refresh(); });
+    window.addEventListener("resize", resize);
+    tick();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+}());

@@ -1,0 +1,194 @@
+"""A model's prequential metrics over time: a bounded list of points, and its drift events.
+
+Every ``every`` events (and, on a slow stream, at the first event ``seconds`` after the last
+point) the history takes a *point*: the sequence number, the events' arrival time, the
+windowed metrics of :class:`~app.prequential.Prequential` (log loss, Brier, accuracy,
+expected calibration error and the reliability bins of the recent window) and the event
+rate. Beside the points it keeps the model's drift events (detections, swaps, dropped
+background trees) with the sequence number at which each happened.
+
+Both lists are bounded (``max_points`` each, oldest dropped first). The state is plain data
+stored with each snapshot, and a point depends only on the scored events and their logged
+arrival times, so replaying the log after a restart rebuilds exactly the same history.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+__all__ = ["MIN_RATE_SPAN", "History", "Point"]
+
+#: Shortest time span (seconds) an event rate is measured over; a shorter one is noise.
+MIN_RATE_SPAN = 1.0
+
+
+class Point(NamedTuple):
+    """One sample of the windowed metrics (``None`` where undefined, e.g. no scored event)."""
+
+    seq: int
+    time: float | None
+    events_per_s: float | None
+    n: int
+    log_loss: float | None
+    brier: float | None
+    accuracy: float | None
+    ece: float | None
+    counts: tuple[int, ...]
+    mean_confidence: tuple[float | None, ...]
+    bin_accuracy: tuple[float | None, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """The point as the API returns it; its bins in the ``/metrics`` reliability format."""
+        bins = len(self.counts)
+        reliability = [
+            {"lower": b / bins, "upper": (b + 1) / bins, "count": c, "mean_confidence": conf, "accuracy": acc}
+            for b, (c, conf, acc) in enumerate(zip(self.counts, self.mean_confidence, self.bin_accuracy,
+                                                   strict=True))
+        ]
+        return {"seq": self.seq, "time": self.time, "events_per_s": self.events_per_s, "n": self.n,
+                "log_loss": self.log_loss, "brier": self.brier, "accuracy": self.accuracy, "ece": self.ece,
+                "reliability": reliability}
+
+    @classmethod
+    def from_window(cls, seq: int, time: float | None, rate: float | None, window: Mapping[str, Any]) -> Point:
+        """A point from a window summary (:meth:`app.prequential.Prequential.recent_summary`)."""
+        bins = window["reliability"]
+        return cls(seq, time, rate, int(window["n"]), window["log_loss"], window["brier"], window["accuracy"],
+                   window["ece"], tuple(int(b["count"]) for b in bins),
+                   tuple(b["mean_confidence"] for b in bins), tuple(b["accuracy"] for b in bins))
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+class History:
+    """A bounded history of a model's windowed prequential metrics and of its drift events.
+
+    Parameters
+    ----------
+    every
+        Take a point every ``every`` events.
+    seconds
+        Also take a point at the first event at least ``seconds`` after the previous point
+        (so a slow stream still gets points); events without a time never trigger this.
+    max_points
+        Most points kept, and most drift events kept; the oldest go first.
+
+    Notes
+    -----
+    ``events_per_s`` at a point with time :math:`t` and sequence number :math:`s` is
+    :math:`(s - s_r) / (t - t_r)`, where :math:`(s_r, t_r)` is the newest earlier point at
+    least :data:`MIN_RATE_SPAN` seconds older (or the first timed event). The events of one
+    request share their arrival time, so a shorter span would mostly measure batching.
+    """
+
+    def __init__(self, every: int = 100, seconds: float = 30.0, max_points: int = 1000) -> None:
+        for name, value, ok in (("every", every, every >= 1), ("seconds", seconds, seconds > 0),
+                                ("max_points", max_points, max_points >= 1)):
+            if not ok:
+                raise ValueError(f"History: {name} must be {'> 0' if name == 'seconds' else '>= 1'}, got {value!r}")
+        self.every = every
+        self.seconds = seconds
+        self.max_points = max_points
+        self.seq = 0  # events observed; the model's sequence number
+        self.points: deque[Point] = deque(maxlen=max_points)
+        self.drifts: deque[tuple[int, str]] = deque(maxlen=max_points)
+        self.drift_total = 0  # drift events the model had reported at the last merge
+        self.origin: tuple[int, float] | None = None  # (events before the first timed one, its time)
+
+    def observe(self, t: float | None, window: Callable[[], Mapping[str, Any]]) -> None:
+        """Count one event (scored or not) that arrived at time ``t``; take a point if one is due.
+
+        Parameters
+        ----------
+        t
+            The event's arrival time (Unix seconds, as logged), or ``None`` if unknown.
+        window
+            Returns the current window summary; called only when a point is taken.
+        """
+        self.seq += 1
+        if t is not None and self.origin is None:
+            self.origin = (self.seq - 1, t)
+        due = self.seq % self.every == 0
+        if not due and t is not None:
+            last = self._last_time()
+            due = last is not None and t - last >= self.seconds
+        if due:
+            self.points.append(Point.from_window(self.seq, t, self._rate(t), window()))
+
+    def _last_time(self) -> float | None:
+        if self.points and self.points[-1].time is not None:
+            return self.points[-1].time
+        return self.origin[1] if self.origin is not None else None
+
+    def _rate(self, t: float | None) -> float | None:
+        if t is None:
+            return None
+        for p in reversed(self.points):
+            if p.time is not None and t - p.time >= MIN_RATE_SPAN:
+                return (self.seq - p.seq) / (t - p.time)
+        if self.origin is not None and t - self.origin[1] >= MIN_RATE_SPAN:
+            return (self.seq - self.origin[0]) / (t - self.origin[1])
+        return None
+
+    def merge_drifts(self, model: Any) -> None:
+        """Record the drift events ``model`` reported since the last merge (if it reports any).
+
+        Parameters
+        ----------
+        model
+            The model; its ``drift_summary()`` (``ProbabilityTree``'s) holds counters of
+            detections, swaps and dropped background trees, and its most recent events
+            ``{"event", "at"}``, ``at`` being the example number (the sequence number).
+
+        Notes
+        -----
+        The library lists its last 20 events, so merging after every request (and every
+        replayed event) misses none unless one request holds more than 20 drift events.
+        """
+        summary = getattr(model, "drift_summary", None)
+        if summary is not None:
+            self.merge_drift_summary(summary())
+
+    def merge_drift_summary(self, drift: Mapping[str, Any]) -> None:
+        """:meth:`merge_drifts` from the drift summary itself."""
+        total = int(drift.get("n_detections", 0)) + int(drift.get("n_swaps", 0)) + int(drift.get("n_dropped", 0))
+        new = total - self.drift_total
+        if new > 0:
+            for event in list(drift.get("events", ()))[-new:]:
+                self.drifts.append((int(event["at"]), str(event["event"])))
+        self.drift_total = total
+
+    def report(self, after: int = 0) -> dict[str, Any]:
+        """``{"points": [...], "drifts": [{"seq", "event"}]}``, each with ``seq > after``."""
+        return {
+            "points": [p.as_json() for p in self.points if p.seq > after],
+            "drifts": [{"seq": seq, "event": kind} for seq, kind in self.drifts if seq > after],
+        }
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to resume, as JSON-able data."""
+        return {
+            "every": self.every, "seconds": self.seconds, "max_points": self.max_points, "seq": self.seq,
+            "points": [[*p[:8], list(p.counts), list(p.mean_confidence), list(p.bin_accuracy)] for p in self.points],
+            "drifts": [list(d) for d in self.drifts], "drift_total": self.drift_total,
+            "origin": None if self.origin is None else list(self.origin),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> History:
+        """Rebuild from :meth:`state` output."""
+        h = cls(int(state["every"]), float(state["seconds"]), int(state["max_points"]))
+        h.seq = int(state["seq"])
+        for p in state["points"]:
+            h.points.append(Point(int(p[0]), _opt_float(p[1]), _opt_float(p[2]), int(p[3]), _opt_float(p[4]),
+                                  _opt_float(p[5]), _opt_float(p[6]), _opt_float(p[7]), tuple(int(c) for c in p[8]),
+                                  tuple(_opt_float(v) for v in p[9]), tuple(_opt_float(v) for v in p[10])))
+        h.drifts.extend((int(seq), str(kind)) for seq, kind in state["drifts"])
+        h.drift_total = int(state["drift_total"])
+        origin = state["origin"]
+        h.origin = None if origin is None else (int(origin[0]), float(origin[1]))
+        return h

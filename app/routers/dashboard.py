@@ -1,0 +1,96 @@
+"""``/dashboard``: the calibration dashboard, one page served with every asset it loads.
+
+The page (``app/dashboard/static/index.html`` and ``dashboard.js``) polls the JSON API for
+the models, their prequential metrics and their metrics history; its content security
+policy lets it load and fetch from this service only. When reads need an API key
+(``protect_reads``), the page, its assets and its data need one too: a browser signs in
+once with the form at ``/dashboard`` and then carries a read-only cookie
+(:mod:`app.dashboard.session`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+from collections.abc import Mapping
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from app.dashboard.assets import asset, page
+from app.dashboard.session import cookie_header
+from app.deps import check_access
+from app.errors import INVALID_KEY
+from app.settings import Settings
+from app.validation import field_error
+
+__all__ = ["ASSET_NOT_FOUND", "SECURITY_HEADERS", "router"]
+
+ASSET_NOT_FOUND = "Asset not found."
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+#: Sent with every dashboard response: nothing may be loaded from, or sent to, another origin.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
+
+
+def _login_page(status: int, message: str, extra: Mapping[str, str] | None = None) -> HTMLResponse:
+    body = page("login.html").replace("<!--message-->", html.escape(message))
+    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS | dict(extra or {}))
+
+
+@router.get("", response_class=HTMLResponse)
+async def dashboard(request: Request) -> Response:
+    """The dashboard page; the sign-in form instead when reads need a key and none was given."""
+    try:
+        check_access(request, write=False)
+    except HTTPException as exc:
+        return _login_page(exc.status_code, str(exc.detail), exc.headers)
+    return HTMLResponse(page("index.html"), headers=SECURITY_HEADERS)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """Trade an API key (form field ``token``) for the read-only session cookie, then go to the page.
+
+    Without a form body naming ``token`` the answer is 422 naming it; with an unknown key,
+    403 and the form again.
+    """
+    settings: Settings = request.app.state.settings
+    content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if content_type != FORM_TYPE:
+        raise field_error(("body",), f"Expected a form ({FORM_TYPE})", "content_type")
+    try:
+        fields = parse_qs((await request.body()).decode(), max_num_fields=10)
+    except (UnicodeDecodeError, ValueError):
+        raise field_error(("body",), "Expected a form body", "form") from None
+    token = (fields.get("token") or [""])[0].strip()
+    if not token:
+        raise field_error(("body", "token"), "Field required", "missing")
+    if not settings.api_keys:  # no keys: nothing to sign in to
+        return RedirectResponse("/dashboard", status_code=303)
+    key = next((k for k in settings.api_keys if hmac.compare_digest(token.encode(), k.encode())), None)
+    if key is None:
+        return _login_page(403, INVALID_KEY)
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.headers["Set-Cookie"] = cookie_header(key, secure=request.url.scheme == "https")
+    return response
+
+
+@router.get("/assets/{name:path}")
+async def dashboard_asset(name: str, request: Request) -> Response:
+    """One of the page's files (listed in :data:`app.dashboard.assets.ASSETS`)."""
+    check_access(request, write=False)
+    found = asset(name)
+    if found is None:
+        raise HTTPException(status_code=404, detail=ASSET_NOT_FOUND)
+    content, media_type = found
+    return Response(content, media_type=media_type, headers=SECURITY_HEADERS)

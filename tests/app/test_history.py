@@ -1,0 +1,193 @@
+"""The metrics history: when points are taken, their values, bounds, rates, drift events,
+and that it survives a snapshot + restart and a replay of the log unchanged."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+import pytest
+
+from app.history import History
+from app.hosting import ModelHost
+from app.prequential import Prequential
+from app.storage import DB_NAME
+from tests.app.conftest import learn_all, make_stream
+
+
+def proba(i: int) -> dict[str, float]:
+    p = 0.05 + 0.09 * (i % 11)
+    return {"a": p, "b": 1.0 - p}
+
+
+def fed(n: int, every: int = 10, max_points: int = 1000, times: list[float] | None = None) -> Prequential:
+    preq = Prequential(window=20, bins=4, history=History(every=every, seconds=1e9, max_points=max_points))
+    for i in range(n):
+        preq.update(proba(i) if i else {}, "a" if i % 3 else "b", None if times is None else times[i])
+    return preq
+
+
+def test_a_point_every_n_events_holds_the_window_metrics_at_that_event() -> None:
+    preq = Prequential(window=20, bins=4, history=History(every=10))
+    expected = {}
+    for i in range(35):
+        preq.update(proba(i) if i else {}, "a" if i % 3 else "b")
+        if (i + 1) % 10 == 0:
+            expected[i + 1] = preq.recent_summary()
+    points = preq.history.report()["points"]
+    assert [p["seq"] for p in points] == [10, 20, 30]
+    for p in points:
+        window = expected[p["seq"]]
+        assert {k: p[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")} == {
+            k: window[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")}
+        assert p["time"] is None and p["events_per_s"] is None  # no clock given
+    assert points[0]["n"] == 9  # the first event came before any label: not scored
+
+
+def test_slow_streams_get_a_point_per_time_interval() -> None:
+    history = History(every=1000, seconds=30.0)
+    window = {"n": 0, "log_loss": None, "brier": None, "accuracy": None, "ece": None, "reliability": []}
+    for i, t in enumerate([100.0, 110.0, 129.9, 130.0, 140.0, 165.0, 200.0]):
+        history.observe(t, lambda: window)
+        assert history.seq == i + 1
+    points = history.report()["points"]
+    # 30 s after the first event, then 30 s after each point
+    assert [(p["seq"], p["time"]) for p in points] == [(4, 130.0), (6, 165.0), (7, 200.0)]
+    # from the first event's time, then from the previous point
+    assert [p["events_per_s"] for p in points] == pytest.approx([4 / 30.0, 2 / 35.0, 1 / 35.0])
+
+
+def test_event_rate_spans_at_least_a_second() -> None:
+    # batches of 50 events sharing their arrival time, every 0.25 s: 200 events/s
+    times = [1000.0 + 0.25 * (i // 50) for i in range(600)]
+    points = fed(600, every=50, times=times).history.report()["points"]
+    rates = [p["events_per_s"] for p in points]
+    assert rates[:4] == [None] * 4  # less than a second of stream
+    # measured from the newest point at least 1 s older: exactly the batches' pace
+    assert rates[4:] == pytest.approx([200.0] * 8)
+
+
+def test_points_and_drifts_are_bounded_oldest_first() -> None:
+    preq = fed(1000, every=10, max_points=7)
+    points = preq.history.report()["points"]
+    assert [p["seq"] for p in points] == [940, 950, 960, 970, 980, 990, 1000]
+    history = History(max_points=3)
+    events: list[dict[str, Any]] = []
+    for k in range(5):
+        events.append({"event": "detection", "at": 100 * k + 1})
+        history.merge_drift_summary({"n_detections": k + 1, "n_swaps": 0, "n_dropped": 0, "events": events[-20:]})
+    assert history.report()["drifts"] == [{"seq": s, "event": "detection"} for s in (201, 301, 401)]
+
+
+def test_drift_events_are_merged_once_each_in_order() -> None:
+    history = History()
+    events = [{"event": "detection", "at": 120}, {"event": "swap", "at": 130}]
+    history.merge_drift_summary({"n_detections": 1, "n_swaps": 0, "n_dropped": 0, "events": events[:1]})
+    history.merge_drift_summary({"n_detections": 1, "n_swaps": 0, "n_dropped": 0, "events": events[:1]})
+    history.merge_drift_summary({"n_detections": 1, "n_swaps": 1, "n_dropped": 0, "events": events})
+    events.append({"event": "dropped", "at": 2130})
+    history.merge_drift_summary({"n_detections": 1, "n_swaps": 1, "n_dropped": 1, "events": events})
+    assert history.report()["drifts"] == [{"seq": 120, "event": "detection"}, {"seq": 130, "event": "swap"},
+                                          {"seq": 2130, "event": "dropped"}]
+    assert history.report(after=125)["drifts"] == [{"seq": 130, "event": "swap"},
+                                                   {"seq": 2130, "event": "dropped"}]
+    history.merge_drifts(object())  # a model without drift reporting changes nothing
+    assert len(history.report()["drifts"]) == 3
+
+
+def test_report_after_a_seq() -> None:
+    history = fed(100).history
+    assert [p["seq"] for p in history.report(after=70)["points"]] == [80, 90, 100]
+    assert history.report(after=100) == {"points": [], "drifts": []}
+
+
+def test_state_round_trip_through_json_continues_identically() -> None:
+    times = [50.0 + 0.01 * i for i in range(400)]
+    a = fed(300, times=times)
+    a.history.merge_drift_summary({"n_detections": 1, "n_swaps": 0, "n_dropped": 0,
+                                   "events": [{"event": "detection", "at": 250}]})
+    b = Prequential.from_state(orjson.loads(orjson.dumps(a.state())))
+    for p in (a, b):
+        for i in range(300, 400):
+            p.update(proba(i), "a", times[i])
+    assert a.history.report() == b.history.report()
+    assert a.state() == b.state()
+
+
+def test_a_snapshot_from_before_the_history_starts_one_at_its_seq() -> None:
+    state = fed(25).state()
+    del state["history"]
+    p = Prequential.from_state(state)
+    for i in range(25, 130):
+        p.update(proba(i), "a")
+    assert p.history.seq == 130
+    assert [pt["seq"] for pt in p.history.report()["points"]] == [100]  # the default: every 100 events
+
+
+@pytest.mark.parametrize("bad", [{"every": 0}, {"max_points": 0}, {"seconds": 0.0}, {"seconds": float("nan")}])
+def test_bad_parameters_are_refused_by_name(bad: dict[str, Any]) -> None:
+    (name,) = bad
+    with pytest.raises(ValueError, match=f"History: {name} must be"):
+        History(**bad)
+
+
+# -- through the service --------------------------------------------------------------------
+
+def drifting(n: int = 3000, at: int = 1500) -> list[tuple[dict[str, Any], str]]:
+    """The test stream with its labels swapped from event ``at`` on (an abrupt drift)."""
+    swapped = {"low": "high", "high": "low", "mid": "mid"}
+    events = make_stream(n, seed=1)
+    return events[:at] + [(x, swapped[y]) for x, y in events[at:]]
+
+
+def test_the_service_records_points_and_the_models_drifts(running) -> None:  # type: ignore[no-untyped-def]
+    with running(history_every=100, metrics_window=200) as client:
+        learn_all(client, drifting(), batch=250)
+        history = client.get("/models/default/metrics/history").json()
+        drift = client.get("/models/default").json()["summary"]["drift"]
+    assert [p["seq"] for p in history["points"]] == list(range(100, 3001, 100))
+    assert all(p["time"] is not None for p in history["points"])
+    assert [{"seq": e["at"], "event": e["event"]} for e in drift["events"]] == history["drifts"]
+    assert any(d["event"] == "swap" and d["seq"] > 1500 for d in history["drifts"])
+    loss = {p["seq"]: p["log_loss"] for p in history["points"]}
+    assert loss[1600] > 2 * loss[1500]  # the jump at the drift
+    assert loss[3000] < loss[1600]  # and the recovery
+
+
+def test_the_service_bounds_the_history(running) -> None:  # type: ignore[no-untyped-def]
+    with running(history_every=10, history_points=5) as client:
+        learn_all(client, make_stream(300), batch=100)
+        points = client.get("/models/default/metrics/history").json()["points"]
+    assert [p["seq"] for p in points] == [260, 270, 280, 290, 300]
+
+
+def test_history_survives_restart_and_is_identical_after_replay(running, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    original_close = ModelHost.close
+
+    async def close_without_snapshot(self: ModelHost, snapshot: bool) -> None:
+        await original_close(self, snapshot=False)
+
+    settings = {"history_every": 50, "snapshot_every": 1000}
+    with running(**settings) as client:
+        learn_all(client, drifting(), batch=230)
+        live = client.get("/models/default/metrics/history").json()
+        monkeypatch.setattr(ModelHost, "close", close_without_snapshot)  # as if killed
+    assert live["drifts"] and len(live["points"]) == 60
+    monkeypatch.setattr(ModelHost, "close", original_close)
+    with sqlite3.connect(tmp_path / "data" / DB_NAME) as db:
+        assert [r[0] for r in db.execute("SELECT seq FROM snapshots ORDER BY seq")] == [1150, 2300]
+    # snapshot at 2,300 + replay of the events after it
+    with running(**settings) as client:
+        assert client.get("/models/default/metrics/history").json() == live
+    # the log alone, replayed from the first event
+    with sqlite3.connect(tmp_path / "data" / DB_NAME) as db:
+        db.execute("DELETE FROM snapshots")
+    with running(**settings) as client:
+        assert client.get("/models/default/metrics/history").json() == live
+        assert client.get("/models/default/metrics/history?after=2900").json() == {
+            "points": [p for p in live["points"] if p["seq"] > 2900],
+            "drifts": [d for d in live["drifts"] if d["seq"] > 2900]}
+    # after a graceful stop (snapshot at the last event) too
+    with running(**settings) as client:
+        assert client.get("/models/default/metrics/history").json() == live
