@@ -24,6 +24,9 @@ from streamtree.features import _INFINITE, NOMINAL, NUMERIC, EncodedRow, Feature
 __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 
 
+_KNOWN_FIRST = 4096  # batches of dicts up to this size first try the no-registration path
+
+
 def _as_batch(X: Any) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None]:
     """Row count and ``(name, values)`` per column for column-shaped inputs (``None`` for a
     list of dicts); raises :class:`InputError` for anything else."""
@@ -51,8 +54,14 @@ def encode_batch(
     nominal code matrix (-1 missing), and the first value of every new numeric column.
     Raises :class:`InputError` for a bad value, leaving ``registry`` untouched.
     """
-    reg = copy.deepcopy(registry)
     n, columns = _as_batch(X)
+    if columns is None:  # dicts whose features and values are all known: nothing to register
+        known = [registry.encode_known(x) for x in X] if n <= _KNOWN_FIRST else None
+        if known is not None and all(row is not None for row in known):
+            num = np.array([row[0] for row in known], dtype=np.float64).reshape(n, registry.n_numeric)  # type: ignore[index]
+            nom = np.array([row[1] for row in known], dtype=np.int64).reshape(n, registry.n_nominal)  # type: ignore[index]
+            return registry, num, nom, {}
+    reg = copy.deepcopy(registry)
     if columns is None:
         num, nom = _fill(reg, [reg.encode(x, learn=True) for x in X])
     else:
