@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+
+import streamtree
 
 from app.body_limit import BodyLimitMiddleware
 from app.errors import install_handlers
@@ -45,6 +49,9 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # compile (or load from the disk cache) every kernel before anything is served: the
+        # server answers /health only after this, so the first real event pays no compile
+        await asyncio.to_thread(streamtree.warm_up)
         registry = Registry(settings, telemetry, model_cls)
         app.state.registry = registry
         await registry.open()

@@ -2,7 +2,7 @@
 
 Pure functions of the slot arrays of :mod:`streamtree.state` (``num_stats``, ``num_range``,
 ``nom_stats``, ``slot_seen``, ``shift``). They compute exactly what
-the reference ``LeafStats`` (``tests/reference/observers.py``) and :mod:`streamtree.criteria` compute with numpy:
+the reference ``LeafStats`` (``tests/reference/observers.py``) and the reference ``tests/reference/criteria.py`` compute with numpy:
 
 - the statistics are added with the same arithmetic in the same order, so they are bit-identical;
 - every sum over classes is taken in numpy's order (its pairwise summation, :func:`_pairwise`),
@@ -246,7 +246,7 @@ def _merit(criterion, left, total, k, n, n_left, total_term, buf):  # type: igno
     """Merit of one candidate given ``n = sum total``, ``n_left = sum left`` and
     ``total_term = _total_term(...)``; ``buf`` is scratch of at least ``k * k + 2 * k``.
 
-    The operations and their order are those of :mod:`streamtree.criteria` (see :func:`merit`).
+    The operations and their order are those of the reference ``tests/reference/criteria.py`` (see :func:`merit`).
     """
     if criterion == INFO_GAIN:
         for i in range(k):
@@ -292,7 +292,7 @@ def _scratch_size(k):  # type: ignore[no-untyped-def]
 # -- criteria -----------------------------------------------------------------------------------
 @njit(cache=True)
 def merit(criterion, left, total, n_classes):  # type: ignore[no-untyped-def]
-    """Merit of one candidate split (larger is better), as :mod:`streamtree.criteria` computes it.
+    """Merit of one candidate split (larger is better), as the reference ``tests/reference/criteria.py`` computes it.
 
     Parameters
     ----------

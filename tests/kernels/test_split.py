@@ -1,4 +1,4 @@
-"""The split kernels against the numpy implementation (LeafStats and streamtree.criteria)."""
+"""The split kernels against the numpy implementation (LeafStats and tests.reference.criteria)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamtree import criteria
+from tests.reference import criteria
 from streamtree.kernels import split as ks
 from tests.reference.observers import LeafStats
 from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN, new_arrays

