@@ -38,7 +38,7 @@ from bench import drift_report
 from bench.drift_report import DRIFT_MODELS, NB, STATIC, STATIONARY_MODELS
 from bench.scoring import Score
 from bench.streams import STREAMS, N
-from streamtree import ProbabilityTree
+from streamtree import ProbabilityTree, warm_up
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -225,6 +225,7 @@ def main() -> None:
     if args.drift_plots is None:
         args.drift_plots = drift_suite
     ours = json.loads(args.ours)
+    warm_up()  # examples/s measure learning, not the first call's compile
     factories = model_factories(ours)
     models = args.models or (list(DRIFT_MODELS) if drift_suite else [m for m in factories if m != STATIC])
     rows: list[dict[str, Any]] = []

@@ -20,14 +20,18 @@ __version__ = "0.1.0"
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) every kernel a model uses, so the first real
     event does not pay for it: learns and predicts a few synthetic examples on throw-away
-    models of every smoothing, with drift detection and the naive-Bayes factor on."""
+    models of every smoothing, with drift detection and the naive-Bayes factor on, on a
+    concept that flips after 200 examples (so a change is detected and the kernel that
+    compares a background tree with the tree is compiled too)."""
+    rows: list[dict[Hashable, Any]] = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(300)]
+    labels = [(i % 7 < 3) == (i < 200) for i in range(300)]
     for smoothing in ("hgs", "mbranch", "mestimate", "laplace", "mle"):
         model = ProbabilityTree(smoothing=smoothing, naive_bayes=smoothing == "hgs", grace_period=5, refit_every=10)
-        rows: list[dict[Hashable, Any]] = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(40)]
-        labels = [i % 2 == 0 for i in range(40)]
         model.learn_many(rows[:20], labels[:20], return_proba=True)
         for x, label in zip(rows[20:], labels[20:]):
             model.predict_proba_one(x)
             model.learn_one(x, label)
         model.predict_proba(rows)
+        model.explain_one(rows[0])
+        model.summary()
         ProbabilityTree.from_bytes(model.to_bytes())

@@ -213,6 +213,18 @@ def test_max_nodes_stops_growth_cleanly() -> None:
     assert model.counts_[0].sum() == before + 1
 
 
+def test_pure_leaves_do_not_split_on_rounding_noise() -> None:
+    """A leaf that has seen one class has nothing to gain from a split (every merit is 0, or
+    +-1e-15 of rounding): the tree of a threshold concept stays small instead of splitting its
+    pure leaves without end."""
+    rng = random.Random(3)
+    model = ProbabilityTree(grace_period=50)
+    for _ in range(20_000):
+        x = {"a": rng.random(), "b": rng.random(), "c": rng.gauss(0.0, 1.0)}
+        model.learn_one(x, x["a"] > 0.5)
+    assert model.n_nodes <= 15
+
+
 def test_max_depth_is_respected() -> None:
     model = ProbabilityTree(grace_period=10, max_depth=2)
     for x, y in itertools.islice(synth.RandomRBF(seed_model=1, seed_sample=1, n_classes=4), 3000):
