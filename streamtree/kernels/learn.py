@@ -219,8 +219,10 @@ def _attempt_split(t, cfg_i, cfg_f, leaf, left, right) -> None:  # type: ignore[
 @njit(cache=True)
 def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
     """Every ``refit_every`` examples: the naive-Bayes parameters and ``gamma``, forgetting
-    (every count times ``0.5 ** (refit_every / half_life)``, so that all examples of one block
-    weigh the same), then a few warm-started HGS steps on the leave-one-out objective of the
+    (every count, and every growing leaf's split statistics, times
+    ``0.5 ** (refit_every / half_life)``, so that all examples of one block weigh the same: a
+    split chosen after a change sees the new concept, and the children's inherited counts
+    are the new concept's), then a few warm-started HGS steps on the leave-one-out objective of the
     honest counts (``counts - inherited``) or of all counts."""
     n = t.meta[M_NODES]
     k = t.meta[M_CLASSES]
@@ -238,6 +240,10 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
             for c in range(k):
                 t.counts[i, c] *= factor
                 t.inherited[i, c] *= factor
+            slot = t.node[i, SLOT]
+            if slot >= 0:  # a growing leaf's split statistics forget too (sums: mean and variance keep)
+                t.num_stats[slot] *= factor
+                t.nom_stats[slot] *= factor
     if cfg_i[C_SMOOTHER] == HGS and k > 0:
         fit = np.empty((n, k))
         internal = np.empty(n, dtype=np.bool_)
