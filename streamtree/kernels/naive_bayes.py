@@ -42,6 +42,7 @@ import math
 import numpy as np
 from numba import njit
 
+from streamtree.kernels.reductions import np_sum
 from streamtree.state import BUFFER, N_, Q_, S_
 
 __all__ = [
@@ -65,98 +66,9 @@ MIN_SAMPLES = 64  # gamma stays as it is until this many examples were scored
 NEWTON_STEPS = 5
 LOG_2PI = math.log(2.0 * math.pi)
 LOG_FLOOR = math.log(1e-15)  # nb_a's fill: a class unknown when a row was scored
-_BLOCK = 128  # numpy's PW_BLOCKSIZE
 
 
 # -- numpy's and Python's reductions, operation for operation -------------------------------
-@njit(cache=True)
-def _pairwise_block(a: np.ndarray, lo: int, n: int) -> float:
-    """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (one block of
-    ``npy_pairwise_sum``): sequential below 8 values, else eight interleaved accumulators."""
-    if n < 8:
-        res = 0.0
-        for i in range(lo, lo + n):
-            res += a[i]
-        return res
-    r0 = a[lo]
-    r1 = a[lo + 1]
-    r2 = a[lo + 2]
-    r3 = a[lo + 3]
-    r4 = a[lo + 4]
-    r5 = a[lo + 5]
-    r6 = a[lo + 6]
-    r7 = a[lo + 7]
-    i = 8
-    while i < n - n % 8:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
-
-
-@njit(cache=True)
-def _pairwise(a: np.ndarray, lo: int, n: int) -> float:
-    """numpy's pairwise sum of ``a[lo:lo + n]`` (``npy_pairwise_sum``): blocks of at most 128
-    values (:func:`_pairwise_block`); a longer range is the sum of its two halves, the first
-    half's length rounded down to a multiple of 8. numpy recurses; this walks the same tree
-    with an explicit stack (numba cannot cache recursive functions)."""
-    if n <= _BLOCK:
-        return _pairwise_block(a, lo, n)
-    depth = 2
-    m = n
-    while m > _BLOCK:
-        m = m // 2 + 8
-        depth += 1
-    frame_lo = np.empty(depth, dtype=np.int64)
-    frame_n = np.empty(depth, dtype=np.int64)
-    frame_stage = np.empty(depth, dtype=np.int64)  # 0: left next, 1: right next, 2: combine
-    values = np.empty(depth + 1)
-    frame_lo[0] = lo
-    frame_n[0] = n
-    frame_stage[0] = 0
-    sp = 1
-    vp = 0
-    while sp > 0:
-        top = sp - 1
-        flo = frame_lo[top]
-        fn = frame_n[top]
-        if fn <= _BLOCK:
-            values[vp] = _pairwise_block(a, flo, fn)
-            vp += 1
-            sp -= 1
-            continue
-        half = fn // 2
-        half -= half % 8
-        stage = frame_stage[top]
-        if stage == 2:
-            values[vp - 2] = values[vp - 2] + values[vp - 1]
-            vp -= 1
-            sp -= 1
-            continue
-        frame_stage[top] = stage + 1
-        frame_lo[sp] = flo if stage == 0 else flo + half
-        frame_n[sp] = half if stage == 0 else fn - half
-        frame_stage[sp] = 0
-        sp += 1
-    return values[0]
-
-
-@njit(cache=True)
-def _np_sum(a: np.ndarray, n: int) -> float:
-    """``a[:n].sum()`` as numpy computes it (the identity 0 plus the pairwise sum)."""
-    return 0.0 + _pairwise(a, 0, n)
-
-
 @njit(cache=True)
 def _np_maximum(x: float, y: float) -> float:
     """``np.maximum``: NaN wins."""
@@ -266,9 +178,9 @@ def nb_refresh(
             q[j] = nb_num[0, f, j, Q_]
             if not n[j] > 0.0:
                 all_seen = False
-        total_n = _np_sum(n, n_classes)
-        total_s = _np_sum(s, n_classes)
-        total_q = _np_sum(q, n_classes)
+        total_n = np_sum(n, 0, n_classes)
+        total_s = np_sum(s, 0, n_classes)
+        total_q = np_sum(q, 0, n_classes)
         pooled = 0.0
         if total_n > 1.0:
             pooled = (total_q - total_s * total_s / _np_maximum(total_n, 1.0)) / (total_n - 1.0)
@@ -541,17 +453,17 @@ def nb_fit(nb_a: np.ndarray, nb_b: np.ndarray, nb_y: np.ndarray, n_scored: int, 
             top = _np_max(z, kk)
             for j in range(kk):
                 z[j] = math.exp(z[j] - top)
-            norm = _np_sum(z, kk)
+            norm = np_sum(z, 0, kk)
             for j in range(kk):
                 z[j] = z[j] / norm  # q
                 t[j] = z[j] * nb_b[i, j]
-            mean_b = _np_sum(t, kk)
+            mean_b = np_sum(t, 0, kk)
             grads[i] = mean_b - nb_b[i, nb_y[i]]
             for j in range(kk):
                 t[j] = z[j] * nb_b[i, j] * nb_b[i, j]
-            hessians[i] = _np_sum(t, kk) - mean_b * mean_b
-        grad = _np_sum(grads, m)
-        hess = _np_sum(hessians, m)
+            hessians[i] = np_sum(t, 0, kk) - mean_b * mean_b
+        grad = np_sum(grads, 0, m)
+        hess = np_sum(hessians, 0, m)
         if hess <= 1e-12:
             break
         step = gamma - grad / hess

@@ -5,7 +5,7 @@ Pure functions of the slot arrays of :mod:`streamtree.state` (``num_stats``, ``n
 the reference ``LeafStats`` (``tests/reference/observers.py``) and the reference ``tests/reference/criteria.py`` compute with numpy:
 
 - the statistics are added with the same arithmetic in the same order, so they are bit-identical;
-- every sum over classes is taken in numpy's order (its pairwise summation, :func:`_pairwise`),
+- every sum over classes is taken in numpy's order (its pairwise summation, :func:`~streamtree.kernels.reductions.pairwise`),
   so the merits are bit-identical to the numpy reference's given the same class counts; only the
   normal CDF (libm ``erf``/``erfc`` here, cephes in scipy's ``ndtr``) may differ in the last
   bit, which moves a numeric candidate's merit by about ``1e-16``.
@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
+from streamtree.kernels.reductions import np_sum
 from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN
 
 __all__ = [
@@ -98,105 +99,6 @@ def update_stats(num_stats, num_range, nom_stats, slot_seen, shift, slot, k, num
 
 # -- helpers ------------------------------------------------------------------------------------
 @njit(cache=True)
-def _block(a, start, n):  # type: ignore[no-untyped-def]
-    """numpy's pairwise sum of ``a[start:start + n]`` for ``n <= 128`` (one block).
-
-    Below 8 terms a plain left-to-right sum; else eight interleaved partial sums combined as
-    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the remaining terms.
-    """
-    if n < 8:
-        res = -0.0
-        for i in range(start, start + n):
-            res += a[i]
-        return res
-    r0, r1, r2, r3 = a[start], a[start + 1], a[start + 2], a[start + 3]
-    r4, r5, r6, r7 = a[start + 4], a[start + 5], a[start + 6], a[start + 7]
-    i = 8
-    stop = n - n % 8
-    while i < stop:
-        j = start + i
-        r0 += a[j]
-        r1 += a[j + 1]
-        r2 += a[j + 2]
-        r3 += a[j + 3]
-        r4 += a[j + 4]
-        r5 += a[j + 5]
-        r6 += a[j + 6]
-        r7 += a[j + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[start + i]
-        i += 1
-    return res
-
-
-@njit(cache=True)
-def _half(n):  # type: ignore[no-untyped-def]
-    h = n // 2
-    return h - h % 8
-
-
-@njit(cache=True)
-def _pairwise(a, start, n):  # type: ignore[no-untyped-def]
-    """numpy's pairwise sum of ``a[start:start + n]`` (``pairwise_sum`` in its ``loops_utils``).
-
-    Blocks of at most 128 terms are summed by :func:`_block`; a longer run is the sum of its two
-    halves (the first a multiple of 8 terms long), each summed the same way. numpy recurses; this
-    walks the same tree with an explicit stack, because numba segfaults when it loads a cached
-    recursive function (numba issue #6061).
-    """
-    if n <= 128:
-        return _block(a, start, n)
-    f_start = np.empty(64, dtype=np.int64)  # frames: the run, and the stage of its sum
-    f_n = np.empty(64, dtype=np.int64)
-    f_stage = np.empty(64, dtype=np.int64)  # 0 new, 1 summing the first half, 2 the second
-    f_first = np.empty(64)  # the first half's sum
-    d = 0
-    f_start[0] = start
-    f_n[0] = n
-    f_stage[0] = 0
-    while True:
-        m = f_n[d]
-        if m > 128:  # descend into the first half
-            f_stage[d] = 1
-            f_start[d + 1] = f_start[d]
-            f_n[d + 1] = _half(m)
-            f_stage[d + 1] = 0
-            d += 1
-            continue
-        value = _block(a, f_start[d], m)
-        while True:  # hand the value up until a frame still has its second half to sum
-            d -= 1
-            if d < 0:
-                return value
-            if f_stage[d] == 1:
-                f_first[d] = value
-                f_stage[d] = 2
-                h = _half(f_n[d])
-                f_start[d + 1] = f_start[d] + h
-                f_n[d + 1] = f_n[d] - h
-                f_stage[d + 1] = 0
-                d += 1
-                break
-            value = f_first[d] + value
-
-
-@njit(cache=True)
-def _sum(a, start, n):  # type: ignore[no-untyped-def]
-    """``a[start:start + n].sum()`` exactly as numpy reduces a contiguous axis: ``0 + pairwise``.
-
-    Below 8 terms that is a left-to-right sum (written out here so that it stays a tight loop).
-    """
-    if n < 8:
-        res = 0.0
-        for i in range(start, start + n):
-            res += a[i]
-        return res
-    return 0.0 + _pairwise(a, start, n)
-
-
-@njit(cache=True)
 def _xlogx(x):  # type: ignore[no-untyped-def]
     return x * math.log2(max(x, _TINY))
 
@@ -221,11 +123,11 @@ def _ndtr(z):  # type: ignore[no-untyped-def]
 def _impurity(c, k, buf, at):  # type: ignore[no-untyped-def]
     """Gini impurity ``1 - sum_k p_k^2`` of counts ``c[:k]`` (``p = 0`` when empty); scratch
     ``buf[at:at + k]``."""
-    t = _sum(c, 0, k)
+    t = np_sum(c, 0, k)
     for i in range(k):
         p = c[i] / t if t > 0.0 else 0.0
         buf[at + i] = p * p
-    return 1.0 - _sum(buf, at, k)
+    return 1.0 - np_sum(buf, at, k)
 
 
 @njit(cache=True)
@@ -235,7 +137,7 @@ def _total_term(criterion, total, k, buf):  # type: ignore[no-untyped-def]
     if criterion == INFO_GAIN:
         for i in range(k):
             buf[i] = _xlogx(total[i])
-        return _sum(buf, 0, k)
+        return np_sum(buf, 0, k)
     if criterion == GINI:
         return _impurity(total, k, buf, 0)
     return 0.0
@@ -252,7 +154,7 @@ def _merit(criterion, left, total, k, n, n_left, total_term, buf):  # type: igno
         for i in range(k):
             buf[i] = _xlogx(left[i])
             buf[k + i] = _xlogx(max(total[i] - left[i], 0.0))
-        inner = _sum(buf, 0, k) + _sum(buf, k, k) - total_term
+        inner = np_sum(buf, 0, k) + np_sum(buf, k, k) - total_term
         gain = inner - _xlogx(n_left) - _xlogx(n - n_left) + _xlogx(n)
         return gain / n if n > 0.0 else 0.0
     if criterion == GINI:  # buf[:k] the right counts, buf[k:2k] scratch
@@ -280,7 +182,7 @@ def _merit(criterion, left, total, k, n, n_left, total_term, buf):  # type: igno
                 n_pairs += 1
             else:
                 buf[at + i * k + j] = 0.0
-    dist = _sum(buf, at, k * k)
+    dist = np_sum(buf, at, k * k)
     return dist / n_pairs if n_pairs > 0 else 0.0
 
 
@@ -323,8 +225,8 @@ def merit(criterion, left, total, n_classes):  # type: ignore[no-untyped-def]
     ``criteria.CRITERIA[name](left, total)``.
     """
     buf = np.empty(_scratch_size(n_classes))
-    n = _sum(total, 0, n_classes)
-    n_left = _sum(left, 0, n_classes)
+    n = np_sum(total, 0, n_classes)
+    n_left = np_sum(left, 0, n_classes)
     term = _total_term(criterion, total, n_classes, buf)
     return _merit(criterion, left, total, n_classes, n, n_left, term, buf)
 
@@ -484,7 +386,7 @@ def best_split(  # type: ignore[no-untyped-def]
             tot[c] = nk
             sd[c] = math.sqrt(max(var, 0.0))
             mu[c] = mean + shift[f]
-        n = _sum(tot, 0, k)
+        n = np_sum(tot, 0, k)
         term = _total_term(criterion, tot, k, work)
         span = hi - lo
         f_best = -inf
@@ -499,7 +401,7 @@ def best_split(  # type: ignore[no-untyped-def]
                     cand[c] = tot[c] * _ndtr((t - mu[c]) / s)
                 else:
                     cand[c] = tot[c] * (1.0 if t >= mu[c] else 0.0)
-            n_left = _sum(cand, 0, k)
+            n_left = np_sum(cand, 0, k)
             frac = n_left / n if n > 0.0 else 0.0
             if not (frac > mbf and 1.0 - frac > mbf):
                 continue
@@ -536,14 +438,14 @@ def best_split(  # type: ignore[no-untyped-def]
                 seen = True
         if not seen:
             continue
-        n = _sum(tot, 0, k)
+        n = np_sum(tot, 0, k)
         term = _total_term(criterion, tot, k, work)
         f_best = -inf
         f_val = 0
         for v in range(n_values):
             for c in range(k):
                 cand[c] = nom_stats[slot, col, v, c]
-            n_left = _sum(cand, 0, k)
+            n_left = np_sum(cand, 0, k)
             if not n_left > 0.0:  # a value never seen at this leaf
                 continue
             frac = n_left / n if n > 0.0 else 0.0

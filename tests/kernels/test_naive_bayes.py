@@ -202,13 +202,6 @@ def test_every_kernel_documents_its_formula(name: str) -> None:
     assert ".. math::" in (getattr(kernels, name).__doc__ or "")
 
 
-def test_numpy_pairwise_sum_is_reproduced() -> None:
-    rng = np.random.default_rng(3)
-    a = rng.normal(size=1100) * 10.0 ** rng.uniform(-4, 4, size=1100)
-    for n in [0, 1, 7, 8, 9, 15, 16, 17, 127, 128, 129, 255, 300, 512, 1100]:
-        assert kernels._np_sum(a, n) == a[:n].sum(), n
-
-
 # -- refresh --------------------------------------------------------------------------------
 @pytest.mark.parametrize(("classes", "seed"), [(1, 0), (2, 1), (3, 2), (5, 3), (9, 4), (12, 5)])
 @pytest.mark.parametrize("n", [0, 1, 2, 5, 40, 400])

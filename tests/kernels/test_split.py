@@ -199,14 +199,6 @@ def test_update_stats_row_shorter_than_capacity_and_signed_zeros() -> None:
 # -- criteria -------------------------------------------------------------------------------------
 
 
-def test_sum_is_numpys_pairwise_sum() -> None:
-    rng = np.random.default_rng(0)
-    for n in list(range(0, 40)) + [127, 128, 129, 136, 200, 255, 256, 257, 1000, 1031, 4099, 20000]:
-        a = rng.random(n) * 10.0 ** rng.uniform(-3, 3, n)
-        assert ks._sum(a, 0, n) == a.sum(), n
-        assert ks._sum(np.concatenate([[1e9, 2e9], a, [1e9]]), 2, n) == a.sum()  # only those n terms
-
-
 def _random_counts(rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
     total = rng.integers(0, 30, size=k).astype(float)
     total[rng.random(k) < 0.2] = 0.0
