@@ -53,6 +53,9 @@ _NO_PROBA = np.zeros((0, 0))  # likewise for the predictions, when they are not 
 
 
 def _check_label(y: Any) -> ClassLabel:
+    t = type(y)
+    if t is str or t is int or t is bool:  # the common case, without the ABC checks below
+        return y  # type: ignore[no-any-return]
     if isinstance(y, np.generic):
         y = y.item()
     if isinstance(y, (bool, str)):
