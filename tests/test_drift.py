@@ -160,6 +160,34 @@ def test_learn_many_equals_learn_one_across_detections_and_swaps() -> None:
 
 
 
+def noisier_stream(n: int = 8000, seed: int = 1) -> list[tuple[dict, object]]:
+    """One threshold concept whose label noise rises from 20% to 45% at example 3,000: the
+    error rises (a detection), but a new tree has nothing better to learn than the old one."""
+    rng = random.Random(seed)
+    out: list[tuple[dict, object]] = []
+    for i in range(n):
+        x = {"a": rng.random(), "b": rng.random()}
+        out.append((x, (x["a"] > 0.5) != (rng.random() < (0.2 if i < 3000 else 0.45))))
+    return out
+
+
+def test_a_background_tree_that_does_not_win_is_dropped_after_patience() -> None:
+    data = noisier_stream()
+    model = ProbabilityTree(drift_patience=20)
+    for x, y in data:
+        model.learn_one(x, y)
+        if model.drift_summary()["n_dropped"]:
+            break
+    summary = model.drift_summary()
+    detection, dropped = summary["events"][-2:]
+    assert (detection["event"], dropped["event"]) == ("detection", "dropped")
+    assert dropped["at"] - detection["at"] == 20  # compared on exactly drift_patience examples
+    assert summary["background"] is None and summary["n_swaps"] == 0
+    # the drop is part of the model: any batching gives it, and the same bits
+    many = learn_in_batches(ProbabilityTree(drift_patience=20), data[:dropped["at"]], [7, 300, 1, 64])
+    assert many.to_bytes() == model.to_bytes()
+
+
 def test_round_trip_with_a_live_background_tree_is_exact() -> None:
     data = flipping_stream()
     model = ProbabilityTree(drift_patience=100_000)
