@@ -7,7 +7,7 @@ The tree grows Hoeffding-style: a leaf tries to split every ``grace_period`` exa
 and splits when the best split's merit beats the runner-up's by more than the Hoeffding bound
 (or the bound falls below ``tau``). A change detector on the tree's error grows a background
 tree after a detected change and swaps it in once it predicts better
-(:mod:`streamtree.adaptation`); an opt-in naive-Bayes factor adds the features' evidence inside
+(the drift policy in :mod:`streamtree.kernels.learn`); an opt-in naive-Bayes factor adds the features' evidence inside
 a leaf (:mod:`streamtree.kernels.naive_bayes`).
 
 This class only orchestrates. The tree is plain data (:class:`~streamtree.state.TreeArrays`),
@@ -122,7 +122,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         of the error a *background tree* starts from nothing and learns every example beside
         the tree; both predict each example before learning it, and once the background tree's
         log likelihood on at least 10 shared examples beats the tree's by 2 nats, it replaces
-        the tree (:mod:`streamtree.adaptation`). A stationary stream's error does not rise, so
+        the tree (the drift policy in :mod:`streamtree.kernels.learn`). A stationary stream's error does not rise, so
         there it costs nothing (measured: the same models as with detection off). ``None``
         turns detection off.
     drift_patience

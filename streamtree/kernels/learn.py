@@ -13,13 +13,31 @@ path and its replay. For each row in order it does what one example does:
    its path, add it to the naive-Bayes statistics and to its leaf's split statistics, attempt
    a split when the leaf has seen ``grace_period`` examples since its last attempt, and refit
    the smoothing (and ``gamma``, and forget) every ``refit_every`` examples of that tree;
-4. feed the error to ADWIN and apply the drift policy (:mod:`streamtree.adaptation`).
+4. feed the error to ADWIN and apply the drift policy (below).
 
 It returns to Python (which orchestrates: growing arrays, making or swapping the background
 tree) only when it must: before a row that might need more nodes or slots than the arrays
 hold (``GROW``), after a detected change with no background tree (``START``), and after the
 background tree won (``ADOPT``: the caller swaps the tree by one assignment). Rows are never
 half-applied, so the same rows give the same bits whatever the batch boundaries.
+
+Drift policy (``drift_delta`` in :class:`~streamtree.tree.ProbabilityTree`):
+
+- ADWIN (:mod:`streamtree.kernels.adwin`) reads the tree's 0/1 error on each example, judged
+  before the update by the leaf's most counted class. A fall of the error is the tree
+  learning; a detected *rise* is a change.
+- On a change, a background tree (same configuration, no detector of its own) starts from
+  nothing and learns every later example beside the tree.
+- Both score each example before learning it; ``gap`` sums the tree's log loss minus the
+  background tree's, the log likelihood ratio of the two on the same examples. Once at least
+  ``MIN_COMPARE`` examples were compared and ``gap > MARGIN`` (the background tree is
+  ``e**MARGIN``, about 7.4, times likelier), it becomes the tree and the detector restarts;
+  after ``drift_patience`` examples without that, it is dropped.
+
+The small ``MIN_COMPARE`` matters: after an abrupt change the old tree is confidently wrong,
+and every example it keeps serving costs; measured on the abrupt-drift streams, waiting for
+10 compared examples instead of 100 cut log loss by 10-50% (STAGGER-drift 0.040 -> 0.020),
+and the margin keeps a young tree from winning on a lucky streak.
 """
 
 from __future__ import annotations
