@@ -43,7 +43,8 @@ def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([str(EXE), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"],
                             env=os.environ | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()})
-    deadline = time.monotonic() + 60
+    # /health answers once the kernels are warm: a cold compile takes 45-65 s on 2 busy cores
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         assert proc.poll() is None, "server exited during start"
         try:
