@@ -9,16 +9,17 @@ import pytest
 
 from app.storage import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, open_store
 
-# Each engine: a URL for a fresh, empty store under a temporary directory.
+# Each engine: the URL of a fresh, empty store (given the test's request and temporary directory).
 STORES: list[object] = [
-    pytest.param(lambda tmp: f"sqlite:///{tmp}/store.sqlite3", id="sqlite"),
+    pytest.param(lambda request, tmp: f"sqlite:///{tmp}/store.sqlite3", id="sqlite"),
+    pytest.param(lambda request, tmp: request.getfixturevalue("pg_url"), id="postgresql"),
 ]
 
 
 @pytest.fixture(params=STORES)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    make: Callable[[Path], str] = request.param
-    return make(tmp_path)
+    make: Callable[[pytest.FixtureRequest, Path], str] = request.param
+    return make(request, tmp_path)
 
 
 @pytest.fixture
