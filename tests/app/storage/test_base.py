@@ -78,6 +78,9 @@ def test_models_are_independent_and_listed_by_name(store: EventStore) -> None:
     store.append("a", 1, ["a1"])
     assert [(m.name, m.config, m.last_seq) for m in store.models()] == [("a", "{}", 1), ("b", '{"x": 1}', 2)]
     assert store.read_events("a", 0, 10) == [(1, "a1")]
+    store.create_model("B", "{}")
+    store.create_model("a.b", "{}")
+    assert [m.name for m in store.models()] == ["B", "a", "a.b", "b"]  # byte order on every engine
 
 
 def test_events_keep_their_exact_text(store: EventStore) -> None:
