@@ -55,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
-        raise SystemExit(f"streamtree serve: invalid settings:\n{exc}") from None
+        # each setting and why, without the value given (a database URL's password, an API key)
+        problems = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False))
+        raise SystemExit(f"streamtree serve: invalid settings:\n{problems}") from None
 
     from app.main import create_app
 

@@ -56,6 +56,21 @@ def test_append_is_numbered_gap_free_and_atomic(store: EventStore) -> None:
     assert store.models()[0].last_seq == 3
 
 
+def test_large_appends_are_checked_and_atomic_too(store: EventStore) -> None:
+    """Appends of a whole batch (an engine may write them another way than a few events)."""
+    store.create_model("m", "{}")
+    texts = [f'{{"i": {i}, "s": "tab\\t, quote \\" and \\\\ backslash"}}' for i in range(1, 1201)]
+    texts[7] = "raw\ttab\nnewline\r and \\N"  # whatever the text, it comes back exactly
+    store.append("m", 1, texts[:500])
+    store.append("m", 501, texts[500:1000])
+    for first in (900, 1002, 1):
+        with pytest.raises(SeqConflict):
+            store.append("m", first, texts[1000:])
+    store.append("m", 1001, texts[1000:])
+    assert store.read_events("m", 0, 2000) == list(enumerate(texts, start=1))
+    assert store.models()[0].last_seq == 1200
+
+
 def test_read_events_pages_in_order(store: EventStore) -> None:
     store.create_model("m", "{}")
     texts = [f'{{"i": {i}}}' for i in range(1, 26)]
