@@ -23,6 +23,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Every option also reads STREAMTREE_<OPTION> from the environment; flags win.",
     )
     serve.add_argument("--data-dir", help="Directory of the SQLite event log and snapshots (default ./data).")
+    serve.add_argument("--database-url", metavar="URL",
+                       help="Keep the event log and snapshots in this database instead: "
+                            "postgresql://user:password@host:port/dbname (or sqlite:///path).")
     serve.add_argument("--host", help="Address to bind (default 127.0.0.1).")
     serve.add_argument("--port", type=int, help="Port to bind (default 8000).")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
@@ -52,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
-        raise SystemExit(f"streamtree serve: invalid settings:\n{exc}") from None
+        # each setting and why, without the value given (a database URL's password, an API key)
+        problems = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False))
+        raise SystemExit(f"streamtree serve: invalid settings:\n{problems}") from None
 
     from app.main import create_app
 

@@ -14,14 +14,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, NotAvailable, Recovering, StorageFailure,
-                            TooManyModels)
+from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NotAvailable, Recovering,
+                            StorageFailure, TooManyModels)
 
 __all__ = [
     "CONFIG_CONFLICT",
     "FastJSON",
     "INVALID_KEY",
     "LEARN_FAILURE",
+    "LOG_UNAVAILABLE",
     "MISSING_KEY",
     "MODEL_NOT_FOUND",
     "NOT_READY",
@@ -41,6 +42,7 @@ NOT_READY = "Service is starting."
 RECOVERING = "Model is recovering; retry shortly."
 STORAGE_FAILURE = "Events could not be stored; none were learned."
 LEARN_FAILURE = "Internal error while learning; none of the events was learned."
+LOG_UNAVAILABLE = "The event log could not be read; retry shortly."
 
 
 class FastJSON(Response):
@@ -69,6 +71,7 @@ _FIXED: dict[type[Exception], tuple[int, str]] = {
     NotAvailable: (404, MODEL_NOT_FOUND),
     Recovering: (503, RECOVERING),
     StorageFailure: (503, STORAGE_FAILURE),
+    LogUnavailable: (503, LOG_UNAVAILABLE),
     LearnFailure: (500, LEARN_FAILURE),
     ConfigConflict: (409, CONFIG_CONFLICT),
     TooManyModels: (409, TOO_MANY_MODELS),

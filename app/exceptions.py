@@ -13,6 +13,7 @@ __all__ = [
     "InvalidInput",
     "LearnFailure",
     "Loc",
+    "LogUnavailable",
     "NotAvailable",
     "Recovering",
     "ServiceError",
@@ -38,6 +39,10 @@ class Recovering(ServiceError):
 
 class StorageFailure(ServiceError):
     """The event log could not be written; the request's events were not learned."""
+
+
+class LogUnavailable(ServiceError):
+    """The event log could not be read (the store failed); nothing changed."""
 
 
 class LearnFailure(ServiceError):

@@ -32,11 +32,11 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.exceptions import InvalidInput, LearnFailure, Loc, NotAvailable, Recovering, StorageFailure
-from app.learning import Restored, bad_row, encode_event, learn_scored, restore
+from app.exceptions import InvalidInput, LearnFailure, Loc, LogUnavailable, NotAvailable, Recovering, StorageFailure
+from app.learning import Restored, bad_row, encode_event, learn_scored, logged_events, restore
 from app.pending import PendingIds
 from app.settings import Settings
-from app.storage import Snapshot
+from app.storage import Snapshot, StorageError
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import Limits, event_loc, field_error
@@ -211,6 +211,24 @@ class ModelHost:
         """The metrics history: points and drift events with ``seq > after``."""
         self._check_readable()
         return self.prequential.history.report(after)
+
+    async def events(self, after: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` logged (durable) events with ``seq > after``: ``{"seq", "features", "label"}``.
+
+        Raises
+        ------
+        NotAvailable
+            The model is being deleted or the service is stopping.
+        LogUnavailable
+            The store could not be read.
+        """
+        if self._closing:
+            raise NotAvailable()
+        try:
+            return await self.db.run(logged_events, self.db.store, self.name, after, limit)
+        except StorageError:
+            log.exception("model %r: reading the event log after seq %d failed", self.name, after)
+            raise LogUnavailable() from None
 
     def gauges(self) -> dict[str, float]:
         """Size figures for the Prometheus collector (empty while recovering)."""

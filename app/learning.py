@@ -25,7 +25,7 @@ from app.storage import EventStore
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
 
-__all__ = ["REPLAY_PAGE", "Restored", "bad_row", "encode_event", "learn_scored", "restore"]
+__all__ = ["REPLAY_PAGE", "Restored", "bad_row", "encode_event", "learn_scored", "logged_events", "restore"]
 
 log = logging.getLogger("streamtree.app")
 
@@ -42,6 +42,19 @@ def encode_event(features: dict[str, Any], label: ClassLabel, t: float | None = 
     if t is not None:
         event["t"] = t
     return orjson.dumps(event).decode()
+
+
+def logged_events(store: EventStore, name: str, after: int, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` of a model's logged events after seq ``after`` as ``{"seq", "features", "label"}``.
+
+    Runs on the store's thread; the features are those learned (a delayed label's are the
+    features of its prediction).
+    """
+    out = []
+    for seq, text in store.read_events(name, after, limit):
+        event = orjson.loads(text)
+        out.append({"seq": seq, "features": event["x"], "label": event["y"]})
+    return out
 
 
 def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, Any]],

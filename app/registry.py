@@ -69,7 +69,7 @@ class Registry:
 
     async def open(self) -> None:
         """Open the store, restore every model (snapshot + replay); create ``default`` on first start."""
-        store = open_store(self.settings.store_url or self.settings.data_dir, self.settings.sync)
+        store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
         self._db = StoreThread(store)
         first_start = await self.db.run(store.claim_first_start)
         for stored in await self.db.run(store.models):

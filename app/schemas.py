@@ -19,6 +19,8 @@ __all__ = [
     "Health",
     "Label",
     "LearnBody",
+    "LoggedEvent",
+    "LoggedEvents",
     "LearnResult",
     "ModelInfo",
     "ModelList",
@@ -180,3 +182,17 @@ class Health(BaseModel):
     """Liveness: ``ok`` once models are loaded."""
 
     status: str
+
+
+class LoggedEvent(BaseModel):
+    """One event of a model's log: its number, and the features and label it was learned with."""
+
+    seq: int = Field(description="The event's sequence number.")
+    features: Features
+    label: Label
+
+
+class LoggedEvents(BaseModel):
+    """A page of a model's event log, in ``seq`` order."""
+
+    events: list[LoggedEvent]

@@ -25,9 +25,12 @@ class Settings(BaseSettings):
     ----------
     data_dir
         Directory holding the SQLite database (event log and snapshots); created if missing.
-    store_url
-        Where the event log and snapshots are, as a URL whose scheme picks the engine
-        (``sqlite:///path/to/file``). Empty: the SQLite database under ``data_dir``.
+        Accepted but unused when ``database_url`` names a PostgreSQL database.
+    database_url
+        Where the event log and snapshots are, as a URL whose scheme picks the engine:
+        ``postgresql://user:password@host:port/dbname`` (everything in that database: a new
+        instance needs only the URL) or ``sqlite:///path/to/file``. Empty: the SQLite
+        database under ``data_dir``.
     host, port
         Address uvicorn binds to.
     api_keys
@@ -54,8 +57,10 @@ class Settings(BaseSettings):
     snapshots_kept
         Snapshots kept per model; older ones are deleted (the event log is never truncated).
     sync
-        SQLite ``synchronous`` mode. ``full`` fsyncs the log before acknowledging (survives
-        power loss); ``normal`` survives a killed process but not a power cut.
+        Durability of each commit. ``full`` (SQLite ``synchronous=FULL``, PostgreSQL
+        ``synchronous_commit=on``) has the log on disk before acknowledging (survives power
+        loss); ``normal`` (``NORMAL``, ``off``) survives a killed service process but not a
+        power cut (nor, on PostgreSQL, a database crash).
     metrics_window
         Number of most recent labelled events in the "recent" prequential metrics.
     metrics_bins
@@ -74,7 +79,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMTREE_", extra="ignore")
 
     data_dir: Path = Path("./data")
-    store_url: str | None = None
+    database_url: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -120,9 +125,9 @@ class Settings(BaseSettings):
                 raise ValueError("API keys must not contain whitespace")
         return keys
 
-    @field_validator("store_url")
+    @field_validator("database_url")
     @classmethod
-    def _check_store_url(cls, url: str | None) -> str | None:
+    def _check_database_url(cls, url: str | None) -> str | None:
         """Refuse a URL whose scheme names no storage engine."""
         return check_url(url) if url else None
 

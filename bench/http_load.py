@@ -155,10 +155,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(data_dir: Path, port: int, database_url: str | None = None) -> subprocess.Popen[bytes]:
+    """``streamtree serve`` of this checkout on loopback (``database_url``: PostgreSQL instead of SQLite)."""
     exe = Path(sys.executable).parent / "streamtree"
-    proc = subprocess.Popen([str(exe), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"])
+    store = ["--database-url", database_url] if database_url else []
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([str(exe), "serve", "--data-dir", str(data_dir), *store, "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "warning"], env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

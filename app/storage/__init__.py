@@ -1,14 +1,15 @@
 """Durable storage: the :class:`EventStore` interface, one module per engine, one factory.
 
 The engine is chosen by the scheme of a URL, as SQLAlchemy and Django do:
-``sqlite:///path/to/file`` (the default, under the data directory) now, ``postgresql://...``
-next. Engine modules are imported only when their scheme is used, so a driver is needed
-only where its engine is.
+``sqlite:///path/to/file`` (the default, under the data directory) or
+``postgresql://user@host:port/dbname``. Engine modules are imported only when their scheme is
+used, so a driver is loaded only where its engine is.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 from app.storage.base import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, StoredModel, Sync
@@ -25,20 +26,39 @@ __all__ = [
     "Sync",
     "check_url",
     "open_store",
+    "redact",
 ]
 
 #: URL scheme -> ``module:class`` of its engine.
-ENGINES = {"sqlite": "app.storage.sqlite:SQLiteStore"}
+ENGINES = {
+    "sqlite": "app.storage.sqlite:SQLiteStore",
+    "postgresql": "app.storage.postgres:PostgresStore",
+    "postgres": "app.storage.postgres:PostgresStore",  # libpq accepts both
+}
 
 #: The SQLite database file's name under a data directory (``sqlite:///<data_dir>/streamtree.sqlite3``).
 DB_NAME = "streamtree.sqlite3"
 
 
+def redact(url: str) -> str:
+    """The URL without its password (``scheme://user:***@host/...?password=***``), for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if sep and at and ":" in userinfo:
+        url = f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
+
+
 def check_url(url: str) -> str:
-    """Return ``url`` if its scheme names an engine, else raise ``ValueError`` listing the schemes."""
+    """Return ``url`` if its scheme names an engine, else raise ``ValueError`` listing the schemes.
+
+    The URL is echoed without its password, if it has one.
+    """
     scheme, sep, _ = url.partition("://")
     if not sep or scheme not in ENGINES:
-        raise ValueError(f"A store URL starts with one of {', '.join(f'{s}://' for s in ENGINES)}; got {url!r}")
+        raise ValueError(f"A database URL starts with one of {', '.join(f'{s}://' for s in ENGINES)}; "
+                         f"got {redact(url)!r}")
     return url
 
 
@@ -48,7 +68,8 @@ def open_store(target: str | Path, sync: Sync = "full") -> EventStore:
     Parameters
     ----------
     target
-        A URL such as ``sqlite:///data/streamtree.sqlite3``, or a data directory (a
+        A URL such as ``sqlite:///data/streamtree.sqlite3`` or
+        ``postgresql://user@host:5432/dbname``, or a data directory (a
         :class:`~pathlib.Path`), whose database is ``<dir>/streamtree.sqlite3``.
     sync
         Durability of each commit: ``"full"`` survives a power cut, ``"normal"`` a killed

@@ -4,7 +4,7 @@ A store holds, per model, its config, an append-only event log numbered 1, 2, 3,
 periodic snapshots (the library's own safe byte format, never pickle) with the service-side
 state at the same sequence number. A snapshot and the events after it rebuild the model.
 
-Every engine (one module each: :mod:`app.storage.sqlite`, PostgreSQL next) implements
+Every engine (one module each: :mod:`app.storage.sqlite`, :mod:`app.storage.postgres`) implements
 :class:`EventStore` and raises only the exceptions defined here, so its driver's exception
 types never reach the service's core.
 """

@@ -17,6 +17,7 @@ with warnings.catch_warnings():
 
 from app.main import create_app
 from app.settings import Settings
+from tests.pg import pg_cluster, pg_url  # noqa: F401  (fixtures: a throwaway PostgreSQL)
 
 Event = tuple[dict[str, Any], str]
 

@@ -30,3 +30,20 @@ def test_a_command_is_required() -> None:
     with pytest.raises(SystemExit) as info:
         cli.main([])
     assert info.value.code == 2
+
+
+def test_database_url_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(app=app))
+    monkeypatch.setenv("STREAMTREE_DATABASE_URL", "postgresql://env@127.0.0.1:5432/a")
+    cli.main(["serve", "--data-dir", str(tmp_path)])
+    assert seen["app"].state.settings.database_url == "postgresql://env@127.0.0.1:5432/a"
+    cli.main(["serve", "--data-dir", str(tmp_path), "--database-url", "postgresql://flag@127.0.0.1:5432/b"])
+    assert seen["app"].state.settings.database_url == "postgresql://flag@127.0.0.1:5432/b"
+    assert seen["app"].state.settings.data_dir == tmp_path  # still accepted beside a PostgreSQL URL
+
+
+def test_a_bad_database_url_is_refused_without_its_password() -> None:
+    with pytest.raises(SystemExit, match="database_url") as info:
+        cli.main(["serve", "--database-url", "mysql://user:s3cret@host/db"])
+    assert "postgresql://" in str(info.value) and "s3cret" not in str(info.value)

@@ -2,7 +2,8 @@
 
 The core (hosting, registry, learning, ...) raises the service's own exceptions
 (:mod:`app.exceptions`, :mod:`app.storage.base`); SQLite's live only in
-``app/storage/sqlite.py`` and FastAPI's and Starlette's only in the HTTP layer.
+``app/storage/sqlite.py``, psycopg's only in ``app/storage/postgres*.py``, and FastAPI's and
+Starlette's only in the HTTP layer.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from app.telemetry import Telemetry
 
 ROOT = Path(app.__file__).parent
 HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers"}
-ENGINES = {"storage.sqlite"}
-FOREIGN = {"sqlite3", "fastapi", "starlette"}
+ENGINES = {"storage.sqlite", "storage.postgres", "storage.postgres_schema"}
+DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
+FOREIGN = DRIVERS | {"fastapi", "starlette"}
 
 
 def modules() -> dict[str, Path]:
@@ -68,13 +70,13 @@ def test_core_modules_name_no_driver_or_http_type(module: str) -> None:
     path = modules()[module]
     assert not imported(path) & FOREIGN
     assert not names(path) & (FOREIGN | {"HTTPException", "RequestValidationError", "IntegrityError",
-                                         "OperationalError"})
+                                         "OperationalError", "UniqueViolation", "PoolTimeout"})
 
 
-def test_sqlite_is_only_in_its_engine_and_http_types_only_in_the_http_layer() -> None:
+def test_drivers_are_only_in_their_engines_and_http_types_only_in_the_http_layer() -> None:
     for module, path in modules().items():
         used = imported(path)
-        if "sqlite3" in used:
+        if used & DRIVERS:
             assert layer(module) == "engine", module
         if used & {"fastapi", "starlette"}:
             assert layer(module) == "http", module

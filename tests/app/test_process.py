@@ -4,7 +4,9 @@ After a SIGKILL at an arbitrary moment, every acknowledged event must be in the 
 the sequence number it was acknowledged with, the log must be gap-free, and the restarted
 model must equal, prediction for prediction, a fresh model fed the logged events in order
 (events committed whose acknowledgement the kill cut off may be there too: they were sent).
-SIGTERM must exit cleanly after writing a snapshot.
+SIGTERM must exit cleanly after writing a snapshot. Both engines: SQLite in the data
+directory, and PostgreSQL, where a new instance with an empty data directory restores every
+model from the database alone.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from streamtree import ProbabilityTree
 
@@ -31,6 +35,9 @@ from tests.app.conftest import batch_proba, make_stream
 pytestmark = pytest.mark.slow
 
 EXE = Path(sys.executable).parent / "streamtree"
+#: This checkout, first on the server's path: the console script of a shared virtual
+#: environment would otherwise import the checkout it was installed from (another worktree).
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -40,9 +47,11 @@ def free_port() -> int:
 
 
 def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen([str(EXE), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"],
-                            env=os.environ | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()})
+                            env=os.environ | {"PYTHONPATH": path}
+                            | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()})
     # /health answers once the kernels are warm: a cold compile takes 45-65 s on 2 busy cores
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -105,11 +114,43 @@ class Client(threading.Thread):
             return  # the server was killed
 
 
-def read_log(data_dir: Path) -> list[tuple[int, dict[str, Any]]]:
-    with sqlite3.connect(data_dir / DB_NAME) as db:
-        rows = db.execute("SELECT seq, event FROM events WHERE model='default' ORDER BY seq").fetchall()
-    # each event also holds its arrival time "t" (for the metrics history); compare the rest
-    return [(seq, {k: v for k, v in json.loads(text).items() if k != "t"}) for seq, text in rows]
+@dataclass
+class Engine:
+    """Where a service keeps its log: SQLite under ``data_dir``, or the PostgreSQL database ``url``.
+
+    The tests read the log with the engine's own driver, not through the service.
+    """
+
+    data_dir: Path
+    url: str | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The service's settings (as ``start`` takes them) selecting this engine."""
+        return {"database_url": self.url} if self.url else {}
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` (table names without the PostgreSQL engine's ``streamtree_`` prefix)."""
+        if self.url is None:
+            with sqlite3.connect(self.data_dir / DB_NAME) as db:
+                return db.execute(sql).fetchall()
+        for table in ("events", "snapshots"):
+            sql = sql.replace(f" {table} ", f" streamtree_{table} ")
+        with psycopg.connect(self.url) as conn:
+            return conn.execute(sql).fetchall()
+
+    def log(self) -> list[tuple[int, dict[str, Any]]]:
+        """The default model's logged events, in order, without their arrival times."""
+        rows = self.query("SELECT seq, event FROM events WHERE model='default' ORDER BY seq")
+        # each event also holds its arrival time "t" (for the metrics history); compare the rest
+        return [(seq, {k: v for k, v in json.loads(text).items() if k != "t"}) for seq, text in rows]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    """Each engine in turn (PostgreSQL: a fresh database on the test cluster)."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    return Engine(tmp_path / "data", url)
 
 
 def served_equals_fresh(port: int, log: list[tuple[int, dict[str, Any]]]) -> None:
@@ -126,9 +167,9 @@ def served_equals_fresh(port: int, log: list[tuple[int, dict[str, Any]]]) -> Non
     assert request(port, "GET", "/models/default")[1]["summary"]["n_examples"] == len(log)
 
 
-def test_sigkill_mid_load_loses_no_acknowledged_event(tmp_path: Path) -> None:
-    data_dir, port = tmp_path / "data", free_port()
-    proc = start(data_dir, port, snapshot_every="300")
+def test_sigkill_mid_load_loses_no_acknowledged_event(engine: Engine) -> None:
+    data_dir, port = engine.data_dir, free_port()
+    proc = start(data_dir, port, snapshot_every="300", **engine.env)
     clients = [Client(port, t) for t in range(6)]
     for c in clients:
         c.start()
@@ -144,10 +185,10 @@ def test_sigkill_mid_load_loses_no_acknowledged_event(tmp_path: Path) -> None:
     assert len(acked) > 100, "too little load before the kill to mean anything"
     assert all(s < 500 for s in statuses), sorted(set(statuses))
 
-    proc = start(data_dir, port, snapshot_every="300")
+    proc = start(data_dir, port, snapshot_every="300", **engine.env)
     try:
         seq = request(port, "GET", "/models/default")[1]["seq"]
-        log = read_log(data_dir)
+        log = engine.log()
         assert [s for s, _ in log] == list(range(1, seq + 1)), "gap or extra event in the log"
         for s, (x, y) in acked.items():
             assert log[s - 1][1] == {"x": x, "y": y}, f"acknowledged event {s} changed or lost"
@@ -161,11 +202,48 @@ def test_sigkill_mid_load_loses_no_acknowledged_event(tmp_path: Path) -> None:
         assert status == 200 and out["seq"] == seq + 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-        with sqlite3.connect(data_dir / DB_NAME) as db:
-            assert db.execute("SELECT MAX(seq) FROM snapshots WHERE model='default'").fetchone()[0] == seq + 1
-        proc = start(data_dir, port)
-        served_equals_fresh(port, read_log(data_dir))
+        assert engine.query("SELECT MAX(seq) FROM snapshots WHERE model='default'") == [(seq + 1,)]
+        proc = start(data_dir, port, **engine.env)
+        served_equals_fresh(port, engine.log())
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def test_a_new_instance_restores_from_postgresql_alone(tmp_path: Path, pg_url: str) -> None:
+    """Stop a service on PostgreSQL; one with another, empty data directory and the same URL
+    serves the same models bit for bit (snapshot plus the events logged after it)."""
+    port = free_port()
+    events = make_stream(700, seed=21)
+    probes = [x for x, _ in make_stream(30, seed=22)]
+    proc = start(tmp_path / "first", port, database_url=pg_url, snapshot_every="300")
+    try:
+        for i in range(0, 500, 100):
+            body = {"events": [{"features": x, "label": y} for x, y in events[i:i + 100]]}
+            assert request(port, "POST", "/learn", body)[0] == 200
+        assert request(port, "PUT", "/models/other", {"max_depth": 4})[0] == 201
+        body = {"events": [{"features": x, "label": y} for x, y in events[500:]]}
+        assert request(port, "POST", "/models/other/learn", body)[0] == 200
+        before = {name: request(port, "POST", f"/models/{name}/predict_proba", {"instances": probes})[1]
+                  for name in ("default", "other")}
+        models = request(port, "GET", "/models")[1]
+    finally:
+        proc.kill()  # not even a snapshot at exit: the database has every acknowledged event already
+        proc.wait(timeout=30)
+
+    empty = tmp_path / "second"
+    proc = start(empty, port, database_url=pg_url)
+    try:
+        assert request(port, "GET", "/models")[1] == models
+        for name, served in before.items():
+            assert request(port, "POST", f"/models/{name}/predict_proba", {"instances": probes})[1] == served
+        fresh = ProbabilityTree(**models["models"][0]["config"])
+        fresh.learn_many([x for x, _ in events[:500]], [y for _, y in events[:500]])
+        assert before["default"]["probabilities"] == batch_proba(fresh, probes)
+        # replayed from the snapshot at 300 plus the 200 events after it
+        assert Engine(empty, pg_url).query("SELECT MAX(seq) FROM snapshots WHERE model='default'") == [(300,)]
+        assert not empty.exists() or not any(empty.iterdir()), "the PostgreSQL engine wrote to the data directory"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

@@ -9,16 +9,17 @@ import pytest
 
 from app.storage import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, open_store
 
-# Each engine: a URL for a fresh, empty store under a temporary directory.
+# Each engine: the URL of a fresh, empty store (given the test's request and temporary directory).
 STORES: list[object] = [
-    pytest.param(lambda tmp: f"sqlite:///{tmp}/store.sqlite3", id="sqlite"),
+    pytest.param(lambda request, tmp: f"sqlite:///{tmp}/store.sqlite3", id="sqlite"),
+    pytest.param(lambda request, tmp: request.getfixturevalue("pg_url"), id="postgresql"),
 ]
 
 
 @pytest.fixture(params=STORES)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    make: Callable[[Path], str] = request.param
-    return make(tmp_path)
+    make: Callable[[pytest.FixtureRequest, Path], str] = request.param
+    return make(request, tmp_path)
 
 
 @pytest.fixture
@@ -55,6 +56,21 @@ def test_append_is_numbered_gap_free_and_atomic(store: EventStore) -> None:
     assert store.models()[0].last_seq == 3
 
 
+def test_large_appends_are_checked_and_atomic_too(store: EventStore) -> None:
+    """Appends of a whole batch (an engine may write them another way than a few events)."""
+    store.create_model("m", "{}")
+    texts = [f'{{"i": {i}, "s": "tab\\t, quote \\" and \\\\ backslash"}}' for i in range(1, 1201)]
+    texts[7] = "raw\ttab\nnewline\r and \\N"  # whatever the text, it comes back exactly
+    store.append("m", 1, texts[:500])
+    store.append("m", 501, texts[500:1000])
+    for first in (900, 1002, 1):
+        with pytest.raises(SeqConflict):
+            store.append("m", first, texts[1000:])
+    store.append("m", 1001, texts[1000:])
+    assert store.read_events("m", 0, 2000) == list(enumerate(texts, start=1))
+    assert store.models()[0].last_seq == 1200
+
+
 def test_read_events_pages_in_order(store: EventStore) -> None:
     store.create_model("m", "{}")
     texts = [f'{{"i": {i}}}' for i in range(1, 26)]
@@ -77,6 +93,9 @@ def test_models_are_independent_and_listed_by_name(store: EventStore) -> None:
     store.append("a", 1, ["a1"])
     assert [(m.name, m.config, m.last_seq) for m in store.models()] == [("a", "{}", 1), ("b", '{"x": 1}', 2)]
     assert store.read_events("a", 0, 10) == [(1, "a1")]
+    store.create_model("B", "{}")
+    store.create_model("a.b", "{}")
+    assert [m.name for m in store.models()] == ["B", "a", "a.b", "b"]  # byte order on every engine
 
 
 def test_events_keep_their_exact_text(store: EventStore) -> None:

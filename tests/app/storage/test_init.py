@@ -31,5 +31,5 @@ def test_unknown_schemes_are_refused(url: str) -> None:
         check_url(url)
     with pytest.raises(ValueError):
         open_store(url)
-    with pytest.raises(ValidationError, match="store_url"):
-        Settings(store_url=url)
+    with pytest.raises(ValidationError, match="database_url"):
+        Settings(database_url=url)

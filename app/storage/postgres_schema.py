@@ -1,0 +1,110 @@
+"""The PostgreSQL engine's schema: an ordered list of migrations and the function that applies them.
+
+The database records its schema version in ``streamtree_schema_version`` (one row). At every
+start the service applies, in one transaction, each migration above that version, then
+records the new version; a database newer than this code is refused rather than written to.
+Migrations are only ever appended: migration ``n`` brings a database from version ``n - 1``
+to ``n``, so a database of any older version is brought up to date the same way.
+
+Concurrent starts (several instances on one database) are serialised by a transaction-level
+advisory lock, so each migration runs exactly once.
+
+Every table's name starts with ``streamtree_``, so the schema can live in a database that
+holds other things.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.storage.base import StorageError
+
+__all__ = ["LOCK_KEY", "MIGRATIONS", "migrate", "schema_version"]
+
+#: The advisory lock taken while migrating (an arbitrary constant: "stree" in ASCII).
+LOCK_KEY = 0x7374726565
+
+#: Migration ``i + 1`` is ``MIGRATIONS[i]``; append, never edit a released one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: models, their append-only event logs and snapshots.
+    """
+    CREATE TABLE streamtree_meta (
+        key text PRIMARY KEY,
+        value text NOT NULL
+    );
+    CREATE TABLE streamtree_models (
+        name text PRIMARY KEY,
+        config text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE streamtree_events (
+        model text NOT NULL REFERENCES streamtree_models (name) ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        event text NOT NULL,
+        logged_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (model, seq)
+    );
+    CREATE TABLE streamtree_snapshots (
+        model text NOT NULL REFERENCES streamtree_models (name) ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        model_bytes bytea NOT NULL,
+        state text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (model, seq)
+    );
+    """,
+    # 2: a client's idempotency key per event (nullable: events logged without one keep NULL).
+    """
+    ALTER TABLE streamtree_events ADD COLUMN idempotency_key text;
+    """,
+)
+
+
+def schema_version(conn: Any) -> int:
+    """The version recorded in the database (0 if it has no streamtree schema yet)."""
+    exists = conn.execute("SELECT to_regclass('streamtree_schema_version') IS NOT NULL").fetchone()[0]
+    if not exists:
+        return 0
+    row = conn.execute("SELECT version FROM streamtree_schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: Any, target: int | None = None) -> tuple[int, int]:
+    """Bring the database's schema up to ``target`` (default: the newest) in one transaction.
+
+    Parameters
+    ----------
+    conn
+        An open ``psycopg.Connection`` in autocommit mode (the migration opens its own
+        transaction).
+    target
+        The version to reach; ``None`` for ``len(MIGRATIONS)``. Tests pass a smaller one to
+        make an old database.
+
+    Returns
+    -------
+    tuple of int
+        The versions before and after.
+
+    Raises
+    ------
+    StorageError
+        The database's schema is newer than this code knows (written by a later streamtree).
+    """
+    newest = len(MIGRATIONS) if target is None else target
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        conn.execute("CREATE TABLE IF NOT EXISTS streamtree_schema_version (version integer NOT NULL)")
+        row = conn.execute("SELECT version FROM streamtree_schema_version").fetchone()
+        before = int(row[0]) if row else 0
+        if before > len(MIGRATIONS):
+            raise StorageError(f"the database's streamtree schema is version {before}, newer than this "
+                               f"streamtree's ({len(MIGRATIONS)}): upgrade streamtree to use it")
+        for version in range(before + 1, newest + 1):
+            conn.execute(MIGRATIONS[version - 1])
+        after = max(before, newest)
+        if row is None:
+            conn.execute("INSERT INTO streamtree_schema_version (version) VALUES (%s)", (after,))
+        elif after != before:
+            conn.execute("UPDATE streamtree_schema_version SET version = %s", (after,))
+    return before, after
