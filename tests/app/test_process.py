@@ -31,6 +31,9 @@ from tests.app.conftest import batch_proba, make_stream
 pytestmark = pytest.mark.slow
 
 EXE = Path(sys.executable).parent / "streamtree"
+#: The checkout under test: the server imports its ``app`` and ``streamtree`` first, whichever
+#: checkout the virtual environment was installed from (a git worktree shares one).
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -42,7 +45,7 @@ def free_port() -> int:
 def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([str(EXE), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"],
-                            env=os.environ | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()})
+                            env=os.environ | {"PYTHONPATH": str(ROOT)} | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert proc.poll() is None, "server exited during start"
