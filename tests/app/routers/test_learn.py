@@ -154,3 +154,29 @@ def test_boolean_and_integer_labels(client) -> None:  # type: ignore[no-untyped-
     client.post("/models/i/learn", json={"events": [{"features": {"a": i}, "label": i % 3} for i in range(10)]})
     p = client.post("/models/i/predict_proba", json={"features": {"a": 1}}).json()["probabilities"]
     assert set(p) == {"0", "1", "2"}
+
+
+def test_max_features_refuses_events_that_would_pass_it_naming_the_limit(client) -> None:  # type: ignore[no-untyped-def]
+    assert client.get("/models/default").json()["config"]["max_features"] == 10_000
+    client.put("/models/m", json={"max_features": 5})
+    learn_all(client, make_stream(50), "/models/m/learn")  # 5 features: a, b, c, colour, flag
+    before = state(client, "m")
+    for body, loc in [({"features": {"a": 1.0, "new": 1.0}, "label": "low"}, ["body", "features"]),
+                      ({"events": [{"features": {"a": 1.0}, "label": "low"},
+                                   {"features": {"zz": "q"}, "label": "low"}]}, ["body", "events", 1, "features"])]:
+        r = client.post("/models/m/learn", json=body)
+        assert r.status_code == 422, r.text
+        err = r.json()["detail"][0]
+        assert err["loc"] == loc and "max_features=5" in err["msg"]
+        assert state(client, "m") == before
+    assert client.post("/models/m/learn", json={"features": {"a": 1.0}, "label": "low"}).json()["seq"] == 51
+
+
+def test_thirty_thousand_new_feature_names_are_refused_by_the_default_limit(client) -> None:  # type: ignore[no-untyped-def]
+    names = [f"n{i}" for i in range(30_000)]
+    before = state(client)
+    r = client.post("/learn", json={"events": [{"features": {k: 1.0 for k in names[i:i + 1000]}, "label": "y"}
+                                               for i in range(0, 30_000, 1000)]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "events", 10, "features"]
+    assert "max_features=10000" in r.json()["detail"][0]["msg"]
+    assert state(client) == before

@@ -89,3 +89,35 @@ def test_model_limit(running) -> None:  # type: ignore[no-untyped-def]
         assert client.put("/models/a", json={}).status_code == 201
         r = client.put("/models/b", json={})
         assert r.status_code == 409 and r.json() == {"detail": "The model limit is reached."}
+
+
+HUGE = 2**70
+
+
+def test_every_config_field_refuses_huge_numbers_with_a_json_422_naming_it(client) -> None:  # type: ignore[no-untyped-def]
+    fields = [k for k, v in client.get("/models/default").json()["config"].items() if k != "nominal_features"
+              and (v is None or type(v) in (int, float))]
+    assert {"grace_period", "max_depth", "max_nodes", "max_features", "tau", "m", "half_life"} <= set(fields)
+    for field in fields:
+        for value in (HUGE, -HUGE, 10**400, 2**63):
+            r = client.request("PUT", "/models/m", content=f'{{"{field}": {value}}}',
+                               headers={"content-type": "application/json"})
+            assert r.status_code == 422, (field, value, r.text)
+            assert r.json()["detail"][0]["loc"] == ["body", field]
+    assert client.get("/models/m").status_code == 404
+
+
+def test_nominal_features_must_be_a_bounded_list_of_bounded_names(client) -> None:  # type: ignore[no-untyped-def]
+    for body, loc in [({"nominal_features": "abc"}, ["body", "nominal_features"]),
+                      ({"nominal_features": {"a": 1}}, ["body", "nominal_features"]),
+                      ({"nominal_features": ["a", 1.5]}, ["body", "nominal_features"]),
+                      ({"nominal_features": [f"f{i}" for i in range(100_000)]}, ["body", "nominal_features"]),
+                      ({"nominal_features": ["a", "x" * 257]}, ["body", "nominal_features", 1]),
+                      ({"nominal_features": [HUGE]}, ["body", "nominal_features", 0]),
+                      ({"nominal_features": ["a", "b"], "max_features": 1}, ["body", "nominal_features"])]:
+        r = client.put("/models/m", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["detail"][0]["loc"] == loc
+    assert client.get("/models/m").status_code == 404
+    r = client.put("/models/m", json={"nominal_features": ["a", 7], "max_features": 2})
+    assert r.status_code == 201 and r.json()["config"]["nominal_features"] == ["a", 7]
