@@ -14,6 +14,8 @@ __all__ = [
     "LearnFailure",
     "Loc",
     "NotAvailable",
+    "PendingFull",
+    "PendingIdTaken",
     "Recovering",
     "ServiceError",
     "StorageFailure",
@@ -50,6 +52,14 @@ class ConfigConflict(ServiceError):
 
 class TooManyModels(ServiceError):
     """The ``max_models`` limit is reached."""
+
+
+class PendingIdTaken(ServiceError):
+    """A prediction names an id that is pending already (ids are written once)."""
+
+
+class PendingFull(ServiceError):
+    """No room for another pending id that this caller may make."""
 
 
 class InvalidInput(ServiceError):

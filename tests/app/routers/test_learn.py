@@ -180,3 +180,17 @@ def test_thirty_thousand_new_feature_names_are_refused_by_the_default_limit(clie
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "events", 10, "features"]
     assert "max_features=10000" in r.json()["detail"][0]["msg"]
     assert state(client) == before
+
+
+def test_a_batch_naming_one_id_twice_is_refused(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:50])
+    client.post("/predict_proba", json={"features": stream[50][0], "id": "p"})
+    before = state(client)
+    r = client.post("/learn", json={"events": [{"id": "p", "label": "low"}, {"features": {"a": 1}, "label": "low"},
+                                               {"id": "p", "label": "low"}]})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [{"type": "duplicate_id", "loc": ["body", "events", 2, "id"],
+                                   "msg": "This id is also at events[0]; a batch names each id at most once"}]
+    assert state(client) == before
+    assert client.post("/learn", json={"events": [{"id": "p", "label": "low"}, {"id": "p2", "label": "low",
+                                                   "features": {"a": 1}}]}).json()["seq"] == 52
