@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 from streamtree import ProbabilityTree
+
+from app.storage import DB_NAME
 
 from tests.app.conftest import batch_proba, learn_all, make_stream
 
@@ -121,3 +126,20 @@ def test_nominal_features_must_be_a_bounded_list_of_bounded_names(client) -> Non
     assert client.get("/models/m").status_code == 404
     r = client.put("/models/m", json={"nominal_features": ["a", 7], "max_features": 2})
     assert r.status_code == 201 and r.json()["config"]["nominal_features"] == ["a", 7]
+
+
+def test_a_config_stored_before_a_parameter_existed_is_completed_on_start(running, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with running() as client:
+        assert client.put("/models/old", json={"grace_period": 50}).status_code == 201
+        learn_all(client, make_stream(40), "/models/old/learn")
+    db = sqlite3.connect(tmp_path / "data" / DB_NAME)
+    config = ProbabilityTree(grace_period=50).get_config()
+    del config["max_features"]  # as stored by a version without max_features
+    with db:
+        db.execute("UPDATE models SET config = ? WHERE name = 'old'", (json.dumps(config, sort_keys=True),))
+        db.execute("DELETE FROM snapshots WHERE model = 'old'")
+    db.close()
+    with running() as client:
+        info = client.get("/models/old").json()
+        assert info["config"] == ProbabilityTree(grace_period=50).get_config() and info["seq"] == 40
+        assert client.put("/models/old", json={"grace_period": 50}).status_code == 200  # the same config, not a 409
