@@ -29,6 +29,7 @@ __all__ = [
     "WriteModel",
     "WriteRegistry",
     "check_access",
+    "has_key",
     "get_registry",
 ]
 
@@ -57,6 +58,18 @@ def check_access(request: Request, write: bool) -> None:
     given = token.strip().encode()
     if not any(hmac.compare_digest(given, key.encode()) for key in settings.api_keys):
         raise HTTPException(status_code=403, detail=INVALID_KEY)
+
+
+def has_key(request: Request) -> bool:
+    """Whether the caller counts as trusted: it showed a configured API key, or there are none
+    (then every caller is alike). Pending ids of callers without one never push out those of
+    callers with one (:class:`app.pending.PendingIds`)."""
+    settings: Settings = request.app.state.settings
+    if not settings.api_keys:
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    given = token.strip().encode()
+    return scheme.lower() == "bearer" and any(hmac.compare_digest(given, key.encode()) for key in settings.api_keys)
 
 
 async def get_registry(request: Request) -> Registry:

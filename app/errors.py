@@ -14,8 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NotAvailable, Recovering,
-                            StorageFailure, TooManyModels)
+from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NotAvailable, PendingFull,
+                            PendingIdTaken, Recovering, StorageFailure, TooManyModels)
 
 __all__ = [
     "CONFIG_CONFLICT",
@@ -26,6 +26,8 @@ __all__ = [
     "MISSING_KEY",
     "MODEL_NOT_FOUND",
     "NOT_READY",
+    "PENDING_FULL",
+    "PENDING_TAKEN",
     "RECOVERING",
     "STORAGE_FAILURE",
     "TOO_MANY_MODELS",
@@ -43,6 +45,8 @@ RECOVERING = "Model is recovering; retry shortly."
 STORAGE_FAILURE = "Events could not be stored; none were learned."
 LEARN_FAILURE = "Internal error while learning; none of the events was learned."
 LOG_UNAVAILABLE = "The event log could not be read; retry shortly."
+PENDING_TAKEN = "This id is pending already; predict with a new id."
+PENDING_FULL = "No room for another pending id; label or let expire earlier ones."
 
 
 class FastJSON(Response):
@@ -75,6 +79,8 @@ _FIXED: dict[type[Exception], tuple[int, str]] = {
     LearnFailure: (500, LEARN_FAILURE),
     ConfigConflict: (409, CONFIG_CONFLICT),
     TooManyModels: (409, TOO_MANY_MODELS),
+    PendingIdTaken: (409, PENDING_TAKEN),
+    PendingFull: (429, PENDING_FULL),
 }
 
 

@@ -15,6 +15,8 @@ __all__ = [
     "Loc",
     "LogUnavailable",
     "NotAvailable",
+    "PendingFull",
+    "PendingIdTaken",
     "Recovering",
     "ServiceError",
     "StorageFailure",
@@ -55,6 +57,14 @@ class ConfigConflict(ServiceError):
 
 class TooManyModels(ServiceError):
     """The ``max_models`` limit is reached."""
+
+
+class PendingIdTaken(ServiceError):
+    """A prediction names an id that is pending already (ids are written once)."""
+
+
+class PendingFull(ServiceError):
+    """No room for another pending id that this caller may make."""
 
 
 class InvalidInput(ServiceError):

@@ -139,7 +139,7 @@ class ModelHost:
         self.telemetry = telemetry
         self._predicted = telemetry.predicted.labels(name)
         self._learned = telemetry.learned.labels(name)
-        self.pending = PendingIds(settings.pending_max, settings.pending_ttl_seconds)
+        self.pending = PendingIds(settings.pending_max, settings.pending_max_bytes, settings.pending_ttl_seconds)
         self.recovering = False
         self._queue: deque[_LearnRequest] = deque()
         self._wakeup = asyncio.Event()
@@ -153,15 +153,22 @@ class ModelHost:
         if self.recovering:
             raise Recovering()
 
-    def predict_one(self, x: dict[str, Any], key: str | int | None = None) -> dict[str, float]:
-        """Class probabilities for one instance; with ``key``, remember ``x`` for a delayed label."""
+    def predict_one(self, x: dict[str, Any], key: str | int | None = None, trusted: bool = True) -> dict[str, float]:
+        """Class probabilities for one instance; with ``key``, remember ``x`` for a delayed label.
+
+        Raises
+        ------
+        PendingIdTaken, PendingFull
+            ``key`` is pending already, or there is no room for it (:class:`~app.pending.PendingIds`;
+            ``trusted``: the caller showed an API key); nothing changed.
+        """
         self._check_readable()
         try:
             proba = self.model.predict_proba_one(x)
         except InputError as exc:
             raise _input_error(exc, ("body", "features")) from None
         if key is not None:
-            self.pending.put(key, x)
+            self.pending.put(key, x, trusted)
         self._predicted.inc()
         return {label_key(c): p for c, p in proba.items()}
 

@@ -6,6 +6,12 @@ thousand events that costs more than the validation. :class:`JSONRoute` parses i
 with what the standard library accepts beyond the JSON standard kept: integers of any size
 stay exact and ``NaN`` or ``Infinity`` literals are read as floats, so the checks that follow
 refuse them naming the field, as before.
+
+It is also where strings are checked for valid Unicode, once for every JSON body: the parser
+refuses a lone UTF-16 surrogate (``"\\ud800"``, which no UTF-8 text can hold and which the
+event log could not store), and the body is then read again with the standard library, which
+keeps it, only to find and name the field holding it; the answer is a 422 in the validation
+format (``type: "string_unicode"``). Bodies without one pay nothing for the check.
 """
 
 from __future__ import annotations
@@ -15,11 +21,69 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pydantic_core
+from fastapi import HTTPException
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["JSONRoute"]
+__all__ = ["JSONRoute", "SURROGATE", "surrogate_path"]
+
+SURROGATE = "Strings must be valid Unicode (no lone UTF-16 surrogates)"
+
+Path = tuple[str | int, ...]
+
+
+def _has_surrogate(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def surrogate_path(value: Any, path: Path = ()) -> Path | None:
+    """Where in a parsed JSON value the first string (key or value) with a lone surrogate is.
+
+    Examples
+    --------
+    >>> surrogate_path({"events": [{"features": {"a": 1}}, {"label": "\\ud800"}]})
+    ('events', 1, 'label')
+    >>> surrogate_path({"ok": ["fine", 1.5, None]}) is None
+    True
+    """
+    if isinstance(value, str):
+        return path if _has_surrogate(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if _has_surrogate(k):
+                return (*path, k.encode("utf-8", "replace").decode()[:32])
+            found = surrogate_path(v, (*path, k))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = surrogate_path(v, (*path, i))
+            if found is not None:
+                return found
+    return None
+
+
+def _invalid_unicode(body: bytes) -> HTTPException | None:
+    """A 422 naming the field with a lone surrogate, if that is why the parser refused ``body``."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON for the standard library either
+        return None
+    try:
+        path = surrogate_path(value)
+    except RecursionError:  # nested deeper than this check walks: name the body
+        path = ()
+    if path is None:
+        return None
+    # FastAPI re-raises an HTTPException from body parsing; its handler answers {"detail": [...]},
+    # the shape of every other validation error
+    return HTTPException(status_code=422, detail=[{"type": "string_unicode", "loc": ["body", *path],
+                                                   "msg": SURROGATE}])
 
 
 def _decode_error(exc: ValueError, body: bytes) -> json.JSONDecodeError:
@@ -43,6 +107,9 @@ class _JSONRequest(Request):
             try:
                 self._json = pydantic_core.from_json(body)
             except ValueError as exc:
+                invalid = _invalid_unicode(body) if b"\\u" in body else None
+                if invalid is not None:
+                    raise invalid from None
                 raise _decode_error(exc, body) from None
         return self._json
 

@@ -14,7 +14,7 @@ from app.settings import Settings
 from app.storage import ModelExists, open_store
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
-from app.validation import field_error
+from app.validation import Limits, check_names, field_error
 from streamtree.exceptions import ConfigError, StreamtreeError
 
 __all__ = ["DEFAULT_MODEL", "Registry"]
@@ -73,8 +73,10 @@ class Registry:
         self._db = StoreThread(store)
         first_start = await self.db.run(store.claim_first_start)
         for stored in await self.db.run(store.models):
-            config = orjson.loads(stored.config)
-            restored = await self.db.run(restore, store, stored.name, config, self.model_cls, self.settings)
+            restored = await self.db.run(restore, store, stored.name, orjson.loads(stored.config), self.model_cls,
+                                         self.settings)
+            # complete, as a config created now is: parameters added since it was stored take their defaults
+            config = _canonical(restored.model.get_config())[0]
             self.hosts[stored.name] = ModelHost(stored.name, config, restored, self.model_cls, self.settings,
                                                 self.db, self.telemetry)
             log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq,
@@ -114,8 +116,11 @@ class Registry:
         """
         unknown = sorted(set(config) - self._param_names)
         if unknown:
-            raise field_error(("body", unknown[0]), f"Unknown parameter {unknown[0]!r}; expected one of "
+            raise field_error(("body", unknown[0]), f"Unknown parameter {unknown[0][:64]!r}; expected one of "
                               f"{', '.join(sorted(self._param_names))}", "config_error")
+        names = config.get("nominal_features")
+        if isinstance(names, list):  # the library checks the rest: a string is no list, ranges, count
+            check_names(names, ("body", "nominal_features"), Limits.from_settings(self.settings))
         try:
             model = self.model_cls(**config)
         except ConfigError as exc:

@@ -50,8 +50,11 @@ class Settings(BaseSettings):
         Most distinct labels one model may learn; a new label beyond it is refused with 422.
     max_models
         Most models the service holds.
-    pending_max, pending_ttl_seconds
-        Delayed labels: how many ``predict_proba`` ids are remembered, and for how long.
+    pending_max, pending_max_bytes, pending_ttl_seconds
+        Delayed labels, per model: how many ``predict_proba`` ids are remembered, how many
+        bytes their features may take (each id is charged :func:`app.pending.entry_bytes`,
+        at least what it holds: with 10 features 1.4-2.2 KiB charged for 0.8-1.6 KiB held,
+        ``bench/pending_memory.py``), and for how long. Ids of callers without an API key never push out those of callers with one.
     snapshot_every
         Write a snapshot after this many events since the last one (also on SIGTERM).
     snapshots_kept
@@ -91,6 +94,7 @@ class Settings(BaseSettings):
     max_labels: int = Field(default=1_000, ge=2)
     max_models: int = Field(default=100, ge=1)
     pending_max: int = Field(default=10_000, ge=0)
+    pending_max_bytes: int = Field(default=20 * MiB, ge=64 * 1024)
     pending_ttl_seconds: float = Field(default=3600.0, gt=0)
     snapshot_every: int = Field(default=10_000, ge=1)
     snapshots_kept: int = Field(default=2, ge=1)

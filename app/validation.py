@@ -22,6 +22,7 @@ __all__ = [
     "check_id",
     "check_label",
     "check_length",
+    "check_names",
     "event_loc",
     "field_error",
 ]
@@ -97,6 +98,17 @@ def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
 def _check_length(value: str, loc: Loc, most: int) -> None:
     if len(value) > most:
         raise field_error(loc, f"String should have at most {most} characters", "string_too_long")
+
+
+def check_names(names: Sequence[Any], loc: Loc, limits: Limits) -> None:
+    """Feature names in a config: strings of at most ``max_string_length`` characters, or
+    integers that fit in 64 bits, as in an event (the library checks the list's type and length)."""
+    for i, name in enumerate(names):
+        t = type(name)
+        if t is str:
+            _check_length(name, (*loc, i), limits.max_string_length)
+        elif t is int:
+            _check_int(name, (*loc, i))
 
 
 def check_label(y: Any, loc: Loc, limits: Limits) -> None:

@@ -14,21 +14,20 @@ from typing import Any
 
 from streamtree.exceptions import ConfigError
 
-__all__ = ["CONSTRAINTS", "validate_config"]
+__all__ = ["CONSTRAINTS", "MAX_FEATURES_LIMIT", "validate_config"]
 
 
 def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
     return (lambda v: isinstance(v, str) and v in options), "one of " + ", ".join(repr(o) for o in options)
 
 
-def _int(low: int, high: float = math.inf, none: bool = False) -> tuple[Callable[[Any], bool], str]:
+def _int(low: int, high: int, none: bool = False) -> tuple[Callable[[Any], bool], str]:
     def ok(v: Any) -> bool:
         if v is None:
             return none
         return isinstance(v, numbers.Integral) and not isinstance(v, bool) and low <= int(v) <= high
 
-    text = f"an int in [{low}, {high}]" if high != math.inf else f"an int >= {low}"
-    return ok, text + (" or None" if none else "")
+    return ok, f"an int in [{low:_}, {high:_}]".replace("_", ",") + (" or None" if none else "")
 
 
 def _float(
@@ -37,39 +36,56 @@ def _float(
     def ok(v: Any) -> bool:
         if v is None:
             return none
-        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool):
             return False
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:  # an int beyond any float
+            return False
+        if not math.isfinite(x):
+            return False
         return (low < x if low_open else low <= x) and (x < high if high_open else x <= high)
 
     text = f"a float in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
     return ok, text + (" or None" if none else "")
 
 
+#: Most distinct features a model may learn (``max_features``), and its default.
+MAX_FEATURES_LIMIT = 1_000_000
+#: Upper bound of the parameters that count examples: far beyond any stream's use, and well
+#: inside the kernels' 64-bit integers.
+EXAMPLES = 10**9
+
+
 def _names(v: Any) -> bool:
-    return v is None or isinstance(v, (list, tuple)) and all(isinstance(n, (str, int)) and not isinstance(n, bool) for n in v)
+    return v is None or (
+        isinstance(v, (list, tuple))
+        and len(v) <= MAX_FEATURES_LIMIT
+        and all(isinstance(n, (str, int)) and not isinstance(n, bool) for n in v)
+    )
 
 
 CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "smoothing": _choice("hgs", "mbranch", "mestimate", "laplace", "mle"),
     "split_criterion": _choice("info_gain", "gini", "hellinger"),
-    "grace_period": _int(1),
+    "grace_period": _int(1, EXAMPLES),
     "delta": _float(0.0, 1.0, low_open=True, high_open=True),
-    "tau": _float(0.0, math.inf),
-    "max_depth": _int(1, none=True),
-    "max_nodes": _int(1),
+    "tau": _float(0.0, 1e6),
+    "max_depth": _int(1, 10_000, none=True),
+    "max_nodes": _int(1, 10_000_000),
+    "max_features": _int(1, MAX_FEATURES_LIMIT),
     "n_split_points": _int(1, 1000),
     "min_branch_fraction": _float(0.0, 0.5, high_open=True),
-    "nominal_features": (_names, "None or a list of feature names (str or int)"),
+    "nominal_features": (_names, f"None or a list of at most {MAX_FEATURES_LIMIT:,} feature names (str or int)"),
     "leaf_init": _choice("inherit", "zero"),
     "loocv_counts": _choice("honest", "all"),
-    "refit_every": _int(1),
+    "refit_every": _int(1, EXAMPLES),
     "refit_steps": _int(1, 1000),
     "prior_weight": _float(1e-4, 1e6),
     "m": _float(0.0, 1e9, low_open=True),
-    "half_life": _int(1, none=True),
+    "half_life": _int(1, EXAMPLES, none=True),
     "drift_delta": _float(0.0, 1.0, low_open=True, high_open=True, none=True),
-    "drift_patience": _int(1),
+    "drift_patience": _int(1, EXAMPLES),
     "naive_bayes": (lambda v: isinstance(v, bool), "a bool"),
 }
 
@@ -93,5 +109,19 @@ def validate_config(config: Mapping[str, Any]) -> None:
         ok, expected = CONSTRAINTS[name]
         if not ok(value):
             raise ConfigError(
-                f"The {name!r} parameter of ProbabilityTree must be {expected}. Got {value!r} instead.", param=name
+                f"The {name!r} parameter of ProbabilityTree must be {expected}. Got {_shown(value)} instead.", param=name
             )
+    names = config.get("nominal_features") or ()
+    limit = config.get("max_features")
+    if isinstance(limit, int) and len(names) > limit:
+        raise ConfigError(
+            f"The 'nominal_features' parameter of ProbabilityTree must list at most max_features={limit} names. "
+            f"Got {len(names)} instead.",
+            param="nominal_features",
+        )
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short: a rejected value may be a huge number or a long list."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"an int of {value.bit_length()} bits"
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -189,6 +189,7 @@ def _encode_columns(
         else:
             encoded.append((first, name, NOMINAL, np.array([v if k is not None else None for k, v in classified], dtype=object)))
     # register new features in order of first appearance (ties: column order), as row by row
+    reg.check_room(sum(1 for first, name, _, _ in encoded if first < n and name not in reg.index), "this batch")
     for first, name, kind, _ in sorted(encoded, key=lambda e: e[0]):
         if first < n and name not in reg.index:
             reg._register(name, kind)

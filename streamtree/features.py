@@ -88,8 +88,9 @@ class FeatureRegistry:
     [-1]
     """
 
-    def __init__(self, nominal_features: Collection[Hashable] = ()) -> None:
+    def __init__(self, nominal_features: Collection[Hashable] = (), max_features: int | None = None) -> None:
         self.nominal_features = frozenset(nominal_features)
+        self.max_features = max_features
         self.names: list[Hashable] = []
         self.kinds: list[int] = []
         self.cols: list[int] = []
@@ -161,6 +162,8 @@ class FeatureRegistry:
                 expected = "numeric" if kinds[fid] == NUMERIC else "nominal (str or bool)"
                 raise InputError(f"Feature {name!r} is {expected} in this model. Got {value!r} instead.", field=name)
             present.append((name, fid, kind, value))
+        if learn and self.max_features is not None and len(self.names) + len(present) > self.max_features:
+            self.check_room(sum(1 for p in present if p[1] is None))
         row = EncodedRow()
         for name, fid, kind, value in present:
             if fid is None:
@@ -245,6 +248,15 @@ class FeatureRegistry:
             return None
         return value if kind == NUMERIC else self.codes[col].get(value, -1)
 
+    def check_room(self, n_new: int, what: str = "this example") -> None:
+        """Raise :class:`InputError` naming ``max_features`` if ``n_new`` more features would
+        pass it (the caller then registers nothing)."""
+        if self.max_features is not None and len(self.names) + n_new > self.max_features:
+            raise InputError(
+                f"This model learns at most max_features={self.max_features} distinct features; it has "
+                f"{len(self.names)} and {what} would add {n_new}."
+            )
+
     def _register(self, name: Hashable, kind: int) -> int:
         fid = len(self.names)
         self.names_by_kind[kind].append(name)
@@ -275,8 +287,8 @@ class FeatureRegistry:
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> FeatureRegistry:
-        reg = cls(state["nominal_features"])
+    def from_state(cls, state: Mapping[str, Any], max_features: int | None = None) -> FeatureRegistry:
+        reg = cls(state["nominal_features"], max_features)
         for name, kind in zip(state["names"], state["kinds"]):
             reg._register(name, int(kind))
         for col, values in enumerate(state["values"]):

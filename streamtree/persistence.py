@@ -136,7 +136,7 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     """Rebuild a model written by :func:`dump` (any version this streamtree reads)."""
     header, arrays = _read(data)
     model = cls(**header["config"])
-    model.registry = FeatureRegistry.from_state(header["registry"])
+    model.registry = FeatureRegistry.from_state(header["registry"], model.max_features)
     model.classes_ = list(header["classes"])
     model._class_index = {c: i for i, c in enumerate(model.classes_)}
     model.n_examples = int(header["n_examples"])

@@ -88,6 +88,10 @@ class ProbabilityTree(base.MiniBatchClassifier):
     max_nodes
         Growth stops cleanly at this many nodes: leaves keep learning counts, split
         statistics are freed.
+    max_features
+        Most distinct features the model learns. An example that would register more is
+        refused (:class:`~streamtree.exceptions.InputError` naming ``max_features``) and
+        changes nothing; every feature grows each leaf's statistics and the saved model.
     n_split_points
         Candidate thresholds per numeric feature at each split attempt.
     min_branch_fraction
@@ -159,6 +163,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         tau: float = 0.2,
         max_depth: int | None = None,
         max_nodes: int = 20_000,
+        max_features: int = 10_000,
         n_split_points: int = 10,
         min_branch_fraction: float = 0.01,
         nominal_features: Sequence[Hashable] | None = None,
@@ -180,6 +185,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self.tau = tau
         self.max_depth = max_depth
         self.max_nodes = max_nodes
+        self.max_features = max_features
         self.n_split_points = n_split_points
         self.min_branch_fraction = min_branch_fraction
         self.nominal_features = nominal_features
@@ -193,7 +199,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self.drift_delta = drift_delta
         self.drift_patience = drift_patience
         self.naive_bayes = naive_bayes
-        validate_config(self.get_config())
+        validate_config(self.get_config() | {"nominal_features": nominal_features})  # as given: a str is no list
         self._smoother = make_smoother(smoothing, steps=refit_steps, prior_weight=prior_weight, m=m)
         self._cfg_i, self._cfg_f = self._kernel_config()
         self._reset()
@@ -237,7 +243,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         return new_arrays(naive_bayes=self.naive_bayes, prior_weight=self.prior_weight)
 
     def _reset(self) -> None:
-        self.registry = FeatureRegistry(self.nominal_features or ())
+        self.registry = FeatureRegistry(self.nominal_features or (), self.max_features)
         self.classes_: list[ClassLabel] = []
         self._class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0

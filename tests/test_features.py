@@ -61,3 +61,17 @@ def test_state_round_trip() -> None:
     again = FeatureRegistry.from_state(reg.to_state())
     assert again.to_state() == reg.to_state()
     assert again.encode({"c": "v", "k": 3}, learn=False).nom_codes == [1, 0]
+
+
+def test_max_features_refuses_an_example_that_would_pass_it_and_registers_nothing() -> None:
+    reg = FeatureRegistry(max_features=3)
+    reg.encode({"a": 1.0, "b": "x"}, learn=True)
+    with pytest.raises(InputError, match="max_features=3") as err:
+        reg.encode({"a": 2.0, "c": 1.0, "d": "y"}, learn=True)
+    assert err.value.field is None
+    assert reg.names == ["a", "b"] and reg.values == [["x"]]
+    reg.encode({"c": 1.0, "a": 3.0}, learn=True)  # exactly at the limit
+    assert reg.names == ["a", "b", "c"]
+    assert reg.encode({"e": 1.0}, learn=False).num_cols == []  # predicting ignores unknown features
+    with pytest.raises(InputError, match="max_features=3"):
+        FeatureRegistry.from_state(reg.to_state(), 3).encode({"e": 1.0}, learn=True)

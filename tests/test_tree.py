@@ -338,3 +338,21 @@ def test_summary_and_tree_are_the_same_after_a_reload() -> None:
     fresh = ProbabilityTree()
     fresh.learn_one({"a": 1.0}, "x")
     assert fresh.tree_["alpha"] == [1.0]  # the root's weight exists before any prediction
+
+
+def test_max_features_refuses_what_would_pass_it_and_changes_nothing() -> None:
+    pd = pytest.importorskip("pandas")
+    model = ProbabilityTree(max_features=3)
+    model.learn_one({"a": 1.0, "b": "x"}, "p")
+    before = model.to_bytes()
+    with pytest.raises(InputError, match="max_features=3"):
+        model.learn_one({"c": 1.0, "d": 2.0}, "q")
+    with pytest.raises(InputError, match="max_features=3"):
+        model.learn_many([{"a": 1.0, "c": 1.0}, {"d": 1.0}], ["p", "q"])
+    with pytest.raises(InputError, match="max_features=3"):
+        model.learn_many(pd.DataFrame({"c": [1.0, 2.0], "d": [1.0, 2.0]}), ["p", "q"])
+    assert model.to_bytes() == before
+    model.learn_many([{"a": 1.0, "c": 1.0}, {"b": "y"}], ["p", "q"])  # exactly at the limit
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    with pytest.raises(InputError, match="max_features=3"):
+        again.learn_one({"e": 1.0}, "p")

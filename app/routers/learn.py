@@ -21,7 +21,8 @@ _DOC = """Learn one event (`features`, `label`, optional `id`) or a batch (`even
 An event with an `id` and a `label` but no `features` labels the features of the earlier
 `predict_proba` call made with that `id`. The response is sent only once the events are
 durable; `seq` is the sequence number of the request's last event. A refused event (422,
-naming the field) means none of the request's events was learned."""
+naming the field) means none of the request's events was learned. A batch names each `id`
+at most once (422 otherwise)."""
 
 
 async def learn(host: ModelHost, body: LearnBody) -> FastJSON:
@@ -34,8 +35,21 @@ async def learn(host: ModelHost, body: LearnBody) -> FastJSON:
         check_length(body.events, ("body", "events"), limits)
         events = [_checked(e.get("features"), e["label"], e.get("id"), ("body", "events", i), limits)
                   for i, e in enumerate(body.events)]
+        _check_ids_once(events)
     learned, seq = await host.learn(events, body.events is not None)
     return FastJSON({"learned": learned, "seq": seq})
+
+
+def _check_ids_once(events: list[LearnEvent]) -> None:
+    """Refuse a batch that names one id twice: an id labels one prediction, once."""
+    first: dict[str | int, int] = {}
+    for i, event in enumerate(events):
+        if event.id is None:
+            continue
+        if event.id in first:
+            raise field_error(("body", "events", i, "id"), f"This id is also at events[{first[event.id]}]; "
+                              "a batch names each id at most once", "duplicate_id")
+        first[event.id] = i
 
 
 def _checked(features: dict[str, Any] | None, label: Any, id: Any, loc: Loc, limits: Limits) -> LearnEvent:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from app.deps import ReadDefaultModel, ReadModel
+from app.deps import ReadDefaultModel, ReadModel, has_key
 from app.errors import FastJSON
 from app.hosting import ModelHost
 from app.json_route import JSONRoute
@@ -15,10 +15,15 @@ router = APIRouter(tags=["predict"], route_class=JSONRoute)
 
 _DOC = """Class probabilities for one instance (`features`, optional `id` to label it later)
 or a batch (`instances`). Keys are labels (booleans as `"true"`/`"false"`); before any label
-has been learned the answer is `{}` for each instance."""
+has been learned the answer is `{}` for each instance.
+
+An `id` is written once: predicting again with an id that is pending is a 409. Each model
+keeps at most `pending_max` ids (and `pending_max_bytes` of their features) for
+`pending_ttl_seconds`; with no room left the answer is 429. Ids sent without an API key never
+push out ids sent with one."""
 
 
-def predict(host: ModelHost, body: PredictBody) -> FastJSON:
+def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJSON:
     """Check the request's limits and predict (synchronously: a consistent model state)."""
     limits = host.limits
     if body.instances is not None:
@@ -28,18 +33,19 @@ def predict(host: ModelHost, body: PredictBody) -> FastJSON:
         return FastJSON({"probabilities": host.predict_many(body.instances)})
     assert body.features is not None
     check_features(body.features, ("body", "features"), limits)
-    if body.id is not None:
-        check_id(body.id, ("body", "id"), limits)
-    return FastJSON({"probabilities": host.predict_one(body.features, body.id)})
+    if body.id is None:
+        return FastJSON({"probabilities": host.predict_one(body.features)})
+    check_id(body.id, ("body", "id"), limits)
+    return FastJSON({"probabilities": host.predict_one(body.features, body.id, has_key(request))})
 
 
 @router.post("/predict_proba", response_model=PredictResult,
              summary="Predict probabilities (default model)", description=_DOC)
-async def predict_default(body: PredictBody, host: ReadDefaultModel) -> FastJSON:
-    return predict(host, body)
+async def predict_default(body: PredictBody, host: ReadDefaultModel, request: Request) -> FastJSON:
+    return predict(host, body, request)
 
 
 @router.post("/models/{name}/predict_proba", response_model=PredictResult,
              summary="Predict probabilities", description=_DOC)
-async def predict_named(body: PredictBody, host: ReadModel) -> FastJSON:
-    return predict(host, body)
+async def predict_named(body: PredictBody, host: ReadModel, request: Request) -> FastJSON:
+    return predict(host, body, request)

@@ -1,8 +1,18 @@
-"""Delayed-label ids: expiry by time and by count."""
+"""Delayed-label ids: write-once, expiry by time, bounds in count and bytes, trusted ids kept."""
 
 from __future__ import annotations
 
-from app.pending import PendingIds
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from app.exceptions import PendingFull, PendingIdTaken
+from app.pending import PendingIds, entry_bytes
+
+BIG = 10**9
 
 
 class Clock:
@@ -13,37 +23,141 @@ class Clock:
         return self.t
 
 
-def test_get_discard_and_replace() -> None:
-    p = PendingIds(10, 5.0, Clock())
+def test_get_discard_and_ids_by_type() -> None:
+    p = PendingIds(10, BIG, 5.0, Clock())
     p.put("a", {"x": 1})
     p.put(7, {"x": 2})
     assert p.get("a") == {"x": 1} and p.get(7) == {"x": 2} and p.get("7") is None
-    p.put("a", {"x": 3})
-    assert p.get("a") == {"x": 3} and len(p) == 2
     p.discard("a")
-    assert p.get("a") is None and len(p) == 1
+    assert p.get("a") is None and len(p) == 1 and p.bytes == entry_bytes(7, {"x": 2})
+    p.put("a", {"x": 3})  # labelled, so free again
+    assert p.get("a") == {"x": 3}
+
+
+def test_an_id_is_written_once_until_it_is_labelled_or_expires() -> None:
+    clock = Clock()
+    p = PendingIds(10, BIG, 5.0, clock)
+    p.put("a", {"x": 1})
+    for trusted in (True, False):
+        with pytest.raises(PendingIdTaken):
+            p.put("a", {"x": 2}, trusted)
+    assert p.get("a") == {"x": 1} and len(p) == 1
+    clock.t = 5.0
+    p.put("a", {"x": 3})
+    assert p.get("a") == {"x": 3}
 
 
 def test_ids_expire_after_ttl() -> None:
     clock = Clock()
-    p = PendingIds(10, 5.0, clock)
+    p = PendingIds(10, BIG, 5.0, clock)
     p.put("a", {})
     clock.t = 3.0
-    p.put("b", {})
+    p.put("b", {}, trusted=False)
     clock.t = 5.0
     assert p.get("a") is None and p.get("b") == {}
     clock.t = 8.0
-    assert p.get("b") is None and len(p) == 0
+    assert p.get("b") is None and len(p) == 0 and p.bytes == 0
 
 
 def test_oldest_ids_dropped_beyond_max_size() -> None:
-    p = PendingIds(2, 100.0, Clock())
+    p = PendingIds(2, BIG, 100.0, Clock())
     for k in ("a", "b", "c"):
         p.put(k, {})
     assert p.get("a") is None and p.get("b") == {} and p.get("c") == {}
 
 
+def test_bytes_are_bounded() -> None:
+    x = {f"f{i}": float(i) for i in range(10)}
+    p = PendingIds(1000, 3 * entry_bytes("k0", x), 100.0, Clock())
+    for i in range(5):
+        p.put(f"k{i}", x)
+    assert len(p) == 3 and p.get("k1") is None and p.get("k4") == x
+    with pytest.raises(PendingFull):  # one entry larger than the whole budget
+        p.put("huge", {f"f{i}": "v" * 100 for i in range(1000)})
+    assert len(p) == 3
+
+
+def test_untrusted_ids_never_push_out_trusted_ones() -> None:
+    p = PendingIds(3, BIG, 100.0, Clock())
+    p.put("t1", {})
+    p.put("t2", {})
+    for i in range(10):  # a flood without a key evicts only its own kind
+        p.put(f"u{i}", {}, trusted=False)
+    assert p.get("t1") == {} and p.get("t2") == {} and p.get("u9") == {} and p.get("u8") is None
+    p.put("t3", {})  # a trusted id pushes out an untrusted one first
+    assert p.get("u9") is None and len(p) == 3
+    with pytest.raises(PendingFull):  # only trusted ids are left: no room for an untrusted one
+        p.put("u10", {}, trusted=False)
+    p.put("t4", {})  # a trusted id may push out the oldest trusted one
+    assert p.get("t1") is None and p.get("t4") == {}
+
+
 def test_zero_size_keeps_nothing() -> None:
-    p = PendingIds(0, 100.0, Clock())
-    p.put("a", {})
+    p = PendingIds(0, BIG, 100.0, Clock())
+    with pytest.raises(PendingFull):
+        p.put("a", {})
     assert p.get("a") is None
+
+
+class PendingRules(RuleBasedStateMachine):
+    """Random puts, labels and clock steps against a plain model of the rules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = Clock()
+        self.p = PendingIds(4, 4 * entry_bytes("k0", {"a": 1.0}) + 200, 10.0, self.clock)
+        self.trusted_alive: dict[Any, dict[str, Any]] = {}
+
+    def _forget_expired(self) -> None:
+        """Drop the trusted ids that expired or that a trusted put pushed out."""
+        self.trusted_alive = {k: v for k, v in self.trusted_alive.items() if self.p.get(k) is not None}
+
+    @rule(key=st.sampled_from(["k0", "k1", "k2", "k3", "k4", "k5", 1, 2]), trusted=st.booleans(),
+          n=st.integers(0, 3))
+    def put(self, key: Any, trusted: bool, n: int) -> None:
+        x = {f"f{i}": float(i) for i in range(n)}
+        before = self.p.get(key)
+        n_before, bytes_before = len(self.p), self.p.bytes
+        try:
+            self.p.put(key, x, trusted)
+        except PendingIdTaken:
+            assert before is not None and self.p.get(key) is before  # written once
+            assert (len(self.p), self.p.bytes) == (n_before, bytes_before)
+            return
+        except PendingFull:
+            assert not trusted  # a trusted caller can always make room (each entry fits the budget)
+            assert (len(self.p), self.p.bytes) == (n_before, bytes_before)  # nothing evicted
+            assert all(self.p.get(k) is v for k, v in self.trusted_alive.items())
+            return
+        assert before is None and self.p.get(key) is x
+        if trusted:  # it may have pushed out older trusted ids
+            self._forget_expired()
+            self.trusted_alive[key] = x
+
+    @rule(key=st.sampled_from(["k0", "k1", "k2", 1]))
+    def label(self, key: Any) -> None:
+        self.p.discard(key)
+        self.trusted_alive.pop(key, None)
+        assert self.p.get(key) is None
+
+    @rule(dt=st.sampled_from([0.5, 3.0, 10.0]))
+    def wait(self, dt: float) -> None:
+        self.clock.t += dt
+        self._forget_expired()
+
+    @invariant()
+    def bounded(self) -> None:
+        assert len(self.p) <= self.p.max_size and 0 <= self.p.bytes <= self.p.max_bytes
+
+    @invariant()
+    def untrusted_puts_never_evict_trusted_ids(self) -> None:
+        # every trusted id still alive by time was pushed out, if at all, by a trusted put
+        assert all(self.p.get(k) is v for k, v in self.trusted_alive.items())
+
+    @invariant()
+    def bytes_add_up(self) -> None:
+        assert self.p.bytes == sum(e.size for d in (self.p._trusted, self.p._untrusted) for e in d.values())
+
+
+TestPendingRules = PendingRules.TestCase
+TestPendingRules.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)

@@ -6,6 +6,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from streamtree import ProbabilityTree
 
 from tests.app.conftest import learn_all, make_stream, same_predictions
@@ -154,3 +156,88 @@ def test_boolean_and_integer_labels(client) -> None:  # type: ignore[no-untyped-
     client.post("/models/i/learn", json={"events": [{"features": {"a": i}, "label": i % 3} for i in range(10)]})
     p = client.post("/models/i/predict_proba", json={"features": {"a": 1}}).json()["probabilities"]
     assert set(p) == {"0", "1", "2"}
+
+
+def test_max_features_refuses_events_that_would_pass_it_naming_the_limit(client) -> None:  # type: ignore[no-untyped-def]
+    assert client.get("/models/default").json()["config"]["max_features"] == 10_000
+    client.put("/models/m", json={"max_features": 5})
+    learn_all(client, make_stream(50), "/models/m/learn")  # 5 features: a, b, c, colour, flag
+    before = state(client, "m")
+    for body, loc in [({"features": {"a": 1.0, "new": 1.0}, "label": "low"}, ["body", "features"]),
+                      ({"events": [{"features": {"a": 1.0}, "label": "low"},
+                                   {"features": {"zz": "q"}, "label": "low"}]}, ["body", "events", 1, "features"])]:
+        r = client.post("/models/m/learn", json=body)
+        assert r.status_code == 422, r.text
+        err = r.json()["detail"][0]
+        assert err["loc"] == loc and "max_features=5" in err["msg"]
+        assert state(client, "m") == before
+    assert client.post("/models/m/learn", json={"features": {"a": 1.0}, "label": "low"}).json()["seq"] == 51
+
+
+def test_thirty_thousand_new_feature_names_are_refused_by_the_default_limit(client) -> None:  # type: ignore[no-untyped-def]
+    names = [f"n{i}" for i in range(30_000)]
+    before = state(client)
+    r = client.post("/learn", json={"events": [{"features": {k: 1.0 for k in names[i:i + 1000]}, "label": "y"}
+                                               for i in range(0, 30_000, 1000)]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "events", 10, "features"]
+    assert "max_features=10000" in r.json()["detail"][0]["msg"]
+    assert state(client) == before
+
+
+def test_a_batch_naming_one_id_twice_is_refused(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:50])
+    client.post("/predict_proba", json={"features": stream[50][0], "id": "p"})
+    before = state(client)
+    r = client.post("/learn", json={"events": [{"id": "p", "label": "low"}, {"features": {"a": 1}, "label": "low"},
+                                               {"id": "p", "label": "low"}]})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [{"type": "duplicate_id", "loc": ["body", "events", 2, "id"],
+                                   "msg": "This id is also at events[0]; a batch names each id at most once"}]
+    assert state(client) == before
+    assert client.post("/learn", json={"events": [{"id": "p", "label": "low"}, {"id": "p2", "label": "low",
+                                                   "features": {"a": 1}}]}).json()["seq"] == 52
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("predict"), st.integers(0, 4), st.integers(0, 49)),  # (op, id, which features)
+    st.tuples(st.just("label"), st.lists(st.integers(0, 4), min_size=1, max_size=3), st.sampled_from(["low", "mid"])),
+), min_size=1, max_size=12)
+
+
+def test_delayed_label_rules_hold_for_any_sequence_of_predictions_and_labels(running) -> None:  # type: ignore[no-untyped-def]
+    """Ids are written once, a batch names each once and only pending ones, and the model is
+    always a fresh model fed exactly the accepted events in order."""
+    xs = [x for x, _ in make_stream(50, seed=8)]
+    with running() as client:
+        counter = iter(range(10**6))
+
+        @given(ops=OPS)
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+        def run(ops: list[Any]) -> None:
+            name = f"h{next(counter)}"
+            assert client.put(f"/models/{name}", json={"grace_period": 5}).status_code == 201
+            pending: dict[int, dict[str, Any]] = {}
+            learned: list[tuple[dict[str, Any], str]] = []
+            for op in ops:
+                if op[0] == "predict":
+                    _, k, i = op
+                    r = client.post(f"/models/{name}/predict_proba", json={"features": xs[i], "id": k})
+                    assert r.status_code == (409 if k in pending else 200), r.text
+                    pending.setdefault(k, xs[i])
+                    continue
+                _, ids, y = op
+                r = client.post(f"/models/{name}/learn", json={"events": [{"id": k, "label": y} for k in ids]})
+                if len(set(ids)) < len(ids) or any(k not in pending for k in ids):
+                    assert r.status_code == 422, r.text
+                    continue
+                assert r.json() == {"learned": len(ids), "seq": len(learned) + len(ids)}
+                learned += [(pending.pop(k), y) for k in ids]
+            fresh = ProbabilityTree(grace_period=5)
+            for x, y in learned:
+                fresh.learn_one(x, y)
+            assert client.get(f"/models/{name}").json()["seq"] == len(learned)
+            if learned:
+                assert same_predictions(client, fresh, name, n=5)
+            assert client.delete(f"/models/{name}").status_code == 204
+
+        run()

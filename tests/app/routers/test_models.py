@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 from streamtree import ProbabilityTree
+
+from app.storage import DB_NAME
 
 from tests.app.conftest import batch_proba, learn_all, make_stream
 
@@ -89,3 +94,52 @@ def test_model_limit(running) -> None:  # type: ignore[no-untyped-def]
         assert client.put("/models/a", json={}).status_code == 201
         r = client.put("/models/b", json={})
         assert r.status_code == 409 and r.json() == {"detail": "The model limit is reached."}
+
+
+HUGE = 2**70
+
+
+def test_every_config_field_refuses_huge_numbers_with_a_json_422_naming_it(client) -> None:  # type: ignore[no-untyped-def]
+    fields = [k for k, v in client.get("/models/default").json()["config"].items() if k != "nominal_features"
+              and (v is None or type(v) in (int, float))]
+    assert {"grace_period", "max_depth", "max_nodes", "max_features", "tau", "m", "half_life"} <= set(fields)
+    for field in fields:
+        for value in (HUGE, -HUGE, 10**400, 2**63):
+            r = client.request("PUT", "/models/m", content=f'{{"{field}": {value}}}',
+                               headers={"content-type": "application/json"})
+            assert r.status_code == 422, (field, value, r.text)
+            assert r.json()["detail"][0]["loc"] == ["body", field]
+    assert client.get("/models/m").status_code == 404
+
+
+def test_nominal_features_must_be_a_bounded_list_of_bounded_names(client) -> None:  # type: ignore[no-untyped-def]
+    for body, loc in [({"nominal_features": "abc"}, ["body", "nominal_features"]),
+                      ({"nominal_features": {"a": 1}}, ["body", "nominal_features"]),
+                      ({"nominal_features": ["a", 1.5]}, ["body", "nominal_features"]),
+                      ({"nominal_features": [f"f{i}" for i in range(100_000)]}, ["body", "nominal_features"]),
+                      ({"nominal_features": ["a", "x" * 257]}, ["body", "nominal_features", 1]),
+                      ({"nominal_features": [HUGE]}, ["body", "nominal_features", 0]),
+                      ({"nominal_features": ["a", "b"], "max_features": 1}, ["body", "nominal_features"])]:
+        r = client.put("/models/m", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["detail"][0]["loc"] == loc
+    assert client.get("/models/m").status_code == 404
+    r = client.put("/models/m", json={"nominal_features": ["a", 7], "max_features": 2})
+    assert r.status_code == 201 and r.json()["config"]["nominal_features"] == ["a", 7]
+
+
+def test_a_config_stored_before_a_parameter_existed_is_completed_on_start(running, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with running() as client:
+        assert client.put("/models/old", json={"grace_period": 50}).status_code == 201
+        learn_all(client, make_stream(40), "/models/old/learn")
+    db = sqlite3.connect(tmp_path / "data" / DB_NAME)
+    config = ProbabilityTree(grace_period=50).get_config()
+    del config["max_features"]  # as stored by a version without max_features
+    with db:
+        db.execute("UPDATE models SET config = ? WHERE name = 'old'", (json.dumps(config, sort_keys=True),))
+        db.execute("DELETE FROM snapshots WHERE model = 'old'")
+    db.close()
+    with running() as client:
+        info = client.get("/models/old").json()
+        assert info["config"] == ProbabilityTree(grace_period=50).get_config() and info["seq"] == 40
+        assert client.put("/models/old", json={"grace_period": 50}).status_code == 200  # the same config, not a 409

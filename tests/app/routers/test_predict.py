@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from streamtree import ProbabilityTree
 
-from tests.app.conftest import learn_all
+from tests.app.conftest import learn_all, same_predictions
 
 
 def test_empty_before_any_label(client) -> None:  # type: ignore[no-untyped-def]
@@ -48,3 +49,51 @@ def test_batch_limit(running) -> None:  # type: ignore[no-untyped-def]
     with running(max_batch=3) as client:
         r = client.post("/predict_proba", json={"instances": [{"a": 1}] * 4})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "instances"]
+
+
+def test_a_pending_id_is_written_once(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:50])
+    x, y = stream[50]
+    assert client.post("/predict_proba", json={"features": x, "id": "req-1"}).status_code == 200
+    r = client.post("/predict_proba", json={"features": stream[60][0], "id": "req-1"})  # would poison the label
+    assert r.status_code == 409
+    assert r.json() == {"detail": "This id is pending already; predict with a new id."}
+    assert client.post("/learn", json={"id": "req-1", "label": y}).json()["seq"] == 51
+    fresh = ProbabilityTree()
+    for xx, yy in stream[:51]:  # the label trained on the features first predicted
+        fresh.learn_one(xx, yy)
+    assert same_predictions(client, fresh)
+    assert client.post("/predict_proba", json={"features": x, "id": "req-1"}).status_code == 200  # labelled: free
+
+
+KEY = "k" * 16
+
+
+def test_callers_without_a_key_cannot_evict_pending_ids_of_callers_with_one(running) -> None:  # type: ignore[no-untyped-def]
+    auth = {"Authorization": f"Bearer {KEY}"}
+    with running(api_keys=KEY, pending_max=3) as client:
+        client.post("/learn", json={"features": {"a": 1.0}, "label": "y"}, headers=auth)
+        for i in range(2):
+            assert client.post("/predict_proba", json={"features": {"a": i}, "id": f"t{i}"}, headers=auth).status_code == 200
+        codes = [client.post("/predict_proba", json={"features": {"a": 0}, "id": f"u{i}"}).status_code
+                 for i in range(50)]  # an anonymous flood (reads are open)
+        assert set(codes) == {200}  # it pushes out its own ids only
+        forged = {"Authorization": "Bearer " + "x" * 16}  # a wrong key is no key
+        assert client.post("/predict_proba", json={"features": {}, "id": "f"}, headers=forged).status_code == 200
+        r = client.post("/learn", json={"events": [{"id": "t0", "label": "y"}, {"id": "t1", "label": "y"}]}, headers=auth)
+        assert r.status_code == 200, r.text
+        assert client.post("/learn", json={"id": "u48", "label": "y"}, headers=auth).status_code == 422  # pushed out
+        for i in range(3):
+            assert client.post("/predict_proba", json={"features": {}, "id": f"t{i + 2}"}, headers=auth).status_code == 200
+        r = client.post("/predict_proba", json={"features": {}, "id": "u-late"})  # full of trusted ids
+        assert r.status_code == 429
+        assert r.json() == {"detail": "No room for another pending id; label or let expire earlier ones."}
+
+
+def test_pending_ids_are_bounded_in_bytes(running) -> None:  # type: ignore[no-untyped-def]
+    with running(pending_max_bytes=64 * 1024) as client:
+        x = {f"f{i}": "v" * 200 for i in range(100)}  # about 30 KiB charged
+        for i in range(3):
+            assert client.post("/predict_proba", json={"features": x, "id": i}).status_code == 200
+        assert client.post("/learn", json={"id": 0, "label": "y"}).status_code == 422  # pushed out by bytes
+        assert client.post("/learn", json={"id": 2, "label": "y"}).status_code == 200
