@@ -36,14 +36,14 @@ from app.exceptions import InvalidInput, LearnFailure, Loc, LogUnavailable, NotA
 from app.learning import Restored, bad_row, encode_event, learn_scored, logged_events, restore
 from app.pending import PendingIds
 from app.settings import Settings
-from app.storage import Snapshot, StorageError
+from app.storage import EventStore, IdempotentAnswer, Snapshot, StorageError
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import Limits, event_loc, field_error
 from streamtree.exceptions import InputError
 from streamtree.typing import ClassLabel
 
-__all__ = ["APPLY_EVENTS", "LearnEvent", "ModelHost", "label_key", "restore"]
+__all__ = ["APPLY_EVENTS", "KEY_LOC", "LearnEvent", "ModelHost", "label_key", "restore"]
 
 log = logging.getLogger("streamtree.app")
 
@@ -52,6 +52,9 @@ LABEL_TYPES: dict[type, str] = {str: "string", int: "integer", bool: "boolean"}
 #: Requests are learned together, one library call for several, until they hold this many
 #: events (a larger request is learned alone); predictions run between two such calls.
 APPLY_EVENTS = 1_000
+
+#: Where a refused ``Idempotency-Key`` is, in a 422's ``loc``.
+KEY_LOC: Loc = ("header", "Idempotency-Key")
 
 
 def label_key(label: Any) -> str:
@@ -79,6 +82,8 @@ class _LearnRequest:
     events: Sequence[LearnEvent]
     batch: bool
     future: asyncio.Future[tuple[int, int]]
+    key: str | None = None
+    body_hash: str = ""
 
 
 @dataclass
@@ -250,14 +255,20 @@ class ModelHost:
                 "drift_background": float(drift["background"] is not None)}
 
     # ------------------------------------------------------------------ writing
-    async def learn(self, events: Sequence[LearnEvent], batch: bool) -> tuple[int, int]:
+    async def learn(self, events: Sequence[LearnEvent], batch: bool,
+                    key: str | None = None, body_hash: str = "") -> tuple[int, int]:
         """Queue a request's events for the writer; return ``(learned, seq)`` once durable.
+
+        With an idempotency ``key``, a request the model logged with that key (within the
+        ``idempotency_window_seconds`` setting) is not learned again: it gets the first answer
+        if its ``body_hash`` is the first request's, else a 422. The writer checks and records
+        keys in order, so two requests with one key are never both learned.
 
         Raises
         ------
         InvalidInput
-            An event is refused (unknown id, label type or limit, or the library's InputError);
-            none of the request's events was learned.
+            An event is refused (unknown id, label type or limit, or the library's InputError),
+            or ``key`` was used with another body; none of the request's events was learned.
         StorageFailure, NotAvailable, Recovering, LearnFailure
             The events were not learned.
         """
@@ -266,7 +277,7 @@ class ModelHost:
         if self.recovering:
             raise Recovering()
         future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_LearnRequest(events, batch, future))
+        self._queue.append(_LearnRequest(events, batch, future, key, body_hash))
         self._wakeup.set()
         return await future
 
@@ -309,12 +320,53 @@ class ModelHost:
             for request in group:
                 _fail(request, Recovering())
             return
+        group = await self._settle_keys(group)
         done = _Group()
         for i, chunk in enumerate(_chunks(group, APPLY_EVENTS)):
             if i:
                 await asyncio.sleep(0)  # let predictions in between two chunks
             await self._learn_chunk(chunk, done)
         await self._commit(done)
+
+    async def _settle_keys(self, group: list[_LearnRequest]) -> list[_LearnRequest]:
+        """Answer the group's requests whose idempotency key is logged; return those to learn.
+
+        A request whose key is logged gets the first answer (same body) or a 422 (another
+        body) and is not learned. A request whose key an earlier request of the group holds
+        goes back to the head of the queue: the next group finds the key logged if the
+        earlier one was learned, and learns it otherwise.
+        """
+        keys = list({r.key for r in group if r.key is not None and not r.future.done()})
+        if not keys:
+            return group
+        try:
+            found = await self.db.run(_find_keys, self.db.store, self.name, keys,
+                                      self.settings.idempotency_window_seconds)
+        except StorageError:
+            log.exception("model %r: reading idempotency keys failed", self.name)
+            for request in group:
+                if request.key is not None:
+                    _fail(request, StorageFailure())
+            return [r for r in group if r.key is None]
+        kept: list[_LearnRequest] = []
+        later: list[_LearnRequest] = []
+        held: set[str] = set()
+        for request in group:
+            if request.key is None:
+                kept.append(request)
+            elif (answer := found.get(request.key)) is not None:
+                if answer.body_hash != request.body_hash:
+                    _fail(request, field_error(KEY_LOC, "This Idempotency-Key was used with another request "
+                                               "body; use a new key for a new request", "idempotency_key_reused"))
+                elif not request.future.done():
+                    request.future.set_result((answer.learned, answer.seq))
+            elif request.key in held:
+                later.append(request)
+            else:
+                held.add(request.key)
+                kept.append(request)
+        self._queue.extendleft(reversed(later))
+        return kept
 
     async def _learn_chunk(self, chunk: list[_LearnRequest], done: _Group) -> None:
         """Learn a chunk of requests with one library call; add the learned ones to ``done``.
@@ -425,7 +477,9 @@ class ModelHost:
         loop = asyncio.get_running_loop()
         start = loop.time()
         try:
-            await self.db.run(self.db.store.append, self.name, first, texts)
+            keys = [IdempotentAnswer(r.key, r.body_hash, n, last) for r, n, last in done.acks if r.key is not None]
+            await self.db.run(self.db.store.append, self.name, first, texts, keys,
+                              self.settings.idempotency_window_seconds)
         except Exception:
             log.exception("model %r: commit of events %d..%d failed", self.name, first, self.seq)
             try:
@@ -482,6 +536,12 @@ def _chunks(group: list[_LearnRequest], size: int) -> Iterator[list[_LearnReques
         n += len(request.events)
     if chunk:
         yield chunk
+
+
+def _find_keys(store: EventStore, name: str, keys: list[str], window_s: float) -> dict[str, IdempotentAnswer]:
+    """The logged answers of the model's requests made with these keys (run on the store's thread)."""
+    found = {key: store.find_idempotent(name, key, window_s) for key in keys}
+    return {key: answer for key, answer in found.items() if answer is not None}
 
 
 def _fail(request: _LearnRequest, exc: BaseException) -> None:

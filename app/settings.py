@@ -75,6 +75,10 @@ class Settings(BaseSettings):
         Most points (and most drift events) a model's metrics history keeps; oldest dropped.
     group_max_events
         Most events one group commit applies and logs in one transaction.
+    idempotency_window_seconds
+        How long, per model, the answer to a learn request made with an ``Idempotency-Key`` is
+        kept (in the store, with its events): a retry with that key within the window gets the
+        first answer and learns nothing; after it the key may be forgotten (used afresh).
     log_level
         uvicorn log level.
     """
@@ -105,6 +109,7 @@ class Settings(BaseSettings):
     history_seconds: float = Field(default=30.0, gt=0)
     history_points: int = Field(default=1_000, ge=2, le=100_000)
     group_max_events: int = Field(default=20_000, ge=1)
+    idempotency_window_seconds: float = Field(default=86_400.0, gt=0, le=366 * 86_400)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
     @field_validator("api_keys", mode="before")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+import orjson
+from fastapi import APIRouter, Header
 
 from app.deps import WriteDefaultModel, WriteModel
 from app.errors import FastJSON
 from app.exceptions import Loc
-from app.hosting import LearnEvent, ModelHost
+from app.hosting import KEY_LOC, LearnEvent, ModelHost
 from app.json_route import JSONRoute
 from app.schemas import LearnBody, LearnResult
 from app.validation import Limits, check_features, check_id, check_label, check_length, field_error
@@ -22,11 +24,26 @@ An event with an `id` and a `label` but no `features` labels the features of the
 `predict_proba` call made with that `id`. The response is sent only once the events are
 durable; `seq` is the sequence number of the request's last event. A refused event (422,
 naming the field) means none of the request's events was learned. A batch names each `id`
-at most once (422 otherwise)."""
+at most once (422 otherwise).
+
+With an `Idempotency-Key` header (1 to 255 printable ASCII characters), a retry of the
+request with the same key and body (within `idempotency_window_seconds`, default 24 h, per
+model) gets the first answer (same `learned` and `seq`) and learns nothing; the same key with
+another body is a 422 naming the header."""
+
+#: Longest accepted ``Idempotency-Key``.
+MAX_KEY_LENGTH = 255
+
+#: The ``Idempotency-Key`` request header (optional).
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key",
+                                               description="Makes a retry of this request learn nothing: "
+                                               "it gets the first answer (1-255 printable ASCII characters)")]
 
 
-async def learn(host: ModelHost, body: LearnBody) -> FastJSON:
+async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> FastJSON:
     """Check the request's limits, queue it for the model's writer, answer once durable."""
+    if key is not None:
+        _check_key(key)
     limits = host.limits
     if body.events is None:
         assert body.label is not None
@@ -36,8 +53,22 @@ async def learn(host: ModelHost, body: LearnBody) -> FastJSON:
         events = [_checked(e.get("features"), e["label"], e.get("id"), ("body", "events", i), limits)
                   for i, e in enumerate(body.events)]
         _check_ids_once(events)
-    learned, seq = await host.learn(events, body.events is not None)
+    batch = body.events is not None
+    learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "")
     return FastJSON({"learned": learned, "seq": seq})
+
+
+def _check_key(key: str) -> None:
+    """Refuse an ``Idempotency-Key`` that is empty, too long or not printable ASCII."""
+    if not 1 <= len(key) <= MAX_KEY_LENGTH or not all(" " <= c <= "~" for c in key):
+        raise field_error(KEY_LOC, f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable ASCII characters",
+                          "idempotency_key")
+
+
+def _body_hash(events: list[LearnEvent], batch: bool) -> str:
+    """A digest of the request's events (canonical JSON, keys sorted): equal for a retried body."""
+    canonical = orjson.dumps([batch, [[e.features, e.label, e.id] for e in events]], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def _check_ids_once(events: list[LearnEvent]) -> None:
@@ -66,11 +97,13 @@ def _checked(features: dict[str, Any] | None, label: Any, id: Any, loc: Loc, lim
 
 @router.post("/learn", response_model=LearnResult,
              summary="Learn (default model)", description=_DOC)
-async def learn_default(body: LearnBody, host: WriteDefaultModel) -> FastJSON:
-    return await learn(host, body)
+async def learn_default(body: LearnBody, host: WriteDefaultModel,
+                        idempotency_key: IdempotencyKey = None) -> FastJSON:
+    return await learn(host, body, idempotency_key)
 
 
 @router.post("/models/{name}/learn", response_model=LearnResult,
              summary="Learn", description=_DOC)
-async def learn_named(body: LearnBody, host: WriteModel) -> FastJSON:
-    return await learn(host, body)
+async def learn_named(body: LearnBody, host: WriteModel,
+                      idempotency_key: IdempotencyKey = None) -> FastJSON:
+    return await learn(host, body, idempotency_key)

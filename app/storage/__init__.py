@@ -12,12 +12,14 @@ import importlib
 import re
 from pathlib import Path
 
-from app.storage.base import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, StoredModel, Sync
+from app.storage.base import (EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError,
+                              StoredModel, Sync)
 
 __all__ = [
     "DB_NAME",
     "ENGINES",
     "EventStore",
+    "IdempotentAnswer",
     "ModelExists",
     "SeqConflict",
     "Snapshot",

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
-__all__ = ["EventStore", "ModelExists", "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync"]
+__all__ = ["EventStore", "IdempotentAnswer", "ModelExists", "SeqConflict", "Snapshot", "StorageError", "StoredModel",
+           "Sync"]
 
 #: Durability of a commit: ``"full"`` survives a power cut, ``"normal"`` a killed process only.
 Sync = Literal["full", "normal"]
@@ -50,6 +51,24 @@ class Snapshot:
     seq: int
     model_bytes: bytes
     state: str
+
+
+@dataclass(frozen=True)
+class IdempotentAnswer:
+    """A learn request made with an ``Idempotency-Key``: what it was and what it was answered.
+
+    Logged in the same transaction as the request's events, so a retry of the request (same
+    key) is recognised even after a restart, or by another instance on the same database.
+    """
+
+    key: str
+    """The client's ``Idempotency-Key``."""
+    body_hash: str
+    """A digest of the request's events (hex sha256), to tell a retry from another request."""
+    learned: int
+    """How many events the request learned."""
+    seq: int
+    """The sequence number of its last event."""
 
 
 class EventStore(ABC):
@@ -96,17 +115,32 @@ class EventStore(ABC):
         """Remove a model with its event log and snapshots, in one transaction (no-op if absent)."""
 
     @abstractmethod
-    def append(self, name: str, first_seq: int, events: Sequence[str]) -> None:
+    def append(self, name: str, first_seq: int, events: Sequence[str],
+               keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
         """Append events numbered ``first_seq, first_seq + 1, ...`` in one transaction.
 
         Returns only once the transaction is committed (with ``sync="full"``: on disk).
 
+        Parameters
+        ----------
+        name, first_seq, events
+            The model, the number of the first event, the events' texts.
+        keys
+            The idempotency keys of the requests whose events these are, recorded in the same
+            transaction (a key older than ``window_s`` seconds may be replaced or forgotten).
+        window_s
+            How long a key is kept, in seconds.
+
         Raises
         ------
         SeqConflict
-            ``first_seq`` does not follow the last logged event; nothing is written, so the
-            log never has a gap or a duplicate.
+            ``first_seq`` does not follow the last logged event, or a key is recorded already
+            (within the window); nothing is written, so the log never has a gap or a duplicate.
         """
+
+    @abstractmethod
+    def find_idempotent(self, name: str, key: str, window_s: float) -> IdempotentAnswer | None:
+        """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
 
     @abstractmethod
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:

@@ -34,7 +34,8 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 
 from app.storage import redact
-from app.storage.base import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, StoredModel, Sync
+from app.storage.base import (EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError,
+                              StoredModel, Sync)
 from app.storage.postgres_schema import migrate
 
 __all__ = ["PostgresStore"]
@@ -156,9 +157,27 @@ class PostgresStore(EventStore):
         with self._conn() as conn:
             conn.execute("DELETE FROM streamtree_models WHERE name = %s", (name,))
 
-    def append(self, name: str, first_seq: int, events: Sequence[str]) -> None:
-        """Append events numbered ``first_seq, ...`` in one statement; :class:`SeqConflict` on a gap or overlap."""
+    def append(self, name: str, first_seq: int, events: Sequence[str],
+               keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
+        """Append events numbered ``first_seq, ...`` with the requests' idempotency keys, in one transaction.
+
+        :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``
+        (the primary key ``(model, key)`` refuses it, also from another instance).
+        """
         with self._conn(SeqConflict) as conn:
+            if keys:
+                with conn.transaction():
+                    _check_follows(conn, name, first_seq)
+                    conn.cursor().executemany(
+                        "INSERT INTO streamtree_events (model, seq, event) VALUES (%s, %s, %s)",
+                        [(name, first_seq + i, event) for i, event in enumerate(events)])
+                    # forget the model's keys past the window, so a key may be used again after it
+                    conn.execute("DELETE FROM streamtree_idempotency WHERE model = %s "
+                                  "AND created_at <= now() - make_interval(secs => %s)", (name, window_s))
+                    conn.cursor().executemany(
+                        "INSERT INTO streamtree_idempotency (model, key, body_hash, learned, seq) "
+                        "VALUES (%s, %s, %s, %s, %s)", [(name, k.key, k.body_hash, k.learned, k.seq) for k in keys])
+                return
             if len(events) < COPY_FROM:
                 cur = conn.execute(_APPEND, {"model": name, "first": first_seq, "events": list(events)})
                 if cur.rowcount == len(events):
@@ -170,6 +189,14 @@ class PostgresStore(EventStore):
                 with conn.cursor().copy("COPY streamtree_events (model, seq, event) FROM STDIN") as copy:
                     for i, event in enumerate(events):
                         copy.write_row((name, first_seq + i, event))
+
+    def find_idempotent(self, name: str, key: str, window_s: float) -> IdempotentAnswer | None:
+        """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT body_hash, learned, seq FROM streamtree_idempotency WHERE model = %s AND key = %s "
+                "AND created_at > now() - make_interval(secs => %s)", (name, key, window_s)).fetchone()
+        return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` events numbered above ``after``, in order."""

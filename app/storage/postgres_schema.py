@@ -57,6 +57,19 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE streamtree_events ADD COLUMN idempotency_key text;
     """,
+    # 3: the answer to each learn request made with an Idempotency-Key, written with its events.
+    """
+    CREATE TABLE streamtree_idempotency (
+        model text NOT NULL REFERENCES streamtree_models (name) ON DELETE CASCADE,
+        key text NOT NULL,
+        body_hash text NOT NULL,
+        learned integer NOT NULL,
+        seq bigint NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (model, key)
+    );
+    CREATE INDEX streamtree_idempotency_age ON streamtree_idempotency (model, created_at);
+    """,
 )
 
 

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from app.storage.base import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, StoredModel, Sync
+from app.storage.base import (EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError,
+                              StoredModel, Sync)
 
 __all__ = ["SQLiteStore"]
 
@@ -41,6 +42,16 @@ CREATE TABLE IF NOT EXISTS snapshots (
     created_at REAL NOT NULL,
     PRIMARY KEY (model, seq)
 );
+CREATE TABLE IF NOT EXISTS idempotency (
+    model TEXT NOT NULL,
+    key TEXT NOT NULL,
+    body_hash TEXT NOT NULL,
+    learned INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (model, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency (model, created_at);
 """
 
 
@@ -122,16 +133,39 @@ class SQLiteStore(EventStore):
         with _translated(), self._transaction():
             self._db.execute("DELETE FROM events WHERE model = ?", (name,))
             self._db.execute("DELETE FROM snapshots WHERE model = ?", (name,))
+            self._db.execute("DELETE FROM idempotency WHERE model = ?", (name,))
             self._db.execute("DELETE FROM models WHERE name = ?", (name,))
 
-    def append(self, name: str, first_seq: int, events: Sequence[str]) -> None:
-        """Append events numbered ``first_seq, ...`` and commit; :class:`SeqConflict` on a gap or overlap."""
+    def append(self, name: str, first_seq: int, events: Sequence[str],
+               keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
+        """Append events numbered ``first_seq, ...`` with the requests' idempotency keys, and commit.
+
+        :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``.
+        """
         rows = [(name, first_seq + i, event) for i, event in enumerate(events)]
+        now = time.time()
         with _translated(SeqConflict), self._transaction():
             last = self._db.execute("SELECT MAX(seq) FROM events WHERE model = ?", (name,)).fetchone()[0] or 0
             if first_seq != last + 1:  # the log stays gap-free whatever the caller does
                 raise SeqConflict(f"model {name!r}: append at seq {first_seq} after {last}")
             self._db.executemany("INSERT INTO events(model, seq, event) VALUES (?, ?, ?)", rows)
+            if keys:  # forget the model's keys past the window, so a key may be used again after it
+                self._db.execute("DELETE FROM idempotency WHERE model = ? AND created_at <= ?",
+                                 (name, now - window_s))
+                self._db.executemany(
+                    "INSERT INTO idempotency(model, key, body_hash, learned, seq, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(name, k.key, k.body_hash, k.learned, k.seq, now) for k in keys],
+                )
+
+    def find_idempotent(self, name: str, key: str, window_s: float) -> IdempotentAnswer | None:
+        """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
+        with _translated():
+            row = self._db.execute(
+                "SELECT body_hash, learned, seq FROM idempotency WHERE model = ? AND key = ? AND created_at > ?",
+                (name, key, time.time() - window_s),
+            ).fetchone()
+        return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` events numbered above ``after``, in order."""

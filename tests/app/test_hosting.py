@@ -209,7 +209,8 @@ def test_failed_rebuild_keeps_the_model_unavailable(running, stream, monkeypatch
 
 
 async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, Any] | None = None,
-                     predict_first: dict[str, Any] | None = None) -> tuple[list[httpx.Response], list[int]]:
+                     predict_first: dict[str, Any] | None = None,
+                     headers: list[dict[str, str]] | None = None) -> tuple[list[httpx.Response], list[int]]:
     """Send ``first``, hold its commit on the store's thread, send ``bodies`` concurrently while
     it is held, then release it: ``bodies`` all wait in the writer's queue, so they form one
     group. Returns the responses to ``bodies`` and the size of every transaction (append)."""
@@ -221,11 +222,11 @@ async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, An
         store = app.state.registry.db.store
         original, sizes, release = store.append, [], threading.Event()
 
-        def append(name: str, first_seq: int, texts: list[str]) -> None:
+        def append(name: str, first_seq: int, texts: list[str], *keys: Any) -> None:
             sizes.append(len(texts))
             if len(sizes) == 1:
                 release.wait(30)
-            original(name, first_seq, texts)
+            original(name, first_seq, texts, *keys)
 
         store.append = append
         held = asyncio.create_task(c.post("/learn", json=first or {"features": {"a": 0.0}, "label": "low"}))
@@ -235,7 +236,8 @@ async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, An
                 await asyncio.sleep(0.001)
 
         await asyncio.wait_for(until(lambda: sizes), 30)  # the first commit is in flight, held
-        tasks = [asyncio.create_task(c.post("/learn", json=b)) for b in bodies]
+        tasks = [asyncio.create_task(c.post("/learn", json=b, headers=headers[i] if headers else None))
+                 for i, b in enumerate(bodies)]
         await asyncio.wait_for(until(lambda: len(host._queue) == len(bodies)), 30)
         release.set()
         assert (await held).status_code == 200
@@ -285,6 +287,20 @@ def test_a_refused_request_leaves_the_rest_of_its_group_learned(tmp_path) -> Non
     assert sizes == [1, 5]
     learned = events[0:4] + [events[8], (events[10][0], "low")]
     assert app.state.live[0] == scored(learned).to_bytes()
+
+
+def test_concurrent_requests_with_one_idempotency_key_learn_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    events = make_stream(6, seed=25)
+    bodies = [single(*events[1]), single(*events[2]), single(*events[1]), single(*events[3]), single(*events[4])]
+    keys = [{"Idempotency-Key": k} for k in ("a", "b", "a", "b", "c")]  # "b" comes back with another body
+    app = create_app(Settings(data_dir=tmp_path))
+    responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0]), headers=keys))
+    assert [r.status_code for r in responses] == [200, 200, 200, 422, 200]
+    assert [r.json() for r in responses if r.status_code == 200] == [
+        {"learned": 1, "seq": 2}, {"learned": 1, "seq": 3}, {"learned": 1, "seq": 2}, {"learned": 1, "seq": 4}]
+    assert responses[3].json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert sizes == [1, 3]  # the repeated keys wait for their first request's commit, then learn nothing
+    assert app.state.live[0] == scored([events[0], events[1], events[2], events[4]]).to_bytes()
 
 
 def test_a_library_failure_costs_only_the_request_at_fault(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

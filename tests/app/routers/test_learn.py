@@ -241,3 +241,83 @@ def test_delayed_label_rules_hold_for_any_sequence_of_predictions_and_labels(run
             assert client.delete(f"/models/{name}").status_code == 204
 
         run()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Settings selecting the engine: the SQLite default, or a fresh PostgreSQL database."""
+    return {} if request.param == "sqlite" else {"database_url": request.getfixturevalue("pg_url")}
+
+
+def test_a_retry_with_an_idempotency_key_gets_the_first_answer_and_learns_nothing(running, engine) -> None:  # type: ignore[no-untyped-def]
+    stream = make_stream(40, seed=5)
+    with running(**engine) as client:
+        learn_all(client, stream[:20])
+        body = {"events": [{"features": x, "label": y} for x, y in stream[20:30]]}
+        key = {"Idempotency-Key": "order-42/retry:ok"}
+        first = client.post("/learn", json=body, headers=key)
+        assert first.json() == {"learned": 10, "seq": 30}
+        before = state(client)
+        for _ in range(2):
+            again = client.post("/learn", json=body, headers=key)
+            assert again.status_code == 200 and again.json() == {"learned": 10, "seq": 30}
+        assert client.post("/models/default/learn", json=body, headers=key).json() == {"learned": 10, "seq": 30}
+        assert state(client) == before
+        assert client.get("/models/default/events", params={"after": 30}).json() == {"events": []}
+        assert client.put("/models/other", json={}).status_code in (200, 201)  # keys are per model:
+        assert client.post("/models/other/learn", json=body, headers=key).json() == {"learned": 10, "seq": 10}
+        x, y = stream[30]  # without a key, learned as ever
+        assert client.post("/learn", json={"features": x, "label": y}).json() == {"learned": 1, "seq": 31}
+
+
+def test_an_idempotency_key_with_another_body_is_422_and_learns_nothing(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:20])
+    key = {"Idempotency-Key": "k-1"}
+    x, y = stream[20]
+    assert client.post("/learn", json={"features": x, "label": y}, headers=key).json() == {"learned": 1, "seq": 21}
+    before = state(client)
+    for body in ({"features": stream[21][0], "label": stream[21][1]},
+                 {"events": [{"features": x, "label": y}]}):  # the same event, as a batch: another body
+        r = client.post("/learn", json=body, headers=key)
+        assert r.status_code == 422
+        assert r.json()["detail"] == [{"type": "idempotency_key_reused", "loc": ["header", "Idempotency-Key"],
+                                       "msg": r.json()["detail"][0]["msg"]}]
+        assert "Idempotency-Key" in r.json()["detail"][0]["msg"]
+    assert state(client) == before
+
+
+@pytest.mark.parametrize("key", [b"", b"k" * 256, b"caf\xc3\xa9", b"tab\there", b"\x7f"])
+def test_a_malformed_idempotency_key_is_422_and_learns_nothing(client, stream, key) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:20])
+    before = state(client)
+    r = client.post("/learn", json={"features": stream[20][0], "label": stream[20][1]},
+                    headers={"Idempotency-Key": key})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert r.json()["detail"][0]["type"] == "idempotency_key"
+    assert state(client) == before
+    ok = client.post("/learn", json={"features": stream[20][0], "label": stream[20][1]},
+                     headers={"Idempotency-Key": "k" * 255})
+    assert ok.json() == {"learned": 1, "seq": 21}
+
+
+def test_an_idempotency_key_is_kept_for_the_window_only(running, stream) -> None:  # type: ignore[no-untyped-def]
+    with running(idempotency_window_seconds=0.2) as client:
+        body = {"features": stream[0][0], "label": stream[0][1]}
+        key = {"Idempotency-Key": "short-lived"}
+        assert client.post("/learn", json=body, headers=key).json() == {"learned": 1, "seq": 1}
+        assert client.post("/learn", json=body, headers=key).json() == {"learned": 1, "seq": 1}
+        time.sleep(0.3)
+        assert client.post("/learn", json=body, headers=key).json() == {"learned": 1, "seq": 2}
+
+
+def test_an_idempotency_key_survives_a_restart(running, stream) -> None:  # type: ignore[no-untyped-def]
+    body = {"events": [{"features": x, "label": y} for x, y in stream[:5]]}
+    key = {"Idempotency-Key": "before-restart"}
+    with running() as client:
+        assert client.post("/learn", json=body, headers=key).json() == {"learned": 5, "seq": 5}
+    with running() as client:
+        assert client.post("/learn", json=body, headers=key).json() == {"learned": 5, "seq": 5}
+        assert client.get("/models/default").json()["seq"] == 5
+        other = {"events": body["events"][:4]}
+        assert client.post("/learn", json=other, headers=key).status_code == 422

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from app.storage import EventStore, ModelExists, SeqConflict, Snapshot, StorageError, open_store
+from app.storage import EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError, open_store
 
 # Each engine: the URL of a fresh, empty store (given the test's request and temporary directory).
 STORES: list[object] = [
@@ -69,6 +70,41 @@ def test_large_appends_are_checked_and_atomic_too(store: EventStore) -> None:
     store.append("m", 1001, texts[1000:])
     assert store.read_events("m", 0, 2000) == list(enumerate(texts, start=1))
     assert store.models()[0].last_seq == 1200
+
+
+def test_idempotency_keys_are_logged_with_their_events_and_survive_a_reopen(url: str) -> None:
+    s = open_store(url)
+    s.create_model("m", "{}")
+    s.create_model("other", "{}")
+    s.append("m", 1, ["e1"])
+    first, second = IdempotentAnswer("k-1", "h1", 2, 3), IdempotentAnswer("k-2", "h2", 1, 4)
+    s.append("m", 2, ["e2", "e3", "e4"], [first, second], 3600.0)
+    assert s.find_idempotent("m", "k-1", 3600.0) == first
+    assert s.find_idempotent("m", "k-2", 3600.0) == second
+    assert s.find_idempotent("m", "k-3", 3600.0) is None
+    assert s.find_idempotent("other", "k-1", 3600.0) is None  # keys are per model
+    with pytest.raises(SeqConflict):  # a key logged already: nothing of the append is written
+        s.append("m", 5, ["e5"], [IdempotentAnswer("k-1", "h9", 1, 5)], 3600.0)
+    assert s.read_events("m", 0, 10) == [(1, "e1"), (2, "e2"), (3, "e3"), (4, "e4")]
+    s.close()
+    s = open_store(url)  # a restart (or, on PostgreSQL, another instance) finds them
+    try:
+        assert s.find_idempotent("m", "k-1", 3600.0) == first
+        s.delete_model("m")
+        s.create_model("m", "{}")
+        assert s.find_idempotent("m", "k-1", 3600.0) is None  # gone with the model
+    finally:
+        s.close()
+
+
+def test_idempotency_keys_past_the_window_are_forgotten(store: EventStore) -> None:
+    store.create_model("m", "{}")
+    store.append("m", 1, ["e1"], [IdempotentAnswer("k", "h1", 1, 1)], 3600.0)
+    time.sleep(0.05)
+    assert store.find_idempotent("m", "k", 3600.0) == IdempotentAnswer("k", "h1", 1, 1)
+    assert store.find_idempotent("m", "k", 0.01) is None
+    store.append("m", 2, ["e2"], [IdempotentAnswer("k", "h2", 1, 2)], 0.01)  # past the window: used afresh
+    assert store.find_idempotent("m", "k", 3600.0) == IdempotentAnswer("k", "h2", 1, 2)
 
 
 def test_read_events_pages_in_order(store: EventStore) -> None:

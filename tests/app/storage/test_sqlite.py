@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import StorageError
+from app.storage import IdempotentAnswer, StorageError
 from app.storage.sqlite import SQLiteStore
 
 
@@ -50,3 +50,19 @@ def test_a_failed_commit_leaves_no_open_transaction(tmp_path: Path) -> None:
     s.append("m", 1, ["e"])  # the store still works
     assert s.read_events("m", 0, 5) == [(1, "e")]
     s.close()
+
+
+def test_a_database_made_before_idempotency_keys_opens_and_keeps_its_log(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "db") as db:  # the schema of a service without the idempotency table
+        db.executescript("CREATE TABLE models (name TEXT PRIMARY KEY, config TEXT NOT NULL, created_at REAL NOT NULL);"
+                         "CREATE TABLE events (model TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, "
+                         "PRIMARY KEY (model, seq)) WITHOUT ROWID;"
+                         "INSERT INTO models VALUES ('m', '{}', 0); INSERT INTO events VALUES ('m', 1, 'e1');")
+    s = SQLiteStore(tmp_path / "db")
+    try:
+        assert s.read_events("m", 0, 10) == [(1, "e1")]
+        assert s.find_idempotent("m", "k", 60.0) is None
+        s.append("m", 2, ["e2"], [IdempotentAnswer("k", "h", 1, 2)], 60.0)
+        assert s.find_idempotent("m", "k", 60.0) == IdempotentAnswer("k", "h", 1, 2)
+    finally:
+        s.close()
