@@ -149,6 +149,18 @@ async def run_load(host: str, port: int, name: str, path: str, bodies: list[byte
 
 
 # --------------------------------------------------------------------------- server
+def run_header(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """When, on which commit and on what machine a run was made (with the load average before
+    it and now), the fields every service benchmark's JSON starts with."""
+    return {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                 cwd=ROOT).stdout.strip(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -334,11 +346,7 @@ def main() -> None:
 
     report = {
         "benchmark": "bench/http_load.py",
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                 cwd=ROOT).stdout.strip(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        **run_header(load_before),
         "quick": args.quick,
         "notes": "Client and server share the machine (loopback). learn = durable (SQLite WAL, synchronous=FULL, "
                  "response after commit) and scored prequentially: each request (or group of concurrent single "

@@ -23,16 +23,14 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.http_load import RESULTS, ROOT, Result, free_port, make_stream, run_load, start_server
+from bench.http_load import RESULTS, Result, free_port, make_stream, run_header, run_load, start_server
 
 ONE_EVENT = '{"x": {"a": 1.0}, "y": "p"}'
 
@@ -114,11 +112,7 @@ def main() -> None:
 
     report = {
         "benchmark": "bench/storage_engines.py",
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                 cwd=ROOT).stdout.strip(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        **run_header(load_before),
         "quick": args.quick,
         "postgresql": "given URL" if args.database_url else "throwaway local cluster, fsync=on, same disk",
         "notes": "Both engines with sync=full (SQLite WAL synchronous=FULL; PostgreSQL synchronous_commit=on). "
