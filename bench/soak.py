@@ -12,10 +12,16 @@ with its own keep-alive connection, drawing every request from a fixed mix:
   batch naming one id twice, predicting again with a pending id, unknown ids.
 
 It reports the count of 5xx and of non-JSON answers, p50/p99 latency (all requests and by
-kind), the server's RSS sampled every ``--sample`` seconds, and whether any acknowledged event
-was lost: the acknowledged counts must add up to the model's ``seq``, and again after a
-SIGTERM and a restart. Targets (issue 15): no 5xx or non-JSON answer, no acknowledged event
-lost, RSS within 10% over the last 80% of the run.
+kind), the server's RSS sampled every ``--sample`` seconds beside the model's own arrays
+(``memory_bytes`` of its summary), and whether any acknowledged event was lost: the
+acknowledged counts must add up to the model's ``seq``, and again after a SIGTERM and a
+restart. Targets (issue 15): no 5xx or non-JSON answer, no acknowledged event lost, RSS within
+10% over the last 80% of the run.
+
+The model is bounded as a production deployment bounds it (``--max-nodes``, default 2,000):
+unbounded, a noisy stream's tree grows for as long as events come, and its memory with it,
+which is the model's size and not a leak. Both figures are reported, so growth that is not the
+model's shows on its own.
 
 Usage::
 
@@ -228,34 +234,57 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def model_seq(port: int) -> int:
+def call(port: int, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
+    """One authenticated request on a new connection: status and decoded JSON (or None)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", f"/models/{MODEL}")
-    seq = int(json.loads(conn.getresponse().read())["seq"])
+    conn.request(method, path, body=body, headers=AUTH | {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    raw = response.read()
     conn.close()
-    return seq
+    return response.status, (json.loads(raw) if raw else None)
 
 
-def soak(duration: float, clients: int, sample: float) -> dict[str, Any]:
+def model_info(port: int) -> dict[str, Any]:
+    status, info = call(port, "GET", f"/models/{MODEL}")
+    if status != 200:
+        raise RuntimeError(f"GET /models/{MODEL} answered {status}")
+    return dict(info)
+
+
+def bound_model(port: int, max_nodes: int) -> None:
+    """Replace the (empty) default model by one whose growth stops at ``max_nodes`` nodes."""
+    if call(port, "DELETE", f"/models/{MODEL}")[0] != 204:
+        raise RuntimeError("could not delete the default model")
+    if call(port, "PUT", f"/models/{MODEL}", json.dumps({"max_nodes": max_nodes}))[0] != 201:
+        raise RuntimeError("could not create the bounded default model")
+
+
+def soak(duration: float, clients: int, sample: float, max_nodes: int) -> dict[str, Any]:
     """Run the soak; return its figures."""
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-soak-")) / "data"
     port = free_port()
     proc = start_server(data_dir, port)
     try:
+        bound_model(port, max_nodes)
         t0 = time.monotonic()
         workers = [Client(port, i, t0 + duration) for i in range(clients)]
         for w in workers:
             w.start()
         rss: list[tuple[float, int]] = []
+        model_bytes: list[tuple[float, int]] = []
         while any(w.is_alive() for w in workers):
-            rss.append((round(time.monotonic() - t0, 1), rss_bytes(proc.pid)))
+            now = round(time.monotonic() - t0, 1)
+            rss.append((now, rss_bytes(proc.pid)))
+            model_bytes.append((now, int(model_info(port)["summary"]["memory_bytes"])))
             time.sleep(sample)
         rss.append((round(time.monotonic() - t0, 1), rss_bytes(proc.pid)))
-        seq = model_seq(port)
+        info = model_info(port)
+        model_bytes.append((rss[-1][0], int(info["summary"]["memory_bytes"])))
+        seq, n_nodes = int(info["seq"]), int(info["summary"]["n_nodes"])
         proc.send_signal(signal.SIGTERM)
         exit_code = proc.wait(timeout=120)
         proc = start_server(data_dir, port)
-        seq_after_restart = model_seq(port)
+        seq_after_restart = int(model_info(port)["seq"])
     finally:
         proc.kill()
         proc.wait(timeout=30)
@@ -269,6 +298,7 @@ def soak(duration: float, clients: int, sample: float) -> dict[str, Any]:
     every = [v for values in latencies.values() for v in values]
     acked = sum(w.acked for w in workers)
     steady = [b for t, b in rss if t >= 0.2 * duration]
+    steady_model = [b for t, b in model_bytes if t >= 0.2 * duration]
     return {
         "duration_s": duration, "clients": clients, "requests": len(every),
         "requests_per_s": len(every) / duration,
@@ -284,6 +314,9 @@ def soak(duration: float, clients: int, sample: float) -> dict[str, Any]:
                     for kind, v in sorted(latencies.items())},
         "rss_bytes": rss,
         "rss_steady_growth": (max(steady) / min(steady) - 1) if steady else None,
+        "max_nodes": max_nodes, "n_nodes": n_nodes,
+        "model_bytes": model_bytes,
+        "model_steady_growth_bytes": (max(steady_model) - min(steady_model)) if steady_model else None,
     }
 
 
@@ -308,6 +341,8 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
         f"| latency p50 / p99 | {r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms |",
         f"| RSS first / last | {r['rss_bytes'][0][1] / MiB:.0f} / {r['rss_bytes'][-1][1] / MiB:.0f} MiB |",
         f"| RSS growth over the last 80% | {100 * (r['rss_steady_growth'] or 0):.1f}% |",
+        f"| model: nodes (max_nodes) | {r['n_nodes']:,} ({r['max_nodes']:,}) |",
+        f"| model arrays first / last | {r['model_bytes'][0][1] / MiB:.1f} / {r['model_bytes'][-1][1] / MiB:.1f} MiB |",
         "",
         "| kind | requests | p50 ms | p99 ms | statuses |",
         "|---|---:|---:|---:|---|",
@@ -316,6 +351,8 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
         lines.append(f"| {kind} | {k['n']:,} | {k['p50_ms']:.1f} | {k['p99_ms']:.1f} | "
                      + ", ".join(f"{s}: {c:,}" for s, c in k["statuses"].items()) + " |")
     lines += ["", "RSS over time (s: MiB): " + ", ".join(f"{t:.0f}: {b / MiB:.0f}" for t, b in r["rss_bytes"])]
+    lines += ["", "Model arrays over time (s: MiB): "
+              + ", ".join(f"{t:.0f}: {b / MiB:.1f}" for t, b in r["model_bytes"])]
     return "\n".join(lines) + "\n"
 
 
@@ -324,9 +361,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of traffic (default 600)")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS samples")
+    parser.add_argument("--max-nodes", type=int, default=2000, help="the model's max_nodes (default 2000)")
     parser.add_argument("--out", type=Path, default=OUT, help="directory for soak.json and soak.md")
     args = parser.parse_args(argv)
-    result = soak(args.duration, args.clients, args.sample)
+    result = soak(args.duration, args.clients, args.sample, args.max_nodes)
     meta = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "soak.json").write_text(json.dumps({"meta": meta, "result": result}, indent=1) + "\n")
