@@ -11,9 +11,11 @@ from collections.abc import Hashable
 from typing import Any
 
 from streamtree.exceptions import ConfigError, FormatError, InputError, StreamtreeError
+from streamtree.forest import METHODS, ProbabilityForest
 from streamtree.tree import ProbabilityTree
 
-__all__ = ["ConfigError", "FormatError", "InputError", "ProbabilityTree", "StreamtreeError", "warm_up"]
+__all__ = ["ConfigError", "FormatError", "InputError", "ProbabilityForest", "ProbabilityTree", "StreamtreeError", "load",
+           "warm_up"]
 __version__ = "0.1.0"
 
 
@@ -22,7 +24,8 @@ def warm_up() -> None:
     event does not pay for it: learns and predicts a few synthetic examples on throw-away
     models of every smoothing, with drift detection and the naive-Bayes factor on, on a
     concept that flips after 200 examples (so a change is detected and the kernel that
-    compares a background tree with the tree is compiled too)."""
+    compares a background tree with the tree is compiled too), and a small forest of each
+    method."""
     rows: list[dict[Hashable, Any]] = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(300)]
     labels = [(i % 7 < 3) == (i < 200) for i in range(300)]
     for smoothing in ("hgs", "mbranch", "mestimate", "laplace", "mle"):
@@ -35,3 +38,18 @@ def warm_up() -> None:
         model.explain_one(rows[0])
         model.summary()
         ProbabilityTree.from_bytes(model.to_bytes())
+    for method in METHODS:  # the randomized splitters and the samplings
+        forest = ProbabilityForest(n_trees=2, method=method, tree={"grace_period": 5, "refit_every": 10})
+        forest.learn_many(rows, labels, return_proba=True)
+        forest.learn_one(rows[0], labels[0])
+        forest.predict_proba(rows)
+        forest.explain_one(rows[0])
+        load(forest.to_bytes())
+
+
+def load(data: bytes) -> ProbabilityTree | ProbabilityForest:
+    """Read a model written by ``to_bytes`` of a :class:`ProbabilityTree` or a
+    :class:`ProbabilityForest`, whichever it is (:class:`FormatError` for anything else)."""
+    from streamtree.persistence import load_any
+
+    return load_any(data)

@@ -14,6 +14,7 @@ statistics and a code per value (0, 1, 2, ... in order of first appearance).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 from collections.abc import Collection, Hashable, Mapping
@@ -276,6 +277,16 @@ class FeatureRegistry:
     def feature_of(self, kind: int, col: int) -> Hashable:
         """The name of the feature at column ``col`` of its kind."""
         return self.names_by_kind[kind][col]
+
+    def feature_keys(self) -> np.ndarray:
+        """A 63-bit key per feature, numeric columns then nominal ones: a hash (BLAKE2b) of its
+        kind and name, the same in every process and whatever order features arrived in."""
+        keys = [
+            int.from_bytes(hashlib.blake2b(f"{kind}:{type(name).__name__}:{name}".encode(), digest_size=8).digest(),
+                           "big") >> 1
+            for kind in (NUMERIC, NOMINAL) for name in self.names_by_kind[kind]
+        ]
+        return np.array(keys, dtype=np.int64)
 
     # -- persistence --------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:

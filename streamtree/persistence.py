@@ -37,13 +37,16 @@ from streamtree.state import (
 )
 
 if TYPE_CHECKING:
+    from streamtree.forest import ProbabilityForest
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["FORMAT_VERSION", "dump", "load"]
+__all__ = ["FORMAT_VERSION", "dump", "dump_forest", "load", "load_any", "load_forest"]
 
 MAGIC = b"STREAMTREE"
 FORMAT_VERSION = 3
 _READS = (1, 2, 3)
+TREE, FOREST = "streamtree.ProbabilityTree", "streamtree.ProbabilityForest"
+FOREST_VERSION = 1
 _EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
 
 
@@ -88,7 +91,7 @@ def dump(model: ProbabilityTree) -> bytes:
     if model._drift is not None:
         arrays.update({f"drift.{name}": a for name, a in model._drift._asdict().items()})
     header = {
-        "format": "streamtree.ProbabilityTree",
+        "format": TREE,
         "version": FORMAT_VERSION,
         "config": model.get_config(),
         "classes": list(model.classes_),
@@ -98,6 +101,10 @@ def dump(model: ProbabilityTree) -> bytes:
         "capacity": {name: _capacity(t) for name, t in (("tree", model._tree), ("background", model._background))
                      if t is not None},
     }
+    return _pack(header, arrays)
+
+
+def _pack(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
     try:
         head = json.dumps(header, allow_nan=False).encode()
     except (TypeError, ValueError) as err:
@@ -107,7 +114,7 @@ def dump(model: ProbabilityTree) -> bytes:
     return MAGIC + struct.pack(">I", len(head)) + head + buffer.getvalue()
 
 
-def _read(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _unpack(data: bytes) -> tuple[Any, dict[str, np.ndarray]]:
     if not isinstance(data, (bytes, bytearray, memoryview)) or bytes(data[: len(MAGIC)]) != MAGIC:
         raise FormatError("Not a streamtree model: the data does not start with the streamtree magic bytes.")
     data = bytes(data)
@@ -119,11 +126,17 @@ def _read(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             arrays = {name: archive[name] for name in archive.files}
     except (struct.error, ValueError, zipfile.BadZipFile, OSError) as err:
         raise FormatError(f"Corrupt streamtree model: {err}.") from None
-    if not isinstance(header, dict) or header.get("format") != "streamtree.ProbabilityTree":
-        raise FormatError(f"Not a ProbabilityTree: the format is {header.get('format') if isinstance(header, dict) else None!r}.")
-    if header.get("version") not in _READS:
+    return header, arrays
+
+
+def _read(data: bytes, kind: str = TREE, versions: tuple[int, ...] = _READS) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    header, arrays = _unpack(data)
+    if not isinstance(header, dict) or header.get("format") != kind:
+        raise FormatError(f"Not a {kind.split('.')[-1]}: the format is "
+                          f"{header.get('format') if isinstance(header, dict) else None!r}.")
+    if header.get("version") not in versions:
         raise FormatError(
-            f"Model format version {header.get('version')!r} is not supported; this streamtree reads version {FORMAT_VERSION}."
+            f"Model format version {header.get('version')!r} is not supported; this streamtree reads version {max(versions)}."
         )
     return header, arrays
 
@@ -154,6 +167,50 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     except (KeyError, IndexError, ValueError, TypeError) as err:
         raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
     return model
+
+
+# -- forests ----------------------------------------------------------------------------------
+def dump_forest(forest: ProbabilityForest) -> bytes:
+    """Serialise a forest: a header with its config and each member's own bytes (:func:`dump`)
+    as a ``uint8`` array ``member.<i>``, in the same safe layout."""
+    header = {"format": FOREST, "version": FOREST_VERSION, "config": forest.get_config(),
+              "n_examples": forest.n_examples}
+    arrays = {f"member.{i}": np.frombuffer(m.to_bytes(), dtype=np.uint8) for i, m in enumerate(forest.members)}
+    return _pack(header, arrays)
+
+
+def load_forest(cls: type[ProbabilityForest], data: bytes) -> ProbabilityForest:
+    """Rebuild a forest written by :func:`dump_forest`."""
+    from streamtree.tree import ProbabilityTree
+
+    header, arrays = _read(data, FOREST, (FOREST_VERSION,))
+    try:
+        forest = cls(**header["config"])
+        members = [ProbabilityTree.from_bytes(arrays[f"member.{i}"].tobytes()) for i in range(forest.n_trees)]
+        forest.members = members
+        forest.n_examples = int(header["n_examples"])
+    except (KeyError, TypeError) as err:
+        raise FormatError(f"Corrupt streamtree forest: {err!r}.") from None
+    # one registry and one list of classes again, as the forest had them
+    forest.classes_ = list(members[0].classes_)
+    forest._class_index = {c: i for i, c in enumerate(forest.classes_)}
+    forest._share(members[0].registry)
+    return forest
+
+
+def load_any(data: bytes) -> ProbabilityTree | ProbabilityForest:
+    """A tree or a forest, whichever ``data`` holds."""
+    from streamtree.forest import ProbabilityForest
+    from streamtree.tree import ProbabilityTree
+
+    try:  # the header alone says which
+        (size,) = struct.unpack(">I", bytes(data[len(MAGIC) : len(MAGIC) + 4]))
+        header = json.loads(bytes(data[len(MAGIC) + 4 : len(MAGIC) + 4 + size]))
+    except (struct.error, ValueError, TypeError):
+        header = None  # load() says what is wrong
+    if isinstance(header, dict) and header.get("format") == FOREST:
+        return load_forest(ProbabilityForest, data)
+    return load(ProbabilityTree, data)
 
 
 # -- versions 1 and 2 -------------------------------------------------------------------------

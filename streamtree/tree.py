@@ -19,23 +19,20 @@ and holds the tree and the background tree by reference.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
-import pandas as pd
-from river import base
 
 from streamtree import inspection
+from streamtree.classifier import Classifier
 from streamtree.config import validate_config
-from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
-from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.learn import (
     ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_M, C_MAX_DEPTH,
-    C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SMOOTHER, C_SPLIT_POINTS,
-    C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, START, learn_rows, learn_rows_compared, predict_rows,
+    C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
+    C_SPLITTER, C_SUBSPACE, C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START, learn_rows,
+    learn_rows_compared, predict_rows,
 )
 from streamtree.kernels.split import CRITERION_CODES
 from streamtree.smoothing import make_smoother
@@ -50,24 +47,10 @@ __all__ = ["ProbabilityTree"]
 
 _NO_DRIFT = new_drift(0.002)  # what the loop is given (and never reads) when detection is off
 _NO_PROBA = np.zeros((0, 0))  # likewise for the predictions, when they are not asked for
+_ONCE = np.ones(1, dtype=np.int64)  # learn_one's repetitions: its row, once
 
 
-def _check_label(y: Any) -> ClassLabel:
-    t = type(y)
-    if t is str or t is int or t is bool:  # the common case, without the ABC checks below
-        return y  # type: ignore[no-any-return]
-    if isinstance(y, np.generic):
-        y = y.item()
-    if isinstance(y, (bool, str)):
-        return y
-    if isinstance(y, numbers.Integral):
-        return int(y)
-    if isinstance(y, float) and y.is_integer():
-        return int(y)
-    raise InputError(f"The label must be a str, an int or a bool. Got {y!r} instead.", field="label")
-
-
-class ProbabilityTree(base.MiniBatchClassifier):
+class ProbabilityTree(Classifier):
     """Online decision tree with calibrated, hierarchically smoothed class probabilities.
 
     Parameters
@@ -139,6 +122,21 @@ class ProbabilityTree(base.MiniBatchClassifier):
         examples scored before they are learned (:mod:`streamtree.kernels.naive_bayes`). Off by
         default: it pays where features carry information inside a leaf (measured: log loss
         -16% on Hyperplane, -17% on Waveform) and costs where they do not (+38% on Shuttle).
+    splitter
+        How a leaf chooses its split: ``"hoeffding"`` (the default: the best split by
+        ``split_criterion`` once the Hoeffding test is sure of it), ``"subspace"`` (the same
+        among ``subspace_size`` features drawn at random at each attempt, as in random
+        forests) or ``"random"`` (a random feature and threshold at each attempt, no
+        criterion and no test, as in random decision trees; a leaf of one class does not
+        split). The randomized splitters are for the members of
+        :class:`~streamtree.forest.ProbabilityForest`.
+    subspace_size
+        Features a ``"subspace"`` attempt draws; ``None``: the square root of the features
+        known, rounded (at least 1).
+    seed
+        The seed of the randomized splitters' draws, a non-negative int: each draw is a hash of
+        the seed, the leaf and the attempt (:mod:`streamtree.kernels.randomness`), so the same
+        seed and examples give the same tree.
 
     Examples
     --------
@@ -177,6 +175,9 @@ class ProbabilityTree(base.MiniBatchClassifier):
         drift_delta: float | None = 0.002,
         drift_patience: int = 2000,
         naive_bayes: bool = False,
+        splitter: str = "hoeffding",
+        subspace_size: int | None = None,
+        seed: int = 0,
     ) -> None:
         self.smoothing = smoothing
         self.split_criterion = split_criterion
@@ -199,6 +200,9 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self.drift_delta = drift_delta
         self.drift_patience = drift_patience
         self.naive_bayes = naive_bayes
+        self.splitter = splitter
+        self.subspace_size = subspace_size
+        self.seed = seed
         validate_config(self.get_config() | {"nominal_features": nominal_features})  # as given: a str is no list
         self._smoother = make_smoother(smoothing, steps=refit_steps, prior_weight=prior_weight, m=m)
         self._cfg_i, self._cfg_f = self._kernel_config()
@@ -210,10 +214,6 @@ class ProbabilityTree(base.MiniBatchClassifier):
         config = {name: getattr(self, name) for name in self._get_params()}
         config["nominal_features"] = list(self.nominal_features or ())
         return config
-
-    @property
-    def _multiclass(self) -> bool:
-        return True
 
     def _kernel_config(self) -> tuple[np.ndarray, np.ndarray]:
         """The configuration as the kernels read it (``C_*`` indexes of ``kernels.learn``)."""
@@ -232,6 +232,9 @@ class ProbabilityTree(base.MiniBatchClassifier):
         cfg_i[C_DRIFT] = self.drift_delta is not None
         cfg_i[C_PATIENCE] = self.drift_patience
         cfg_i[C_HALF_LIFE] = -1 if self.half_life is None else self.half_life
+        cfg_i[C_SPLITTER] = SPLITTER_CODES[self.splitter]
+        cfg_i[C_SEED] = self.seed
+        cfg_i[C_SUBSPACE] = 0 if self.subspace_size is None else self.subspace_size
         cfg_f = np.zeros(CONFIG_FLOATS)
         cfg_f[C_DELTA] = self.delta
         cfg_f[C_TAU] = self.tau
@@ -251,6 +254,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
         self._background: TreeArrays | None = None
         self._drift: DriftArrays | None = new_drift(self.drift_delta) if self.drift_delta is not None else None
         self._shapes: tuple[int, ...] = ()  # (classes, numeric, nominal, values) the arrays were last fitted to
+        self._fkeys = np.zeros(0, dtype=np.int64)  # the registry's feature keys, for the randomized splitters
 
     @property
     def n_nodes(self) -> int:
@@ -275,51 +279,14 @@ class ProbabilityTree(base.MiniBatchClassifier):
         return bool(self._tree.meta[M_STOPPED])
 
     # -- learning -----------------------------------------------------------------------
-    def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
-        """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
-        label or a feature value cannot be used."""
-        y = _check_label(y)
-        reg = self.registry
-        known = reg.encode_known(x)  # the steady state: nothing new to validate or register
-        if known is not None:
-            num, nom = np.array([known[0]], dtype=np.float64), np.array([known[1]], dtype=np.int64)
-            self._learn(num, nom, [y], {}, want_proba=False)
-            return
-        n_numeric = reg.n_numeric
-        row = reg.encode(x, learn=True)  # validates before it registers anything
-        num, nom = encode_row(reg, row)
-        first_values = {c: v for c, v in zip(row.num_cols, row.num_vals) if c >= n_numeric}
-        self._learn(num, nom, [y], first_values, want_proba=False)
-
-    @overload
-    def learn_many(self, X: Any, y: Any, *, return_proba: Literal[False] = False) -> None: ...
-
-    @overload
-    def learn_many(self, X: Any, y: Any, *, return_proba: Literal[True]) -> FloatArray: ...
-
-    def learn_many(self, X: Any, y: Any, *, return_proba: bool = False) -> FloatArray | None:
-        """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives.
-
-        ``X`` is a pandas DataFrame, a 2-D numpy array (features named 0, 1, ...) or a list of
-        dicts. The whole batch is validated first: a bad value raises :class:`InputError` and
-        nothing of the batch is learned.
-
-        With ``return_proba=True`` it returns the prequential (test-then-train) predictions:
-        row ``i`` is what :meth:`predict_proba_one` gave for ``X[i]`` just before it was
-        learned, in columns following :attr:`classes_` as they are after the batch (0 for a
-        class the model had not seen yet at that row).
-        """
-        labels = [_check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
-        registry, num, nom, first_values = encode_batch(self.registry, X)
-        if len(labels) != num.shape[0]:
-            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
-        self.registry = registry
-        return self._learn(num, nom, labels, first_values, want_proba=return_proba)
-
     def _learn(
-        self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float], want_proba: bool
+        self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float], want_proba: bool,
+        reps: np.ndarray | None = None,
     ) -> FloatArray | None:
-        """Run encoded, validated rows through the learning loop (handling its stops)."""
+        """Run encoded, validated rows through the learning loop (handling its stops);
+        ``reps[i]`` times row ``i`` (once each when omitted; see ``learn_rows_compared``)."""
+        if reps is None:
+            reps = _ONCE if len(labels) == 1 else np.ones(len(labels), dtype=np.int64)
         index = self._class_index
         ks = np.empty(len(labels), dtype=np.int64)
         for i, label in enumerate(labels):
@@ -335,6 +302,7 @@ class ProbabilityTree(base.MiniBatchClassifier):
             if self._background is not None:
                 self._background = self._fit_shapes(self._background, first_values)
             self._shapes = shapes
+            self._fkeys = reg.feature_keys()
         proba = np.zeros((len(labels), self._tree.counts.shape[1])) if want_proba else _NO_PROBA
         drift = self._drift if self._drift is not None else _NO_DRIFT
         start = 0
@@ -342,11 +310,12 @@ class ProbabilityTree(base.MiniBatchClassifier):
             t = self._tree
             background = self._background
             if background is None:  # one tree fewer to hand over: the common case is cheaper
-                stop, reason = learn_rows(tuple(t), tuple(drift), self._cfg_i, self._cfg_f, num, nom, ks, start,
-                                          self.n_examples, proba, want_proba)
+                stop, reason = learn_rows(tuple(t), tuple(drift), self._cfg_i, self._cfg_f, num, nom, ks, reps,
+                                          self._fkeys, start, self.n_examples, proba, want_proba)
             else:
                 stop, reason = learn_rows_compared(tuple(t), tuple(background), tuple(drift), self._cfg_i, self._cfg_f,
-                                                   num, nom, ks, start, self.n_examples, proba, want_proba)
+                                                   num, nom, ks, reps, self._fkeys, start, self.n_examples, proba,
+                                                   want_proba)
             self.n_examples += stop - start
             start = stop
             if reason == ADOPT:
@@ -357,9 +326,11 @@ class ProbabilityTree(base.MiniBatchClassifier):
             if reason == DONE:
                 break
             if reason == GROW:
-                self._tree = grow(self._tree, nodes=self.n_nodes + 2, slots=2)
+                room = 2 * max(int(reps[stop]), 1)
+                self._tree = grow(self._tree, nodes=self.n_nodes + room, slots=room)
                 if self._background is not None:
-                    self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + 2, slots=2)
+                    self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + room,
+                                            slots=room)
             elif reason == START:
                 self._background = self._start_background()
             self._shapes = ()  # a grown or new tree: check every shape again next time
@@ -396,38 +367,6 @@ class ProbabilityTree(base.MiniBatchClassifier):
         out = np.empty((num.shape[0], self._tree.counts.shape[1]))
         predict_rows(tuple(self._tree), self._cfg_i, self._cfg_f, num, nom, out)
         return out[:, : len(self.classes_)]
-
-    def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
-        """Probability of every class seen so far (``{}`` before any label); each > 0."""
-        check_mapping(x)
-        if not self.classes_:
-            return {}
-        values, codes = encode_one(self.registry, x)
-        num = np.array([values], dtype=np.float64)
-        nom = np.array([codes], dtype=np.int64)
-        return dict(zip(self.classes_, self._predict(num, nom)[0].tolist()))
-
-    def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
-        proba = self.predict_proba_one(x)
-        return max(proba, key=proba.__getitem__) if proba else None
-
-    def predict_proba(self, X: Any) -> FloatArray:
-        """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
-        num, nom = encode_for_prediction(self.registry, X)
-        if not self.classes_:
-            return np.zeros((num.shape[0], 0))
-        return self._predict(num, nom)
-
-    def predict_proba_many(self, X: Any) -> pd.DataFrame:
-        """:meth:`predict_proba` as a DataFrame indexed like ``X``, one column per class."""
-        index = X.index if isinstance(X, pd.DataFrame) else None
-        return pd.DataFrame(self.predict_proba(X), columns=list(self.classes_), index=index)
-
-    def predict_many(self, X: Any) -> pd.Series:
-        proba = self.predict_proba_many(X)
-        if proba.shape[1] == 0:
-            return pd.Series([None] * len(proba), index=proba.index, dtype=object)
-        return proba.idxmax(axis=1)
 
     # -- introspection (streamtree.inspection) -------------------------------------------
     def summary(self) -> dict[str, Any]:

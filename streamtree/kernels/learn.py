@@ -50,9 +50,10 @@ from numba import njit
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
+from streamtree.kernels.randomness import mix, uniform
 from streamtree.kernels.route import route
 from streamtree.kernels.smoothing import HGS, MLE, path_proba
-from streamtree.kernels.split import best_split, split_decision, update_stats
+from streamtree.kernels.split import best_split, random_split, split_decision, splittable, update_stats
 from streamtree.state import (
     A_CHANGE, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
@@ -62,17 +63,20 @@ from streamtree.state import (
 )
 
 __all__ = [
-    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "START", "learn_rows", "learn_rows_compared", "predict_rows",
+    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SPLITTER_CODES", "START", "learn_rows", "learn_rows_compared",
+    "predict_rows",
 ]
 
 # cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
 (C_GRACE, C_MAX_DEPTH, C_MAX_NODES, C_SPLIT_POINTS, C_CRITERION, C_INHERIT, C_HONEST, C_REFIT_EVERY,
- C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE) = range(14)
-CONFIG_INTS = 14
+ C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE, C_SPLITTER, C_SEED, C_SUBSPACE) = range(17)
+CONFIG_INTS = 17
 (C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
 CONFIG_FLOATS = 4
 
 DONE, GROW, START, ADOPT = range(4)
+HOEFFDING, SUBSPACE, RANDOM = range(3)  # cfg_i[C_SPLITTER]
+SPLITTER_CODES = {"hoeffding": HOEFFDING, "subspace": SUBSPACE, "random": RANDOM}
 MERIT_NOISE = 1e-12  # a smaller merit is rounding noise (a one-class leaf's gains are +-1e-15): no split
 SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it
 MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
@@ -128,11 +132,12 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
 
 
 @njit(cache=True)
-def _has_room(t, cfg_i) -> bool:  # type: ignore[no-untyped-def]
-    """Whether one more split fits in the arrays (a split adds two nodes and takes two slots)."""
-    if t.meta[M_NODES] + 2 > t.node.shape[0]:
+def _has_room(t, splits) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``splits`` more splits fit in the arrays (a split adds two nodes and takes two
+    slots); an example learned ``w`` times may cause up to ``w``."""
+    if t.meta[M_NODES] + 2 * splits > t.node.shape[0]:
         return False
-    return t.meta[M_STOPPED] == 1 or t.meta[M_FREE] >= 2
+    return t.meta[M_STOPPED] == 1 or t.meta[M_FREE] >= 2 * splits
 
 
 @njit(cache=True)
@@ -219,14 +224,82 @@ def _split(t, cfg_i, leaf, kind, col, threshold, left, right) -> None:  # type: 
 
 
 @njit(cache=True)
-def _attempt_split(t, cfg_i, cfg_f, leaf, left, right) -> None:  # type: ignore[no-untyped-def]
+def _feature_draws(cfg_i, fkeys, n_features, leaf, attempt):  # type: ignore[no-untyped-def]
+    """One draw per feature for this attempt, ``mix(seed, leaf, attempt, key_f)``: a random
+    order of the features that does not depend on their columns."""
+    draws = np.empty(n_features, dtype=np.uint64)
+    for f in range(n_features):
+        draws[f] = mix(cfg_i[C_SEED], leaf, attempt, fkeys[f])
+    return draws
+
+
+@njit(cache=True)
+def _subspace(t, cfg_i, fkeys, slot, leaf, attempt):  # type: ignore[no-untyped-def]
+    """The features a random-subspace attempt may split on: of the ``n`` that can separate
+    the leaf's examples (:func:`~streamtree.kernels.split.splittable`; features the leaf never
+    saw would only dilute the draw, and would make it depend on when a batch registered
+    them), the ``m`` with the smallest draws (:func:`_feature_draws`), a uniformly random
+    subset, with ``m = cfg_i[C_SUBSPACE]`` or, when that is 0, ``round(sqrt(n))`` (at least 1)
+    as in Breiman's random forests."""
+    n_numeric, n_nominal = t.meta[M_NUMERIC], t.meta[M_NOMINAL]
+    n_features = n_numeric + n_nominal
+    allowed = np.zeros(n_features, dtype=np.bool_)
+    n = 0
+    for f in range(n_features):
+        allowed[f] = splittable(t.num_stats, t.num_range, t.nom_stats, slot, t.meta[M_CLASSES], n_numeric, n_nominal,
+                                t.meta[M_VALUES], f)
+        n += allowed[f]
+    m = cfg_i[C_SUBSPACE] if cfg_i[C_SUBSPACE] > 0 else max(1, int(round(math.sqrt(n))))
+    if m >= n:
+        return allowed
+    draws = _feature_draws(cfg_i, fkeys, n_features, leaf, attempt)
+    for f in range(n_features):
+        if not allowed[f]:
+            draws[f] = np.uint64(0xFFFFFFFFFFFFFFFF)  # last
+    order = np.argsort(draws, kind="mergesort")
+    allowed[:] = False
+    for j in range(m):
+        allowed[order[j]] = True
+    return allowed
+
+
+@njit(cache=True)
+def _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: ignore[no-untyped-def]
+    """Try to split ``leaf`` (its ``grace_period`` examples since the last attempt are in).
+
+    The Hoeffding splitter takes the best split by the criterion when the Hoeffding test
+    says it is best; the subspace splitter does the same among a random subset of the
+    features (:func:`_subspace`); the random splitter takes a random split
+    (:func:`~streamtree.kernels.split.random_split`) without any test, unless the leaf's
+    examples are all of one class. Draws are keyed by the tree's seed, the leaf and the
+    attempt (:mod:`streamtree.kernels.randomness`)."""
     slot = t.node[leaf, SLOT]
     seen = t.slot_seen[slot, SEEN]
     t.slot_seen[slot, LAST_ATTEMPT] = seen
     k = t.meta[M_CLASSES]
+    n_numeric, n_nominal = t.meta[M_NUMERIC], t.meta[M_NOMINAL]
+    splitter = cfg_i[C_SPLITTER]
+    attempt = int(seen)
+    if splitter == RANDOM:
+        found, kind, col, threshold = random_split(
+            t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, n_numeric, n_nominal, t.meta[M_VALUES],
+            _feature_draws(cfg_i, fkeys, n_numeric + n_nominal, leaf, attempt), uniform(cfg_i[C_SEED], leaf, attempt, 1),
+            left, right,
+        )
+        n_present = 0
+        for c in range(k):
+            if left[c] + right[c] > 0.0:
+                n_present += 1
+        if found and n_present >= 2:
+            _split(t, cfg_i, leaf, kind, col, threshold, left, right)
+        return
+    if splitter == SUBSPACE:
+        allowed = _subspace(t, cfg_i, fkeys, slot, leaf, attempt)
+    else:
+        allowed = np.ones(n_numeric + n_nominal, dtype=np.bool_)
     found, kind, col, threshold, merit, second = best_split(
-        t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, t.meta[M_NUMERIC], t.meta[M_NOMINAL],
-        t.meta[M_VALUES], cfg_i[C_CRITERION], cfg_i[C_SPLIT_POINTS], cfg_f[C_MIN_BRANCH], left, right,
+        t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, n_numeric, n_nominal,
+        t.meta[M_VALUES], cfg_i[C_CRITERION], cfg_i[C_SPLIT_POINTS], cfg_f[C_MIN_BRANCH], allowed, left, right,
     )
     if not found or merit <= MERIT_NOISE:
         return
@@ -275,7 +348,7 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def learn_in_tree(t, cfg_i, cfg_f, num_row, nom_row, k, path, length, smoothed, loglik, left, right) -> None:  # type: ignore[no-untyped-def]
+def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right) -> None:  # type: ignore[no-untyped-def]
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
     of the module docstring)."""
     n_classes = t.meta[M_CLASSES]
@@ -295,7 +368,7 @@ def learn_in_tree(t, cfg_i, cfg_f, num_row, nom_row, k, path, length, smoothed, 
     if t.node[leaf, KIND] == LEAF and slot >= 0:
         update_stats(t.num_stats, t.num_range, t.nom_stats, t.slot_seen, t.shift, slot, k, num_row, nom_row)
         if t.slot_seen[slot, SEEN] - t.slot_seen[slot, LAST_ATTEMPT] >= cfg_i[C_GRACE]:
-            _attempt_split(t, cfg_i, cfg_f, leaf, left, right)
+            _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right)
     if t.meta[M_EXAMPLES] % cfg_i[C_REFIT_EVERY] == 0:
         refit(t, cfg_i)
 
@@ -342,15 +415,17 @@ def _argmax_error(counts, leaf, n_classes, k) -> float:  # type: ignore[no-untyp
 
 
 @njit(cache=True)
-def learn_rows(tree, drift, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
+def learn_rows(tree, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
     """:func:`learn_rows_compared` with no background tree (the common case: one tree's arrays
     fewer to hand from Python to compiled code, which costs per array)."""
     t = TreeArrays(*tree)
-    return _learn_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, start, total, proba_out, want_proba)
+    return _learn_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
+                       want_proba)
 
 
 @njit(cache=True)
-def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
+def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
+                        want_proba):  # type: ignore[no-untyped-def]
     """Learn rows ``start, start + 1, ...`` of an encoded batch in order (module docstring).
 
     Parameters
@@ -364,6 +439,17 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, sta
     num, nom, ks
         The encoded rows and their class ids; a class id equal to the tree's class count is
         a new class (ids are given in order of first appearance).
+    reps
+        How many times the tree learns each row (int64): 1 for a single tree; for a forest's
+        member, the row's online-bagging weight (Poisson) or 0 for a row meant for another
+        member. A row of weight 0 still makes its class known (so a member's classes, and
+        everything computed over them, are the forest's at every row whatever the batch
+        boundaries) and is still predicted when asked, but is not learned, scored for drift or
+        counted in the tree's refit schedule.
+    fkeys
+        A key per feature (int64; numeric columns, then nominal ones), a hash of its name:
+        the randomized splitters draw by feature key, not by column, so the order in which
+        features first appeared does not change the tree (:func:`_subspace`).
     total
         Examples the model learned before row ``start`` (drift events are dated by it).
     proba_out, want_proba
@@ -378,11 +464,11 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, sta
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
     return _learn_rows(TreeArrays(*tree), TreeArrays(*background), DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks,
-                       start, total, proba_out, want_proba)
+                       reps, fkeys, start, total, proba_out, want_proba)
 
 
 @njit(cache=True)
-def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
+def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
     kc = t.counts.shape[1]
     path = np.empty(t.node.shape[0], dtype=np.int64)
     bg_path = np.empty(bg.node.shape[0], dtype=np.int64)
@@ -394,8 +480,9 @@ def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, w
     drift = cfg_i[C_DRIFT] == 1
     n = num.shape[0]
     for r in range(start, n):
+        w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0
-        if not _has_room(t, cfg_i) or (active and not _has_room(bg, cfg_i)):
+        if not _has_room(t, w) or (active and not _has_room(bg, w)):
             return r, GROW
         k = ks[r]
         known = t.meta[M_CLASSES]
@@ -409,6 +496,8 @@ def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, w
             t.meta[M_CLASSES] = k + 1
             if active:
                 bg.meta[M_CLASSES] = k + 1
+        if w == 0:
+            continue
         n_classes = t.meta[M_CLASSES]
         error = 0.0
         if drift:
@@ -421,10 +510,14 @@ def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, start, total, proba_out, w
                 p_bg = out[k]
                 d.drift_s[D_GAP] += math.log(max(p_bg, MIN_PROBA)) - math.log(max(p_tree, MIN_PROBA))
                 d.drift_s[D_COMPARED] += 1.0
-        learn_in_tree(t, cfg_i, cfg_f, num[r], nom[r], k, path, length, smoothed, loglik, left, right)
+        learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right)
+        for _ in range(1, w):  # again, on the path as it is now (the leaf may have split)
+            length = route(t.node, t.thr, num[r], nom[r], path)
+            learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right)
         if active:
-            bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
-            learn_in_tree(bg, cfg_i, cfg_f, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right)
+            for _ in range(w):
+                bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
+                learn_in_tree(bg, cfg_i, cfg_f, fkeys, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right)
         if not drift:
             continue
         detected = adwin_update(d.adwin_b, d.adwin_n, d.adwin_s, error) and d.adwin_s[A_CHANGE] > 0.0

@@ -34,7 +34,9 @@ __all__ = [
     "criterion_range",
     "hoeffding_bound",
     "merit",
+    "random_split",
     "split_decision",
+    "splittable",
     "update_stats",
 ]
 
@@ -293,9 +295,10 @@ def split_decision(merit, second, criterion, n_classes, delta, tau, n):  # type:
 @njit(cache=True)
 def best_split(  # type: ignore[no-untyped-def]
     num_stats, num_range, nom_stats, shift, slot, n_classes, n_numeric, n_nominal, n_values,
-    criterion, n_split_points, min_branch_fraction, left_out, right_out,
+    criterion, n_split_points, min_branch_fraction, allowed, left_out, right_out,
 ):
-    """The best binary split of the leaf owning ``slot`` (``LeafStats.best_split``).
+    """The best binary split of the leaf owning ``slot`` (``LeafStats.best_split``) among the
+    ``allowed`` features.
 
     Parameters
     ----------
@@ -309,6 +312,10 @@ def best_split(  # type: ignore[no-untyped-def]
         Numeric thresholds tried per feature.
     min_branch_fraction : float
         A candidate must send a fraction in ``(m, 1 - m)`` of the examples left.
+    allowed : bool[:]
+        ``allowed[f]`` for numeric column ``f``, ``allowed[F + c]`` for nominal column ``c``:
+        the features that may be split on (all of them for a Hoeffding tree, a random subset
+        per attempt for a random-subspace tree).
     left_out, right_out : float64[:]
         Receive the chosen split's class counts on each side in ``[:n_classes]`` (zeros when
         none is found).
@@ -370,7 +377,7 @@ def best_split(  # type: ignore[no-untyped-def]
     for f in range(n_numeric):
         lo = num_range[slot, f, MIN]
         hi = num_range[slot, f, MAX]
-        if not hi > lo:
+        if not (allowed[f] and hi > lo):
             continue
         seen = False
         for c in range(k):
@@ -427,6 +434,8 @@ def best_split(  # type: ignore[no-untyped-def]
 
     # nominal features
     for col in range(n_nominal):
+        if not allowed[n_numeric + col]:
+            continue
         for c in range(k):
             tot[c] = 0.0
         for v in range(n_values):
@@ -472,3 +481,103 @@ def best_split(  # type: ignore[no-untyped-def]
     if not have_best:
         return False, -1, -1, 0.0, -inf, 0.0
     return True, best_kind, best_col, best_thr, best, second
+
+
+@njit(cache=True)
+def splittable(num_stats, num_range, nom_stats, slot, k, n_numeric, n_nominal, n_values, f) -> bool:  # type: ignore[no-untyped-def]
+    """Whether feature ``f`` (numeric ``f < F``, else nominal ``f - F``) can separate the
+    leaf's examples: a numeric one seen with two values, a nominal one with two values seen."""
+    if f < n_numeric:
+        if not num_range[slot, f, MAX] > num_range[slot, f, MIN]:
+            return False
+        for c in range(k):
+            if num_stats[slot, f, c, N_] > 0.0:
+                return True
+        return False
+    col = f - n_numeric
+    n_seen = 0
+    for v in range(n_values):
+        for c in range(k):
+            if nom_stats[slot, col, v, c] > 0.0:
+                n_seen += 1
+                break
+    return n_seen >= 2
+
+
+@njit(cache=True)
+def random_split(  # type: ignore[no-untyped-def]
+    num_stats, num_range, nom_stats, shift, slot, n_classes, n_numeric, n_nominal, n_values,
+    draws, u_threshold, left_out, right_out,
+):
+    """A random split of the leaf owning ``slot``, chosen without any criterion (the random
+    decision trees of Fan et al., 2003, grown online).
+
+    The feature is the one with the smallest of ``draws`` (one random ``uint64`` per feature,
+    numeric columns then nominal ones) among those that can separate the leaf's examples (a
+    numeric one seen with two values, a nominal one with two values). A
+    numeric threshold is ``MIN + (MAX - MIN) * u_threshold`` of the values seen at the leaf, and
+    the class counts on each side are estimated as in :func:`best_split`
+    (``L_k = N_k Phi((t - mu_k) / sigma_k)``); a nominal split is ``code == v`` for the
+    ``floor(u_threshold * m)``-th of the ``m`` values seen.
+
+    Returns ``found, kind, col, threshold`` and writes the side counts to ``left_out`` and
+    ``right_out`` (``[:n_classes]``); nothing is found when no feature can separate the examples.
+    """
+    k = n_classes
+    for i in range(k):
+        left_out[i] = 0.0
+        right_out[i] = 0.0
+    chosen = -1
+    for f in range(n_numeric + n_nominal):
+        if (chosen < 0 or draws[f] < draws[chosen]) and splittable(
+                num_stats, num_range, nom_stats, slot, k, n_numeric, n_nominal, n_values, f):
+            chosen = f
+    if chosen < 0:
+        return False, -1, -1, 0.0
+    if chosen < n_numeric:
+        f = chosen
+        lo = num_range[slot, f, MIN]
+        hi = num_range[slot, f, MAX]
+        t = lo + (hi - lo) * u_threshold
+        for c in range(k):
+            nk = num_stats[slot, f, c, N_]
+            sk = num_stats[slot, f, c, S_]
+            mean = sk / nk if nk > 0.0 else 0.0
+            var = (num_stats[slot, f, c, Q_] - sk * mean) / (nk - 1.0) if nk > 1.0 else 0.0
+            sd = math.sqrt(max(var, 0.0))
+            mu = mean + shift[f]
+            if nk == 0.0:
+                left = 0.0
+            elif sd > 0.0:
+                left = nk * _ndtr((t - mu) / sd)
+            else:
+                left = nk * (1.0 if t >= mu else 0.0)
+            left_out[c] = left
+            right_out[c] = nk - left
+        return True, NUMERIC, f, t
+    col = chosen - n_numeric
+    m = 0
+    for v in range(n_values):
+        for c in range(k):
+            if nom_stats[slot, col, v, c] > 0.0:
+                m += 1
+                break
+    pick = min(int(u_threshold * m), m - 1)
+    value = 0
+    for v in range(n_values):
+        seen = False
+        for c in range(k):
+            if nom_stats[slot, col, v, c] > 0.0:
+                seen = True
+        if seen:
+            if pick == 0:
+                value = v
+                break
+            pick -= 1
+    for v in range(n_values):
+        for c in range(k):
+            if v == value:
+                left_out[c] += nom_stats[slot, col, v, c]
+            else:
+                right_out[c] += nom_stats[slot, col, v, c]
+    return True, NOMINAL, col, float(value)

@@ -124,7 +124,8 @@ def _check_best_split(oracle, arrays, slot, dims, criterion, n_split_points, mbf
     right = np.full(n_classes + 1, 7.0)
     found, kind, col, thr, merit, second = ks.best_split(
         arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, slot, n_classes, n_numeric, n_nominal,
-        n_values, ks.CRITERION_CODES[criterion], n_split_points, mbf, left, right,
+        n_values, ks.CRITERION_CODES[criterion], n_split_points, mbf, np.ones(n_numeric + n_nominal, dtype=np.bool_),
+        left, right,
     )
     assert left[n_classes] == 7.0 and right[n_classes] == 7.0  # only [:n_classes] written
     if expected is None:
@@ -348,11 +349,13 @@ def _leaf(rows: list[list[float]], ys: list[int], n_classes: int, shift: list[fl
     return arrays
 
 
-def _split(arrays, n_classes, criterion="info_gain", n_split_points=3, mbf=0.0, n_nominal=0, n_values=1):  # type: ignore[no-untyped-def]
+def _split(arrays, n_classes, criterion="info_gain", n_split_points=3, mbf=0.0, n_nominal=0, n_values=1, allowed=None):  # type: ignore[no-untyped-def]
     left, right = np.zeros(n_classes), np.zeros(n_classes)
+    if allowed is None:
+        allowed = np.ones(arrays.shift.size + n_nominal, dtype=np.bool_)
     result = ks.best_split(
         arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, 0, n_classes, arrays.shift.size,
-        n_nominal, n_values, ks.CRITERION_CODES[criterion], n_split_points, mbf, left, right,
+        n_nominal, n_values, ks.CRITERION_CODES[criterion], n_split_points, mbf, allowed, left, right,
     )
     return result, left, right
 
@@ -373,3 +376,54 @@ def test_best_split_nothing_to_split() -> None:
     arrays = _leaf([[0.0], [1.0], [2.0], [3.0]], [0, 0, 1, 1], 2)
     assert _split(arrays, 2, mbf=0.6)[0][0] is False
     assert _split(arrays, 2, mbf=0.1)[0][0] is True
+
+
+# -- the random split (random decision trees) -------------------------------------------------
+def _random_reference(arrays, n_classes, n_numeric, n_nominal, n_values, draws, u):  # type: ignore[no-untyped-def]
+    """What ``random_split`` must choose, written plainly with numpy."""
+    slot = 0
+    candidates = []
+    for f in range(n_numeric):
+        lo, hi = arrays.num_range[slot, f]
+        if hi > lo and arrays.num_stats[slot, f, :n_classes, 0].sum() > 0:
+            candidates.append(f)
+    for c in range(n_nominal):
+        if (arrays.nom_stats[slot, c, :n_values, :n_classes].sum(axis=1) > 0).sum() >= 2:
+            candidates.append(n_numeric + c)
+    if not candidates:
+        return None
+    f = min(candidates, key=lambda j: (int(draws[j]), j))
+    if f < n_numeric:
+        lo, hi = arrays.num_range[slot, f]
+        return NUMERIC, f, lo + (hi - lo) * u
+    c = f - n_numeric
+    seen = [v for v in range(n_values) if arrays.nom_stats[slot, c, v, :n_classes].sum() > 0]
+    return NOMINAL, c, float(seen[min(int(u * len(seen)), len(seen) - 1)])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_split_matches_its_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_classes, n_numeric, n_nominal, n_values = 3, 3, 2, 4
+    arrays = new_arrays(nodes=4, slots=2, classes=n_classes, numeric=n_numeric, nominal=n_nominal, values=n_values)
+    for _ in range(int(rng.integers(0, 40))):
+        num_row = rng.normal(size=n_numeric)
+        num_row[rng.random(n_numeric) < 0.5 * (seed % 2)] = np.nan  # some columns never seen
+        nom_row = rng.integers(0, 2 if seed % 3 else n_values, size=n_nominal)
+        ks.update_stats(arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.slot_seen, arrays.shift, 0,
+                        int(rng.integers(0, n_classes)), num_row, nom_row)
+    draws = rng.integers(0, 2**63, size=n_numeric + n_nominal).astype(np.uint64)
+    u = float(rng.random())
+    left, right = np.zeros(n_classes), np.zeros(n_classes)
+    found, kind, col, thr = ks.random_split(arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, 0,
+                                            n_classes, n_numeric, n_nominal, n_values, draws, u, left, right)
+    expected = _random_reference(arrays, n_classes, n_numeric, n_nominal, n_values, draws, u)
+    if expected is None:
+        assert not found
+        return
+    assert found and (kind, col) == expected[:2] and thr == pytest.approx(expected[2], rel=1e-15)
+    totals = (arrays.num_stats[0, col, :n_classes, 0] if kind == NUMERIC
+              else arrays.nom_stats[0, col, :n_values, :n_classes].sum(axis=0))
+    assert left + right == pytest.approx(totals)  # every example goes one way
+    if kind == NOMINAL:
+        assert left.tolist() == arrays.nom_stats[0, col, int(thr), :n_classes].tolist()

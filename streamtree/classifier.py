@@ -1,0 +1,143 @@
+"""The river/numpy/pandas face shared by streamtree's models: learning and prediction over
+encoded rows.
+
+:class:`Classifier` turns examples (mappings, DataFrames, arrays) into the encoded rows of
+:mod:`streamtree.encoding`, checks labels, and hands the rows to the model's ``_learn`` and
+``_predict``; :class:`~streamtree.tree.ProbabilityTree` and
+:class:`~streamtree.forest.ProbabilityForest` differ only in those two.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Hashable, Mapping
+from typing import Any, Literal, overload
+
+import numpy as np
+import pandas as pd
+from river import base
+
+from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
+from streamtree.exceptions import InputError
+from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.typing import ClassLabel, FloatArray
+
+__all__ = ["Classifier", "check_label"]
+
+
+def check_label(y: Any) -> ClassLabel:
+    """A label as the models keep it (str, int or bool); :class:`InputError` naming ``label``
+    for anything else."""
+    t = type(y)
+    if t is str or t is int or t is bool:  # the common case, without the ABC checks below
+        return y  # type: ignore[no-any-return]
+    if isinstance(y, np.generic):
+        y = y.item()
+    if isinstance(y, (bool, str)):
+        return y
+    if isinstance(y, numbers.Integral):
+        return int(y)
+    if isinstance(y, float) and y.is_integer():
+        return int(y)
+    raise InputError(f"The label must be a str, an int or a bool. Got {y!r} instead.", field="label")
+
+
+class Classifier(base.MiniBatchClassifier):
+    """Learning and prediction over encoded rows; a model provides the rest.
+
+    A subclass holds ``registry`` (a :class:`~streamtree.features.FeatureRegistry`),
+    ``classes_`` (labels in order of first appearance) and implements
+
+    - ``_learn(num, nom, labels, first_values, want_proba)``: learn encoded, validated rows in
+      order (returning the prequential predictions when asked), and
+    - ``_predict(num, nom)``: the ``(n, len(classes_))`` probabilities of encoded rows.
+    """
+
+    registry: FeatureRegistry
+    classes_: list[ClassLabel]
+
+    def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
+               want_proba: bool) -> FloatArray | None:
+        raise NotImplementedError
+
+    def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
+        raise NotImplementedError
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    # -- learning -----------------------------------------------------------------------
+    def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
+        """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
+        label or a feature value cannot be used."""
+        y = check_label(y)
+        reg = self.registry
+        known = reg.encode_known(x)  # the steady state: nothing new to validate or register
+        if known is not None:
+            num, nom = np.array([known[0]], dtype=np.float64), np.array([known[1]], dtype=np.int64)
+            self._learn(num, nom, [y], {}, want_proba=False)
+            return
+        n_numeric = reg.n_numeric
+        row = reg.encode(x, learn=True)  # validates before it registers anything
+        num, nom = encode_row(reg, row)
+        first_values = {c: v for c, v in zip(row.num_cols, row.num_vals) if c >= n_numeric}
+        self._learn(num, nom, [y], first_values, want_proba=False)
+
+    @overload
+    def learn_many(self, X: Any, y: Any, *, return_proba: Literal[False] = False) -> None: ...
+
+    @overload
+    def learn_many(self, X: Any, y: Any, *, return_proba: Literal[True]) -> FloatArray: ...
+
+    def learn_many(self, X: Any, y: Any, *, return_proba: bool = False) -> FloatArray | None:
+        """Learn a batch: exactly the model that :meth:`learn_one` on each row in order gives.
+
+        ``X`` is a pandas DataFrame, a 2-D numpy array (features named 0, 1, ...) or a list of
+        dicts. The whole batch is validated first: a bad value raises :class:`InputError` and
+        nothing of the batch is learned.
+
+        With ``return_proba=True`` it returns the prequential (test-then-train) predictions:
+        row ``i`` is what :meth:`predict_proba_one` gave for ``X[i]`` just before it was
+        learned, in columns following :attr:`classes_` as they are after the batch (0 for a
+        class the model had not seen yet at that row).
+        """
+        labels = [check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
+        registry, num, nom, first_values = encode_batch(self.registry, X)
+        if len(labels) != num.shape[0]:
+            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
+        self.registry = registry
+        return self._learn(num, nom, labels, first_values, want_proba=return_proba)
+
+    # -- prediction ---------------------------------------------------------------------
+    def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
+        """Probability of every class seen so far (``{}`` before any label); each > 0."""
+        check_mapping(x)
+        if not self.classes_:
+            return {}
+        values, codes = encode_one(self.registry, x)
+        num = np.array([values], dtype=np.float64)
+        nom = np.array([codes], dtype=np.int64)
+        return dict(zip(self.classes_, self._predict(num, nom)[0].tolist()))
+
+    def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
+        proba = self.predict_proba_one(x)
+        return max(proba, key=proba.__getitem__) if proba else None
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        """``(n, len(classes_))`` probabilities; columns follow :attr:`classes_`."""
+        num, nom = encode_for_prediction(self.registry, X)
+        if not self.classes_:
+            return np.zeros((num.shape[0], 0))
+        return self._predict(num, nom)
+
+    def predict_proba_many(self, X: Any) -> pd.DataFrame:
+        """:meth:`predict_proba` as a DataFrame indexed like ``X``, one column per class."""
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        return pd.DataFrame(self.predict_proba(X), columns=list(self.classes_), index=index)
+
+    def predict_many(self, X: Any) -> pd.Series:
+        proba = self.predict_proba_many(X)
+        if proba.shape[1] == 0:
+            return pd.Series([None] * len(proba), index=proba.index, dtype=object)
+        return proba.idxmax(axis=1)

@@ -1,0 +1,269 @@
+"""``ProbabilityForest``: randomized online probability trees whose probabilities are averaged.
+
+The randomized-trees paper (Fan, Wang, Yu, Ma; ``shared/seeds/randomized-trees-posterior.txt``)
+estimates the posterior by averaging the probabilities of ``T`` randomized trees,
+
+.. math::
+
+    \\hat p(y \\mid x) = \\frac{1}{T} \\sum_{t=1}^{T} \\hat p_t(y \\mid x),
+
+and its four methods are grown here online, each member an HGS-smoothed
+:class:`~streamtree.tree.ProbabilityTree` on the compiled arrays:
+
+``"rd"`` (random decision trees)
+    every member sees every example; a leaf takes a *random* split (a random feature and, for
+    a number, a random threshold in the range seen at the leaf) each ``grace_period``
+    examples, with no criterion and no Hoeffding test (``splitter="random"``);
+``"rf+"`` (random forest, probabilities averaged)
+    online bagging (below) and, at each split attempt, the Hoeffding test among a random
+    ``sqrt`` of the features (``splitter="subspace"``);
+``"bt+"`` (bagged trees, probabilities averaged)
+    online bagging (Oza and Russell, 2001): member ``t`` learns each example
+    ``w ~ Poisson(1)`` times, the online form of a bootstrap sample;
+``"dst"`` (disjoint sample trees)
+    each example goes to one member, drawn uniformly by a seeded hash: the members partition
+    the stream.
+
+Every random draw is a hash of the forest's seed, the member and the example's position
+(:mod:`streamtree.kernels.randomness`): the same seed and event sequence give the same forest,
+bit for bit, whatever the batch boundaries. Each member keeps its own change detector and
+background tree (``drift_delta`` of its tree config), so a member adapts to drift on its own.
+
+The forest shares one feature registry and one list of classes among its members; every
+member is handed every row (weight 0 for the rows it does not learn), so a class becomes
+known to all members at the same row, as it does to a single tree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+
+from streamtree.classifier import Classifier
+from streamtree.config import validate_config
+from streamtree.exceptions import ConfigError
+from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.kernels.randomness import mix, uniforms
+from streamtree.tree import ProbabilityTree
+from streamtree.typing import ClassLabel, FloatArray
+
+__all__ = ["METHODS", "ProbabilityForest"]
+
+#: The methods, and the splitter and sampling of each.
+METHODS: dict[str, tuple[str, str]] = {
+    "rd": ("random", "all"),
+    "rf+": ("subspace", "bagging"),
+    "bt+": ("hoeffding", "bagging"),
+    "dst": ("hoeffding", "disjoint"),
+}
+MAX_TREES = 1000
+_FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its tree config
+# Poisson(1) cumulative probabilities, k = 0..19: w = #{k : u >= F(k)} for u uniform in [0, 1)
+_POISSON_CDF = np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)])
+_BAGGING, _DISJOINT = 1, 2  # the streams of draws (the third key of each hash)
+
+
+def _member_seed(seed: int, index: int) -> int:
+    """Member ``index``'s seed, a hash of the forest's seed (non-negative int64)."""
+    return int(mix(seed, index, 0, 0x5EED) >> np.uint64(1))
+
+
+class ProbabilityForest(Classifier):
+    """Online forest of randomized probability trees, their probabilities averaged.
+
+    Parameters
+    ----------
+    n_trees
+        Members, 1 to 1,000.
+    method
+        ``"rd"``, ``"rf+"``, ``"bt+"`` or ``"dst"`` (module docstring).
+    seed
+        Seed of every random draw (members' splits and the sampling), a non-negative int.
+    tree
+        :class:`~streamtree.tree.ProbabilityTree` parameters of every member (``None``: its
+        defaults); ``splitter`` and ``seed`` are the forest's to set.
+
+    Examples
+    --------
+    >>> from river import datasets, metrics
+    >>> from streamtree import ProbabilityForest
+    >>> model = ProbabilityForest(n_trees=5, method="bt+", seed=1)
+    >>> metric = metrics.LogLoss()
+    >>> for x, y in datasets.Phishing():
+    ...     metric.update(y, model.predict_proba_one(x))
+    ...     model.learn_one(x, y)
+    >>> metric.get() < 0.4
+    True
+    """
+
+    def __init__(self, n_trees: int = 10, method: str = "bt+", seed: int = 0,
+                 tree: Mapping[str, Any] | None = None) -> None:
+        self.n_trees = n_trees
+        self.method = method
+        self.seed = seed
+        self.tree = tree
+        self._check()
+        splitter, self._sampling = METHODS[method]
+        base = {k: v for k, v in (tree or {}).items()}
+        self.members = [ProbabilityTree(**base, splitter=splitter, seed=_member_seed(seed, i)) for i in range(n_trees)]
+        self._reset()
+
+    def _check(self) -> None:
+        n = self.n_trees
+        if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_TREES):
+            raise ConfigError(f"The 'n_trees' parameter of ProbabilityForest must be an int in [1, {MAX_TREES:,}]. "
+                              f"Got {n!r} instead.", param="n_trees")
+        if not (isinstance(self.method, str) and self.method in METHODS):
+            raise ConfigError("The 'method' parameter of ProbabilityForest must be one of "
+                              f"{', '.join(repr(m) for m in METHODS)}. Got {self.method!r} instead.", param="method")
+        s = self.seed
+        if not (isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63):
+            raise ConfigError(f"The 'seed' parameter of ProbabilityForest must be an int in [0, 2**63). Got {s!r} instead.",
+                              param="seed")
+        tree = self.tree
+        if tree is None:
+            return
+        if not isinstance(tree, Mapping) or not all(isinstance(k, str) for k in tree):
+            raise ConfigError("The 'tree' parameter of ProbabilityForest must be None or a mapping of ProbabilityTree "
+                              f"parameters. Got {type(tree).__name__} instead.", param="tree")
+        for key in _FOREST_KEYS:
+            if key in tree:
+                raise ConfigError(f"The 'tree' parameter of ProbabilityForest must not set {key!r}: the forest sets it "
+                                  "for each member (its method and seed).", param=f"tree.{key}")
+        try:
+            validate_config(tree)
+        except ConfigError as exc:
+            raise ConfigError(f"In the 'tree' parameter of ProbabilityForest: {exc}", param=f"tree.{exc.param}") from None
+
+    def _reset(self) -> None:
+        self.classes_: list[ClassLabel] = []
+        self._class_index: dict[ClassLabel, int] = {}
+        self.n_examples = 0
+        self._share(self.members[0].registry)
+
+    def _share(self, registry: FeatureRegistry) -> None:
+        """One registry and one list of classes for the forest and all its members."""
+        self._registry = registry
+        for m in self.members:
+            m.registry = registry
+            m.classes_ = self.classes_
+            m._class_index = self._class_index
+
+    @property
+    def registry(self) -> FeatureRegistry:  # type: ignore[override]
+        """The features the forest has learned (its members' registry)."""
+        return self._registry
+
+    @registry.setter
+    def registry(self, registry: FeatureRegistry) -> None:
+        self._share(registry)
+
+    def get_config(self) -> dict[str, Any]:
+        """The complete configuration as JSON-able data: ``ProbabilityForest(**config)``.
+
+        ``tree`` holds every member parameter (the defaults filled in) but ``splitter`` and
+        ``seed``."""
+        tree = {k: v for k, v in self.members[0].get_config().items() if k not in _FOREST_KEYS}
+        return {"n_trees": self.n_trees, "method": self.method, "seed": self.seed, "tree": tree}
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes of all members."""
+        return sum(m.n_nodes for m in self.members)
+
+    # -- learning -----------------------------------------------------------------------
+    def _reps(self, n: int) -> np.ndarray:
+        """``(n_trees, n)``: how many times each member learns each of the next ``n`` examples."""
+        first = self.n_examples
+        if self._sampling == "all":
+            return np.ones((self.n_trees, n), dtype=np.int64)
+        if self._sampling == "disjoint":
+            owner = np.minimum((uniforms(self.seed, 0, first, n, _DISJOINT) * self.n_trees).astype(np.int64),
+                               self.n_trees - 1)
+            return (owner[None, :] == np.arange(self.n_trees)[:, None]).astype(np.int64)
+        reps = np.empty((self.n_trees, n), dtype=np.int64)
+        for t in range(self.n_trees):
+            reps[t] = np.searchsorted(_POISSON_CDF, uniforms(self.seed, t + 1, first, n, _BAGGING), side="right")
+        return reps
+
+    def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
+               want_proba: bool) -> FloatArray | None:
+        reps = self._reps(len(labels))
+        total: FloatArray | None = None
+        for member, member_reps in zip(self.members, reps):
+            proba = member._learn(num, nom, labels, first_values, want_proba, member_reps)
+            if want_proba:
+                assert proba is not None
+                total = proba if total is None else total + proba
+        self.n_examples += len(labels)
+        return total / self.n_trees if total is not None else None
+
+    # -- prediction ---------------------------------------------------------------------
+    def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
+        total = self.members[0]._predict(num, nom)
+        for member in self.members[1:]:
+            total = total + member._predict(num, nom)
+        return total / self.n_trees
+
+    # -- introspection ------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """Size and state of the forest as JSON-able data: totals, and each member's summary."""
+        members = [m.summary() for m in self.members]
+        drifts = [s["drift"] for s in members]
+        return {
+            "n_trees": self.n_trees,
+            "method": self.method,
+            "n_nodes": sum(s["n_nodes"] for s in members),
+            "n_leaves": sum(s["n_leaves"] for s in members),
+            "depth": max(s["depth"] for s in members),
+            "n_examples": self.n_examples,
+            "classes": list(self.classes_),
+            "n_features": len(self.registry.names),
+            "memory_bytes": sum(s["memory_bytes"] for s in members),
+            "drift": self.drift_summary(),
+            "members": [{k: s[k] for k in ("n_nodes", "n_leaves", "depth", "memory_bytes")}
+                        | {"n_detections": d["n_detections"], "n_swaps": d["n_swaps"]} for s, d in zip(members, drifts)],
+        }
+
+    def drift_summary(self) -> dict[str, Any]:
+        """The members' change detection, summed (``events`` merged in order, each with its
+        member)."""
+        drifts = [m.drift_summary() for m in self.members]
+        events = sorted(({**e, "member": i} for i, d in enumerate(drifts) for e in d["events"]),
+                        key=lambda e: (e["at"], e["member"]))
+        return {
+            "detection": any(d["detection"] for d in drifts),
+            "n_detections": sum(d["n_detections"] for d in drifts),
+            "n_swaps": sum(d["n_swaps"] for d in drifts),
+            "n_dropped": sum(d["n_dropped"] for d in drifts),
+            "events": events,
+        }
+
+    def explain_one(self, x: Mapping[Hashable, Any]) -> dict[str, Any]:
+        """Each member's probabilities for ``x`` and its share of the forest's (``1 / n_trees``
+        each), with the leaf it reaches; ``proba`` is their mean."""
+        check_mapping(x)
+        members = []
+        for i, m in enumerate(self.members):
+            e = m.explain_one(x)
+            members.append({"tree": i, "share": 1.0 / self.n_trees, "proba": e["proba"], "leaf": e["leaf"],
+                            "depth": e["path"][-1]["depth"]})
+        proba = self.predict_proba_one(x)
+        return {"proba": proba, "members": members}
+
+    # -- persistence --------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The forest in streamtree's safe, versioned format (no pickle)."""
+        from streamtree.persistence import dump_forest
+
+        return dump_forest(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ProbabilityForest:
+        """Read a forest written by :meth:`to_bytes`."""
+        from streamtree.persistence import load_forest
+
+        return load_forest(cls, data)

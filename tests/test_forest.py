@@ -1,0 +1,189 @@
+"""ProbabilityForest: river's checks, one model whatever the batches, the four samplings,
+persistence, configuration errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from river import checks
+
+import streamtree
+from streamtree import ConfigError, FormatError, ProbabilityForest, ProbabilityTree
+from streamtree.forest import METHODS
+from streamtree.state import M_EXAMPLES
+
+from tests.batches import learn_in_batches
+from tests.test_tree import stream
+
+FAST = {"grace_period": 20, "refit_every": 50}
+
+
+def fitted(method: str, n: int = 600, seed: int = 0, **kwargs) -> ProbabilityForest:  # type: ignore[no-untyped-def]
+    model = ProbabilityForest(n_trees=4, method=method, seed=seed, tree=FAST, **kwargs)
+    for x, y in stream(n):
+        model.learn_one(x, y)
+    return model
+
+
+def probas(model: ProbabilityForest | ProbabilityTree, n: int = 80) -> list[list[float]]:
+    return model.predict_proba([x for x, _ in stream(n, seed=9)]).tolist()
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_river_checks(method: str) -> None:
+    model = ProbabilityForest(n_trees=3, method=method)
+    for check in checks.yield_checks(model):
+        check(model.clone())
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("sizes", [[1], [7], [600], [3, 50, 1, 200]])
+def test_learn_many_in_any_batches_is_learn_one(method: str, sizes: list[int]) -> None:
+    one = fitted(method)
+    many = learn_in_batches(ProbabilityForest(n_trees=4, method=method, tree=FAST), stream(600), sizes)
+    assert many.classes_ == one.classes_
+    assert probas(many) == probas(one)
+    assert many.summary() == one.summary()
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_the_prequential_predictions_are_the_mean_of_the_members(method: str) -> None:
+    data = stream(300)
+    forest = ProbabilityForest(n_trees=3, method=method, tree=FAST)
+    got = forest.learn_many([x for x, _ in data], [y for _, y in data], return_proba=True)
+    again = ProbabilityForest(n_trees=3, method=method, tree=FAST)
+    for i, (x, y) in enumerate(data):
+        before = again.predict_proba_one(x)
+        expected = [before.get(c, 0.0) for c in forest.classes_]
+        assert got[i].tolist() == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        again.learn_one(x, y)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_same_seed_same_forest_and_another_seed_another(method: str) -> None:
+    assert probas(fitted(method, seed=3)) == probas(fitted(method, seed=3))
+    if method != "dst" or True:
+        assert probas(fitted(method, seed=3)) != probas(fitted(method, seed=4))
+
+
+def test_members_differ_and_their_mean_is_the_forest() -> None:
+    forest = fitted("rd")
+    x = stream(5, seed=9)[0][0]
+    member_probas = [m.predict_proba_one(x) for m in forest.members]
+    assert len({tuple(sorted(p.items())) for p in member_probas}) > 1
+    mean = {c: sum(p[c] for p in member_probas) / len(member_probas) for c in forest.classes_}
+    assert forest.predict_proba_one(x) == pytest.approx(mean, rel=1e-12)
+    explained = forest.explain_one(x)
+    assert explained["proba"] == forest.predict_proba_one(x)
+    assert [m["proba"] for m in explained["members"]] == member_probas
+    assert math.isclose(sum(m["share"] for m in explained["members"]), 1.0)
+
+
+def test_dst_gives_each_example_to_exactly_one_member() -> None:
+    forest = fitted("dst")
+    learned = [int(m._tree.meta[M_EXAMPLES]) for m in forest.members]
+    assert sum(learned) == 600
+    assert min(learned) > 100  # about a quarter each
+
+
+def test_bagging_learns_each_example_poisson_1_times() -> None:
+    forest = ProbabilityForest(n_trees=8, method="bt+", seed=5)
+    reps = forest._reps(20_000)
+    assert reps.shape == (8, 20_000)
+    assert reps.mean() == pytest.approx(1.0, abs=0.02)
+    assert (reps == 0).mean() == pytest.approx(math.exp(-1), abs=0.01)
+    assert (reps == 2).mean() == pytest.approx(math.exp(-1) / 2, abs=0.01)
+    assert not (reps[0] == reps[1]).all()  # members draw independently
+
+
+def test_rd_and_rf_plus_members_grow_differently_from_a_hoeffding_tree() -> None:
+    tree = ProbabilityTree(**FAST)
+    for x, y in stream(600):
+        tree.learn_one(x, y)
+    rd = fitted("rd")
+    assert all(m.n_nodes > 1 for m in rd.members)
+    assert len({m.n_nodes for m in rd.members} | {tree.n_nodes}) > 1
+
+
+def test_every_member_knows_every_class_even_one_it_never_learned() -> None:
+    forest = ProbabilityForest(n_trees=4, method="dst", tree=FAST)
+    forest.learn_many([{"a": float(i)} for i in range(40)], ["x" if i % 2 else "y" for i in range(40)])
+    forest.learn_one({"a": 3.0}, "z")  # one member learns it, all know it
+    proba = forest.predict_proba_one({"a": 3.0})
+    assert set(proba) == {"x", "y", "z"} and all(p > 0 for p in proba.values())
+    assert sum(proba.values()) == pytest.approx(1.0)
+    for m in forest.members:
+        assert set(m.predict_proba_one({"a": 3.0})) == {"x", "y", "z"}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_round_trip_is_exact_and_continues_identically(method: str) -> None:
+    model = fitted(method, n=300)
+    loaded = ProbabilityForest.from_bytes(model.to_bytes())
+    assert loaded.get_config() == model.get_config()
+    assert probas(loaded) == probas(model)
+    for x, y in stream(600)[300:]:
+        model.learn_one(x, y)
+        loaded.learn_one(x, y)
+    assert probas(loaded) == probas(model)
+    assert loaded.summary() == model.summary()
+    assert isinstance(streamtree.load(model.to_bytes()), ProbabilityForest)
+    assert isinstance(streamtree.load(model.members[0].to_bytes()), ProbabilityTree)
+
+
+def test_a_tree_is_not_a_forest_and_garbage_is_neither() -> None:
+    tree = ProbabilityTree()
+    tree.learn_one({"a": 1.0}, "x")
+    with pytest.raises(FormatError, match="ProbabilityForest"):
+        ProbabilityForest.from_bytes(tree.to_bytes())
+    with pytest.raises(FormatError, match="ProbabilityTree"):
+        ProbabilityTree.from_bytes(ProbabilityForest(n_trees=2).to_bytes())
+    with pytest.raises(FormatError):
+        streamtree.load(b"not a model")
+
+
+def test_config_round_trip() -> None:
+    forest = ProbabilityForest(n_trees=3, method="rf+", seed=7, tree={"max_depth": 8})
+    config = forest.get_config()
+    assert config["tree"]["max_depth"] == 8 and "seed" not in config["tree"] and "splitter" not in config["tree"]
+    assert ProbabilityForest(**config).get_config() == config
+    assert [m.splitter for m in forest.members] == ["subspace"] * 3
+    assert len({m.seed for m in forest.members}) == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [
+        ({"n_trees": 0}, "n_trees"),
+        ({"n_trees": 1001}, "n_trees"),
+        ({"n_trees": 2.0}, "n_trees"),
+        ({"method": "rf"}, "method"),
+        ({"seed": -1}, "seed"),
+        ({"seed": True}, "seed"),
+        ({"tree": "grace_period=5"}, "tree"),
+        ({"tree": {"seed": 1}}, "tree.seed"),
+        ({"tree": {"splitter": "random"}}, "tree.splitter"),
+        ({"tree": {"delta": 5}}, "tree.delta"),
+        ({"tree": {"nope": 1}}, "tree.nope"),
+    ],
+)
+def test_invalid_config_names_the_parameter(kwargs: dict, param: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProbabilityForest(**kwargs)
+    assert info.value.param == param
+    assert param.split(".")[-1] in str(info.value)
+
+
+def test_numpy_and_pandas_inputs() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    forest = ProbabilityForest(n_trees=3, method="rf+", tree=FAST)
+    forest.learn_many(X, y)
+    proba = forest.predict_proba_many(pd.DataFrame(X[:10]))
+    assert list(proba.columns) == forest.classes_
+    assert np.allclose(proba.sum(axis=1), 1.0)
+    assert (forest.predict_many(pd.DataFrame(X[:50])) == y[:50]).mean() > 0.7
