@@ -124,7 +124,7 @@ class ModelHost:
     restored
         The state to start from (see :func:`restore`).
     model_cls
-        The model class (``streamtree.ProbabilityTree``).
+        Builds models from configs (the registry's ``model_cls``).
     settings, db, telemetry
         Service settings, the store's thread and the Prometheus metrics.
     """

@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     settings
         Service settings; read from the environment when omitted.
     model_cls
-        The model class (``streamtree.ProbabilityTree`` unless given).
+        Builds models from configs; ``streamtree.estimators.ESTIMATORS`` (a tree or a forest) unless given.
 
     Returns
     -------

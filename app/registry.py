@@ -31,10 +31,23 @@ def _canonical(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 def default_model_cls() -> Any:
-    """``streamtree.ProbabilityTree``, imported when first needed."""
-    from streamtree import ProbabilityTree
+    """``streamtree.estimators.ESTIMATORS`` (a tree or a forest from one config), imported
+    when first needed."""
+    from streamtree.estimators import ESTIMATORS
 
-    return ProbabilityTree
+    return ESTIMATORS
+
+
+def config_of(model_cls: Any, model: Any) -> dict[str, Any]:
+    """A model's complete config, as ``model_cls`` rebuilds it."""
+    describe = getattr(model_cls, "config_of", None)
+    return describe(model) if describe is not None else dict(model.get_config())
+
+
+def param_names(model_cls: Any, config: dict[str, Any]) -> frozenset[str]:
+    """The parameters ``config`` may hold (for its estimator, when ``model_cls`` has several)."""
+    names = getattr(model_cls, "param_names", None)
+    return frozenset(names(config)) if names is not None else frozenset(model_cls().get_config())
 
 
 class Registry:
@@ -47,7 +60,9 @@ class Registry:
     telemetry
         Prometheus metrics; the registry's models are reported at each scrape.
     model_cls
-        The model class; ``streamtree.ProbabilityTree`` unless given.
+        Builds models from configs (``model_cls(**config)``, ``model_cls.from_bytes``); by
+        default :data:`streamtree.estimators.ESTIMATORS`: a tree or, with
+        ``"estimator": "forest"``, a forest.
     """
 
     def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None) -> None:
@@ -55,7 +70,6 @@ class Registry:
         self.telemetry = telemetry
         self.model_cls = model_cls if model_cls is not None else default_model_cls()
         self.hosts: dict[str, ModelHost] = {}
-        self._param_names = frozenset(self.model_cls().get_config())
         self.ready = False
         self._db: StoreThread | None = None
         self._admin = asyncio.Lock()
@@ -76,7 +90,7 @@ class Registry:
             restored = await self.db.run(restore, store, stored.name, orjson.loads(stored.config), self.model_cls,
                                          self.settings)
             # complete, as a config created now is: parameters added since it was stored take their defaults
-            config = _canonical(restored.model.get_config())[0]
+            config = _canonical(config_of(self.model_cls, restored.model))[0]
             self.hosts[stored.name] = ModelHost(stored.name, config, restored, self.model_cls, self.settings,
                                                 self.db, self.telemetry)
             log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq,
@@ -114,22 +128,26 @@ class Registry:
         InvalidInput
             A parameter is unknown or invalid; the error names it.
         """
-        unknown = sorted(set(config) - self._param_names)
+        known = param_names(self.model_cls, config)
+        unknown = sorted(set(config) - known)
         if unknown:
             raise field_error(("body", unknown[0]), f"Unknown parameter {unknown[0][:64]!r}; expected one of "
-                              f"{', '.join(sorted(self._param_names))}", "config_error")
-        names = config.get("nominal_features")
-        if isinstance(names, list):  # the library checks the rest: a string is no list, ranges, count
-            check_names(names, ("body", "nominal_features"), Limits.from_settings(self.settings))
+                              f"{', '.join(sorted(known))}", "config_error")
+        # the library checks the rest: a string is no list, ranges, count
+        tree = config.get("tree")  # a forest's member parameters
+        for params, where in ((config, ("body",)), (tree if isinstance(tree, dict) else {}, ("body", "tree"))):
+            names = params.get("nominal_features")
+            if isinstance(names, list):
+                check_names(names, (*where, "nominal_features"), Limits.from_settings(self.settings))
         try:
             model = self.model_cls(**config)
         except ConfigError as exc:
             param = getattr(exc, "param", None)
-            loc = ("body", param) if isinstance(param, str) else ("body",)
+            loc = ("body", *param.split(".")) if isinstance(param, str) else ("body",)
             raise field_error(loc, str(exc), "config_error") from None
         except (StreamtreeError, ValueError, TypeError) as exc:
             raise field_error(("body",), str(exc), "config_error") from None
-        return _canonical(model.get_config())
+        return _canonical(config_of(self.model_cls, model))
 
     async def create(self, name: str, config: dict[str, Any]) -> tuple[ModelHost, bool]:
         """Create a model; return ``(host, created)``; the same config again returns the existing one.

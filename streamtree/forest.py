@@ -229,13 +229,15 @@ class ProbabilityForest(Classifier):
         }
 
     def drift_summary(self) -> dict[str, Any]:
-        """The members' change detection, summed (``events`` merged in order, each with its
-        member)."""
+        """The members' change detection, summed: ``events`` merged in order and ``background``
+        (the background trees being compared, or ``None``), each with its member."""
         drifts = [m.drift_summary() for m in self.members]
         events = sorted(({**e, "member": i} for i, d in enumerate(drifts) for e in d["events"]),
                         key=lambda e: (e["at"], e["member"]))
+        backgrounds = [{**d["background"], "member": i} for i, d in enumerate(drifts) if d.get("background")]
         return {
             "detection": any(d["detection"] for d in drifts),
+            "background": backgrounds or None,
             "n_detections": sum(d["n_detections"] for d in drifts),
             "n_swaps": sum(d["n_swaps"] for d in drifts),
             "n_dropped": sum(d["n_dropped"] for d in drifts),
@@ -253,6 +255,11 @@ class ProbabilityForest(Classifier):
                             "depth": e["path"][-1]["depth"]})
         proba = self.predict_proba_one(x)
         return {"proba": proba, "members": members}
+
+    @property
+    def tree_(self) -> dict[str, Any]:
+        """Every member's tree as plain data: ``{"members": [tree_, ...]}``."""
+        return {"members": [m.tree_ for m in self.members]}
 
     # -- persistence --------------------------------------------------------------------
     def to_bytes(self) -> bytes:

@@ -1,0 +1,282 @@
+"""Forest benchmark (issue 16): ``ProbabilityForest`` against the online peers, in one run.
+
+Every model sees each stream's examples in the same order, prequentially (predict, score as in
+:mod:`bench.scoring`, then learn); time counts ``predict_proba_one`` and ``learn_one`` only
+(CPU time, so the ratios hold on a shared machine). Models:
+
+- ours: ``streamtree-tree`` (the default ``ProbabilityTree``) and ``forest-<method>``, a
+  10-tree ``ProbabilityForest`` of each method;
+- peers: river's ``HoeffdingTreeClassifier`` (``river-HT-nba``), ``HoeffdingAdaptiveTreeClassifier``
+  (``river-HAT``), ``ARFClassifier(n_models=10)``, ``forest.AMFClassifier(n_estimators=10)``
+  and an online logistic regression (``river-LR``: numbers standardised, strings one-hot,
+  ``OneVsRestClassifier(LogisticRegression())``).
+
+Streams: the 17 of :mod:`bench.streams`, the new-seed generator configurations of
+:data:`FRESH`, and the randomized-trees paper's synthetic stream with a known posterior
+(:class:`KnownPosterior`), where the mean squared distance of each prediction from the true
+posterior is recorded too (the paper's "exact MSE").
+
+Usage::
+
+    python -m bench.forests                                  # everything (about 40 minutes)
+    python -m bench.forests --streams SEA Posterior-5 --n 5000 --models forest-rd river-HT-nba
+    python -m bench.forests --tree '{"grace_period": 50}' --models forest-rd --tag sweep
+
+Results: ``bench/results/<tag>.json`` and ``.md`` (tag ``forests``), and with ``--plots`` the
+reliability diagrams ``bench/results/forest_reliability_<stream>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import numbers
+import platform
+import random
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from river import compose, forest, linear_model, multiclass, preprocessing, tree
+from river.datasets import synth
+
+from bench.scoring import EPS, Score
+from bench.streams import STREAMS, Stream, _switching
+from streamtree import ProbabilityForest, ProbabilityTree, warm_up
+from streamtree.forest import METHODS
+
+RESULTS = Path(__file__).parent / "results"
+N_EVENTS = 20_000
+PEERS = ("river-HT-nba", "river-HAT", "river-ARF-10", "river-AMF-10", "river-LR")
+
+
+class KnownPosterior:
+    """The randomized-trees paper's synthetic data (its section 6.1), as a stream.
+
+    ``d`` features uniform in ``[0, 5]``, ``s = sum_i i x_i``, ``tau = s / S`` with ``S`` the
+    largest ``s``; the label is drawn from ``P(0|x) = tau (1 - tau)``, ``P(1|x) = tau^2``,
+    ``P(2|x) = (1 - tau) tau``, ``P(3|x) = (1 - tau)^2``: no model can be right more than
+    about 56% of the time, and :meth:`posterior` is the truth every estimate is measured
+    against.
+    """
+
+    def __init__(self, d: int, seed: int) -> None:
+        self.d, self.seed = d, seed
+        self.top = 5.0 * sum(range(1, d + 1))
+
+    def posterior(self, x: dict[str, float]) -> dict[int, float]:
+        tau = sum((i + 1) * x[f"x{i}"] for i in range(self.d)) / self.top
+        return {0: tau * (1 - tau), 1: tau * tau, 2: (1 - tau) * tau, 3: (1 - tau) * (1 - tau)}
+
+    def __iter__(self) -> Iterator[tuple[dict[str, float], int]]:
+        rng = random.Random(self.seed)
+        while True:
+            x = {f"x{i}": rng.uniform(0.0, 5.0) for i in range(self.d)}
+            p = self.posterior(x)
+            yield x, rng.choices(list(p), weights=list(p.values()))[0]
+
+
+#: Generator configurations the other benchmarks have not seen: new seeds and parameters.
+FRESH: dict[str, Stream] = {
+    s.name: s
+    for s in [
+        Stream("RandomRBF-3c", lambda: iter(synth.RandomRBF(seed_model=7, seed_sample=7, n_classes=3, n_features=8,
+                                                          n_centroids=30))),
+        Stream("RandomRBF-5c", lambda: iter(synth.RandomRBF(seed_model=11, seed_sample=11, n_classes=5, n_features=10,
+                                                          n_centroids=40))),
+        Stream("Waveform-noise", lambda: iter(synth.Waveform(seed=7, has_noise=True))),
+        Stream("LED-noise", lambda: iter(synth.LED(seed=7, noise_percentage=0.2, irrelevant_features=True))),
+        _switching("SEA-drift-7", lambda: [synth.SEA(variant=v, noise=0.1, seed=7 + i) for i, v in enumerate((1, 3))],
+                   10_000, 500),
+        _switching("Agrawal-drift-7", lambda: [synth.Agrawal(classification_function=f, seed=7 + i)
+                                               for i, f in enumerate((3, 6))], 10_000, 500),
+    ]
+}
+POSTERIOR: dict[str, KnownPosterior] = {f"Posterior-{d}": KnownPosterior(d, seed=7) for d in (5, 15)}
+
+
+def logistic_regression() -> Any:
+    """The online logistic regression peer: standardised numbers, one-hot strings."""
+    numbers_part = compose.SelectType(numbers.Number) | preprocessing.StandardScaler()
+    strings_part = compose.SelectType(str) | preprocessing.OneHotEncoder()
+    return (numbers_part + strings_part) | multiclass.OneVsRestClassifier(linear_model.LogisticRegression())
+
+
+def model_factories(tree_config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    ours: dict[str, Callable[[], Any]] = {"streamtree-tree": lambda: ProbabilityTree(**tree_config)}
+    for method in METHODS:
+        ours[f"forest-{method}"] = lambda m=method: ProbabilityForest(n_trees=10, method=m, seed=42, tree=tree_config)
+    return ours | {
+        "river-HT-nba": lambda: tree.HoeffdingTreeClassifier(),
+        "river-HAT": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=42),
+        "river-ARF-10": lambda: forest.ARFClassifier(n_models=10, seed=42),
+        "river-AMF-10": lambda: forest.AMFClassifier(n_estimators=10, seed=42),
+        "river-LR": logistic_regression,
+    }
+
+
+def take(name: str, n: int) -> tuple[list[tuple[dict, Any]], KnownPosterior | None]:
+    if name in POSTERIOR:
+        source = POSTERIOR[name]
+        return list(itertools.islice(iter(source), n)), source
+    stream = STREAMS.get(name) or FRESH[name]
+    return stream.take(n), None
+
+
+def run_one(model: Any, data: list[tuple[dict, Any]], truth: KnownPosterior | None) -> dict[str, Any]:
+    score = Score()
+    elapsed = 0.0
+    clock = time.process_time
+    sq = 0.0
+    for x, y in data:
+        start = clock()
+        proba = model.predict_proba_one(x)
+        model.learn_one(x, y)
+        elapsed += clock() - start
+        if truth is not None:  # squared distance from the true posterior, over its 4 classes
+            p = np.array([max(float(proba.get(k, 0.0)), EPS) for k in range(4)])
+            p /= p.sum()
+            sq += float(((p - np.array(list(truth.posterior(x).values()))) ** 2).sum())
+        score.update(y, proba)
+    out: dict[str, Any] = {**score.result(), "n": len(data), "cpu_s": elapsed,
+                           "us_per_event": 1e6 * elapsed / max(len(data), 1)}
+    if truth is not None:
+        out["posterior_mse"] = sq / len(data)
+    out["_score"] = score
+    return out
+
+
+def reliability_plot(stream: str, scores: dict[str, Score], path: Path) -> None:
+    """Top-label reliability diagrams, one panel per model, with the count per bin."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(scores)
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, (label, score) in zip(axes.flat, scores.items()):
+        conf = np.array(score.top_p)
+        hit = np.array(score.top_hit, dtype=float)
+        bins = np.minimum((conf * 10).astype(int), 9)
+        xs, ys, ns = [], [], []
+        for b in range(10):
+            mask = bins == b
+            if mask.sum():
+                xs.append(conf[mask].mean())
+                ys.append(hit[mask].mean())
+                ns.append(int(mask.sum()))
+        ece = sum(abs(x - y) * k for x, y, k in zip(xs, ys, ns)) / max(sum(ns), 1)
+        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
+        ax.scatter(xs, ys, s=[10 + 200 * k / max(sum(ns), 1) for k in ns])
+        ax.plot(xs, ys, linewidth=1)
+        ax.set_title(f"{label}\nECE {ece:.3f}", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(f"Reliability (top label, prequential), {stream}; marker area: examples in the bin", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[str]:
+    """The issue's targets, as sentences with counts."""
+    by = {(r["stream"], r["model"]): r for r in rows}
+    streams = list(dict.fromkeys(r["stream"] for r in rows))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    ours = [m for m in models if m.startswith("forest-")]
+    lines = []
+    for m in ours:
+        best = sum(all(by[(s, m)]["log_loss"] <= by[(s, o)]["log_loss"] for o in models if (s, o) in by)
+                   for s in streams if (s, m) in by)
+        line = f"{m}: lowest log loss of all models on {best} of {len(streams)} streams"
+        for peer in ("river-HT-nba", "river-ARF-10", "river-AMF-10"):
+            both = [s for s in streams if (s, m) in by and (s, peer) in by]
+            if both:
+                wins = sum(by[(s, m)]["log_loss"] < by[(s, peer)]["log_loss"] for s in both)
+                line += f"; below {peer} on {wins} of {len(both)}"
+        lines.append(line)
+    for m in ours + ["streamtree-tree"]:
+        ratios = [by[(s, "river-HT-nba")]["us_per_event"] / by[(s, m)]["us_per_event"]
+                  for s in streams if (s, m) in by and (s, "river-HT-nba") in by]
+        if ratios:
+            gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            lines.append(f"speed, {m} against river-HT-nba (CPU per event, >1 is faster): geometric mean {gm:.2f}x, "
+                         f"min {min(ratios):.2f}x")
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    rows = results["runs"]
+    streams = list(dict.fromkeys(r["stream"] for r in rows))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    by = {(r["stream"], r["model"]): r for r in rows}
+    out = [f"# Forest benchmark (`bench/forests.py`)\n\n{results['meta']['note']}\n"]
+    for metric, fmt, lower in (("log_loss", "{:.4f}", True), ("posterior_mse", "{:.4f}", True),
+                               ("accuracy", "{:.4f}", False), ("us_per_event", "{:,.0f}", True)):
+        present = [s for s in streams if any(metric in by.get((s, m), {}) for m in models)]
+        if not present:
+            continue
+        title = {"log_loss": "log loss (bold: best)", "posterior_mse": "mean squared distance to the true posterior",
+                 "accuracy": "accuracy", "us_per_event": "CPU microseconds per event (predict + learn)"}[metric]
+        out.append(f"\n## {title}\n\n| stream | " + " | ".join(models) + " |")
+        out.append("|---|" + "---|" * len(models))
+        for s in present:
+            values = {m: by[(s, m)][metric] for m in models if metric in by.get((s, m), {})}
+            best = (min if lower else max)(values, key=values.__getitem__) if metric != "us_per_event" else None
+            cells = [("**" + fmt.format(values[m]) + "**" if m == best else fmt.format(values[m])) if m in values else ""
+                     for m in models]
+            out.append(f"| {s} | " + " | ".join(cells) + " |")
+    out.append("\n## Targets\n")
+    out.extend(f"- {line}" for line in results["summary"])
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", nargs="*", default=None)
+    parser.add_argument("--models", nargs="*", default=None)
+    parser.add_argument("--n", type=int, default=N_EVENTS)
+    parser.add_argument("--tree", type=json.loads, default={}, help="ProbabilityTree parameters (JSON) for ours")
+    parser.add_argument("--tag", default="forests")
+    parser.add_argument("--plots", action="store_true", help="reliability diagrams per stream")
+    args = parser.parse_args(argv)
+    factories = model_factories(args.tree)
+    names = args.models or list(factories)
+    streams = args.streams or [*STREAMS, *FRESH, *POSTERIOR]
+    warm_up()
+    rows = []
+    for stream in streams:
+        data, truth = take(stream, args.n)
+        scores = {}
+        for name in names:
+            result = run_one(factories[name](), data, truth)
+            scores[name] = result.pop("_score")
+            rows.append({"stream": stream, "model": name, **result})
+            print(f"{stream:16s} {name:16s} log loss {result['log_loss']:.4f}"
+                  + (f"  posterior mse {result['posterior_mse']:.4f}" if "posterior_mse" in result else "")
+                  + f"  {result['us_per_event']:,.0f} us/event", flush=True)
+        if args.plots:
+            reliability_plot(stream, scores, RESULTS / f"forest_reliability_{stream}.png")
+    meta = {"python": platform.python_version(), "machine": platform.machine(), "n": args.n, "tree": args.tree,
+            "date": time.strftime("%Y-%m-%d"),
+            "note": f"{args.n:,} events per stream (fewer where the dataset is shorter), prequential; one run, one "
+                    "process, CPU time; ours with tree config " + json.dumps(args.tree) + "."}
+    results = {"meta": meta, "runs": rows, "summary": summarise(rows)}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.tag}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (RESULTS / f"{args.tag}.md").write_text(markdown(results))
+    print("\n".join(results["summary"]))
+
+
+if __name__ == "__main__":
+    main()
