@@ -9,7 +9,8 @@ every :class:`~streamtree.state.TreeArrays` field, ``background.<name>`` for a b
 being compared, ``drift.<name>`` for the change detector and its history. Node arrays are cut
 to the nodes in use and class, column and value axes to their logical sizes (capacity depends
 on growth history, not on data); slot arrays keep every slot, so the free-slot stack reloads as
-it was. Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
+it was; a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it 0 (no detection
+on record). Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
 statistics, smoother, naive-Bayes and detector states) still load, converted to the arrays.
 Loading a file written by a newer format version, or anything else, raises
 :class:`~streamtree.exceptions.FormatError`.
@@ -29,7 +30,7 @@ from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
 from streamtree.kernels.adwin import adwin_from_state
 from streamtree.state import (
-    COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
+    ADWIN_SCALARS, COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
     EVENTS_KEPT, F_GAMMA, F_GRAD0, F_STEP0, F_THETA0, KIND, LAST_ATTEMPT, LEFT, LOG_MIN_PROBA, M_CLASSES,
     M_EXAMPLES, M_FREE, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
     M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, N_, PARENT, Q_, RIGHT, S_, SEEN, SLOT, DriftArrays,
@@ -161,12 +162,26 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
                 model._background = _restore(_prefixed(arrays, "background."), capacity["background"], model.naive_bayes,
                                              model.prior_weight)
             if model._drift is not None and "drift.drift_s" in arrays:
-                model._drift = DriftArrays(**{name: np.array(a) for name, a in _prefixed(arrays, "drift.").items()})
+                model._drift = _drift_arrays(_prefixed(arrays, "drift."))
         else:
             _from_version_2(model, header, arrays)
     except (KeyError, IndexError, ValueError, TypeError) as err:
         raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
     return model
+
+
+def _drift_arrays(arrays: dict[str, np.ndarray]) -> DriftArrays:
+    """A version-3 file's detector and drift history. ``adwin_s`` saved before it had
+    ``A_DETECTED_AT`` (10 scalars) gets it 0: no detection on record, so the detector reports
+    its next cut, as it did when it was saved."""
+    drift = DriftArrays(**{name: np.array(a) for name, a in arrays.items()})
+    if drift.adwin_s.shape != (ADWIN_SCALARS,):
+        if drift.adwin_s.ndim != 1 or drift.adwin_s.shape[0] > ADWIN_SCALARS:
+            raise ValueError(f"drift.adwin_s has shape {drift.adwin_s.shape}, not ({ADWIN_SCALARS},) or shorter")
+        adwin_s = np.zeros(ADWIN_SCALARS)
+        adwin_s[: drift.adwin_s.shape[0]] = drift.adwin_s
+        drift = drift._replace(adwin_s=adwin_s)
+    return drift
 
 
 # -- forests ----------------------------------------------------------------------------------

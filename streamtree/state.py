@@ -69,8 +69,8 @@ SEEN, LAST_ATTEMPT = range(2)
 ADWIN_ROWS = 64
 TOTAL, VARIANCE = range(2)
 (A_DELTA, A_CLOCK, A_MAX_BUCKETS, A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE,
- A_N_ROWS) = range(10)
-ADWIN_SCALARS = 10
+ A_N_ROWS, A_DETECTED_AT) = range(11)
+ADWIN_SCALARS = 11  # models saved with 10 (before A_DETECTED_AT) load with it 0 (persistence.py)
 
 # meta (int64): logical sizes and counters
 (M_NODES, M_EXAMPLES, M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES, M_FREE, M_STOPPED, M_REFITS,

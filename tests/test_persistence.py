@@ -14,6 +14,7 @@ from river import datasets
 
 from streamtree import FormatError, ProbabilityTree
 from streamtree.persistence import FORMAT_VERSION, MAGIC
+from tests.test_drift import noisier_stream
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAVED = json.loads((FIXTURES / "v2_predictions.json").read_text())
@@ -62,6 +63,32 @@ def test_a_version_2_background_tree_is_still_compared_and_adopted() -> None:
     for x, y in _stagger(100, function=2, seed=4):  # the concept the background tree learns
         model.learn_one(x, y)
     assert model.drift_summary()["n_swaps"] == 1
+
+
+def test_a_version_3_file_saved_before_detected_at_loads_and_goes_on() -> None:
+    """``v3_adwin10``: written by commit 30dab71 (``adwin_s`` of 10 scalars, before
+    ``A_DETECTED_AT``) after ``ProbabilityTree()`` learned the first 3,150 examples of
+    ``tests.test_drift.noisier_stream(seed=1)``: a change detected at 3,104, a background tree
+    compared since. The scalar loads as 0 (no detection on record), so the detector's next cut
+    is reported as that code reported it: the rest of the stream gives the summary it gave."""
+    saved = json.loads((FIXTURES / "v3_adwin10.json").read_text())
+    data = (FIXTURES / "v3_adwin10.streamtree").read_bytes()
+    (size,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
+    with np.load(io.BytesIO(data[len(MAGIC) + 4 + size :])) as archive:
+        old_scalars = archive["drift.adwin_s"]
+    assert old_scalars.shape == (10,)
+    model = ProbabilityTree.from_bytes(data)
+    assert model.n_examples == saved["learned"]
+    assert model._drift is not None
+    assert model._drift.adwin_s.tolist() == [*old_scalars.tolist(), 0.0]
+    assert model.drift_summary()["background"]["n_examples"] == 46
+    for x, expected in zip(saved["probe"], saved["proba"]):
+        assert {str(label): p for label, p in model.predict_proba_one(x).items()} == expected
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    assert again.to_bytes() == model.to_bytes()
+    for x, y in noisier_stream(seed=1)[saved["learned"] :]:
+        model.learn_one(x, y)
+    assert model.drift_summary() == saved["drift_summary_after_the_rest"]
 
 
 def test_version_1_files_load_with_an_empty_drift_history() -> None:

@@ -2,15 +2,23 @@
 
 ADWIN2 (Bifet and Gavaldà, 2007, "Learning from time-changing data with adaptive windowing";
 MOA's, the detector in river's ``HoeffdingAdaptiveTreeClassifier``): a window ``W`` of the most
-recent values is kept as an exponential histogram, and every ``clock`` values the oldest
-bucket is dropped while some split of ``W`` into an older ``W0`` and a newer ``W1`` has means
-that differ by more than
+recent values is kept as an exponential histogram, and every ``clock`` values, while some split
+of ``W`` into an older ``W0`` and a newer ``W1`` has means that differ by more than
 
 .. math::
 
     \\varepsilon = \\sqrt{2 m \\sigma^2_W d} + \\tfrac{2}{3} d m, \\qquad
     m = \\frac{1}{n_0 - \\ell + 1} + \\frac{1}{n_1 - \\ell + 1}, \\qquad
-    d = \\ln \\frac{2 \\ln |W|}{\\delta}.
+    d = \\ln \\frac{2 \\ln |W|}{\\delta},
+
+the older part of the most significant such split (the largest ``|mean0 - mean1| / eps``) is
+dropped. A cut is reported as a change unless it only drops values that were already in the
+window at the last reported change and moves the mean the same way. Both differ from MOA's
+ADWIN2, which drops one oldest bucket at a time while some split is significant and reports
+every cut: it stops with a tail of old values in the window that becomes significant again as
+new values come, so one abrupt change was typically reported three or four times (by river's
+ADWIN, which empties its window after a detection, once). The reference's module docstring
+derives both; the test, and so the first alarm and the false-alarm bound, are unchanged.
 
 The reference implementation is ``tests/reference/adwin.py``; the kernel runs it
 with the same floating-point operations in the same order, so the kernel and the class agree
@@ -24,13 +32,15 @@ lives in three arrays (:mod:`streamtree.state`):
 - ``adwin_s``: ``A_DELTA``, ``A_CLOCK``, ``A_MAX_BUCKETS``, ``A_WIDTH``, ``A_TOTAL``,
   ``A_VARIANCE`` (sum of squared deviations from the window mean), ``A_TIME``,
   ``A_DETECTIONS``, ``A_CHANGE`` (newer part's mean minus older part's mean at the last
-  detection) and ``A_N_ROWS`` (rows in use, the newest non-empty one last; at least 1).
+  detection), ``A_N_ROWS`` (rows in use, the newest non-empty one last; at least 1) and
+  ``A_DETECTED_AT`` (``A_TIME`` at the last detection; 0: none).
 
 Integer counters are stored as float64 (exact below ``2**53``).
 
 :func:`adwin_from_state` and :func:`adwin_to_state` convert from and to the dictionary of
 the reference ``Adwin.to_state()`` (the version-2 model format), so detectors of models saved before
-the compiled core load unchanged.
+the compiled core load unchanged; a state without ``detected_at`` (saved before it existed) has
+no detection on record, so its next cut is reported.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from streamtree.state import (
     A_CHANGE,
     A_CLOCK,
     A_DELTA,
+    A_DETECTED_AT,
     A_DETECTIONS,
     A_MAX_BUCKETS,
     A_N_ROWS,
@@ -84,24 +95,34 @@ def adwin_update(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray, 
 
     Every ``clock`` values (when ``n > 5``) every split of ``W`` at a bucket boundary into an
     older part (``n_0`` values, total ``u_0``) and a newer part (``n_1``, ``u_1``), both
-    larger than ``MIN_PART + 1``, is tested, oldest boundary first; while one has
+    larger than ``MIN_PART + 1``, is tested; while some are significant,
 
     .. math::
 
-        \\left|\\frac{u_0}{n_0} - \\frac{u_1}{n_1}\\right| > \\sqrt{2 m \\frac{V}{n} d}
+        g = \\left|\\frac{u_0}{n_0} - \\frac{u_1}{n_1}\\right| > \\varepsilon = \\sqrt{2 m \\frac{V}{n} d}
         + \\tfrac{2}{3} d m, \\qquad
         m = \\frac{1}{n_0 - 4} + \\frac{1}{n_1 - 4}, \\qquad
         d = \\ln \\frac{2 \\ln n}{\\delta},
 
-    the oldest bucket ``(t, v)`` of ``s`` values is dropped:
+    the buckets of the older part of the one with the largest ``g / eps`` (the oldest on ties)
+    are dropped, oldest first; dropping a bucket ``(t, v)`` of ``s`` values is
 
     .. math::
 
         n \\leftarrow n - s, \\quad u \\leftarrow u - t, \\quad
         V \\leftarrow \\max\\left(0,\\; V - v - \\frac{s n\\,(t/s - u/n)^2}{s + n}\\right)
 
-    (``V = 0`` when the window empties). The first such split of an update sets
-    ``adwin_s[A_CHANGE] = u_1/n_1 - u_0/n_0`` and a cut adds one to ``A_DETECTIONS``.
+    (``V = 0`` when the window empties). With ``c = u_1/n_1 - u_0/n_0`` at the first cut of
+    the update, ``t`` the values seen (``A_TIME``) and ``t_d`` those seen at the last
+    detection (``A_DETECTED_AT``), the cut is a detection when
+
+    .. math::
+
+        t - n > t_d \\quad\\text{or}\\quad (c > 0) \\ne (c_d > 0)
+
+    (``t - n``: the newest dropped value; ``c_d``: ``A_CHANGE``): it then sets ``A_CHANGE``
+    to ``c`` and ``A_DETECTED_AT`` to ``t``, and adds one to ``A_DETECTIONS``. Otherwise it
+    only re-placed the change last detected (it still shrank the window).
 
     Parameters
     ----------
@@ -113,7 +134,7 @@ def adwin_update(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray, 
     Returns
     -------
     bool
-        Whether the window was cut.
+        Whether a change was detected.
     """
     max_buckets = int(adwin_s[A_MAX_BUCKETS])
     if max_buckets < 1 or max_buckets + 1 > adwin_b.shape[1]:
@@ -134,7 +155,12 @@ def adwin_update(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray, 
     time = int(adwin_s[A_TIME]) + 1
     adwin_s[A_TIME] = time
     if time % int(adwin_s[A_CLOCK]) == 0 and width > MIN_PART:
-        if _cut(adwin_b, adwin_n, adwin_s):
+        cut, change = _cut(adwin_b, adwin_n, adwin_s)
+        # a cut of values all seen at the last detection, the same way, re-places that change
+        new = time - int(adwin_s[A_WIDTH]) > int(adwin_s[A_DETECTED_AT]) or (change > 0.0) != (adwin_s[A_CHANGE] > 0.0)
+        if cut and new:
+            adwin_s[A_CHANGE] = change
+            adwin_s[A_DETECTED_AT] = time
             adwin_s[A_DETECTIONS] += 1.0
             return True
     return False
@@ -208,45 +234,58 @@ def _drop_oldest(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray) 
 
 
 @njit(cache=True)
-def _cut(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray) -> bool:
-    """Drop old buckets while some split has significantly different means (Adwin._cut)."""
+def _split(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray) -> tuple[int, float]:
+    """The most significant split: (buckets in W0, newer mean - older mean); (0, 0.0): none (Adwin._split)."""
+    width = int(adwin_s[A_WIDTH])
+    dd = math.log(2.0 * math.log(width) / adwin_s[A_DELTA])
+    v = adwin_s[A_VARIANCE] / width
+    n0 = 0
+    u0 = 0.0
+    n1 = width
+    u1 = adwin_s[A_TOTAL]
+    buckets = 0
+    best = 0
+    best_score = 0.0
+    change = 0.0
+    for row in range(int(adwin_s[A_N_ROWS]) - 1, -1, -1):
+        size = 1 << row
+        count = adwin_n[row]
+        for j in range(count):
+            total = adwin_b[row, j, TOTAL]
+            n0 += size
+            n1 -= size
+            u0 += total
+            u1 -= total
+            buckets += 1
+            if row == 0 and j == count - 1:
+                break  # W1 would be empty
+            if n0 > MIN_PART + 1 and n1 > MIN_PART + 1:
+                m = 1.0 / (n0 - MIN_PART + 1) + 1.0 / (n1 - MIN_PART + 1)
+                eps = math.sqrt(2.0 * m * v * dd) + 2.0 / 3.0 * dd * m
+                gap = abs(u0 / n0 - u1 / n1)
+                if gap > eps and gap / eps > best_score:
+                    best = buckets
+                    best_score = gap / eps
+                    change = u1 / n1 - u0 / n0
+    return best, change
+
+
+@njit(cache=True)
+def _cut(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray) -> tuple[bool, float]:
+    """Drop the older part of the most significant split while there is one; whether the window
+    was cut, and the change at the first cut (Adwin._cut)."""
     cut = False
-    delta = adwin_s[A_DELTA]
+    change = 0.0
     while int(adwin_s[A_WIDTH]) > MIN_PART:
-        width = int(adwin_s[A_WIDTH])
-        dd = math.log(2.0 * math.log(width) / delta)
-        v = adwin_s[A_VARIANCE] / width
-        n0 = 0
-        u0 = 0.0
-        n1 = width
-        u1 = adwin_s[A_TOTAL]
-        found = False
-        for row in range(int(adwin_s[A_N_ROWS]) - 1, -1, -1):
-            size = 1 << row
-            count = adwin_n[row]
-            for j in range(count):
-                total = adwin_b[row, j, TOTAL]
-                n0 += size
-                n1 -= size
-                u0 += total
-                u1 -= total
-                if row == 0 and j == count - 1:
-                    break  # W1 would be empty
-                if n0 > MIN_PART + 1 and n1 > MIN_PART + 1:
-                    m = 1.0 / (n0 - MIN_PART + 1) + 1.0 / (n1 - MIN_PART + 1)
-                    eps = math.sqrt(2.0 * m * v * dd) + 2.0 / 3.0 * dd * m
-                    if abs(u0 / n0 - u1 / n1) > eps:
-                        found = True
-                        if not cut:
-                            adwin_s[A_CHANGE] = u1 / n1 - u0 / n0
-                        break
-            if found:
-                break
-        if not found:
-            return cut
-        cut = True
-        _drop_oldest(adwin_b, adwin_n, adwin_s)
-    return cut
+        buckets, split_change = _split(adwin_b, adwin_n, adwin_s)
+        if buckets == 0:
+            break
+        if not cut:
+            cut = True
+            change = split_change
+        for _ in range(buckets):
+            _drop_oldest(adwin_b, adwin_n, adwin_s)
+    return cut, change
 
 
 # -- Python helpers (not compiled) ---------------------------------------------------------
@@ -294,6 +333,7 @@ def adwin_from_state(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.
     adwin_s[A_DETECTIONS] = int(state["n_detections"])
     adwin_s[A_CHANGE] = float(state["change"])
     adwin_s[A_N_ROWS] = row_sizes.size
+    adwin_s[A_DETECTED_AT] = int(state.get("detected_at", 0))  # absent before it existed: none on record
     return adwin_b, adwin_n, adwin_s
 
 
@@ -312,6 +352,7 @@ def adwin_to_state(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray
         "time": int(adwin_s[A_TIME]),
         "n_detections": int(adwin_s[A_DETECTIONS]),
         "change": float(adwin_s[A_CHANGE]),
+        "detected_at": int(adwin_s[A_DETECTED_AT]),
         "row_sizes": np.array(sizes, dtype=np.int64),
         "totals": np.array([adwin_b[row, j, TOTAL] for row in range(n_rows) for j in range(sizes[row])], dtype=np.float64),
         "variances": np.array(

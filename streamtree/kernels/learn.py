@@ -27,7 +27,11 @@ Drift policy (``drift_delta`` in :class:`~streamtree.tree.ProbabilityTree`):
   before the update by the leaf's most counted class. A fall of the error is the tree
   learning; a detected *rise* is a change.
 - On a change, a background tree (same configuration, no detector of its own) starts from
-  nothing and learns every later example beside the tree.
+  nothing and learns every later example beside the tree. A detection while one is compared
+  does not restart it (it is counted and logged, and with naive Bayes zeroes ``gamma`` again).
+  ADWIN reports one change once (:mod:`streamtree.kernels.adwin`): its former repeated alarms
+  for one change were each counted, and once the background tree was dropped each started
+  another one.
 - Both score each example before learning it; ``gap`` sums the tree's log loss minus the
   background tree's, the log likelihood ratio of the two on the same examples. Once at least
   ``MIN_COMPARE`` examples were compared and ``gap > MARGIN`` (the background tree is
@@ -55,7 +59,7 @@ from streamtree.kernels.route import route
 from streamtree.kernels.smoothing import HGS, MLE, path_proba
 from streamtree.kernels.split import best_split, random_split, split_decision, splittable, update_stats
 from streamtree.state import (
-    A_CHANGE, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
+    A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
     F_GAMMA, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
     M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_STOPPED,
@@ -398,7 +402,7 @@ def _adopted(d, bg, at) -> None:  # type: ignore[no-untyped-def]
     d.drift_s[D_SWAPS] += 1.0
     d.adwin_b[:] = 0.0
     d.adwin_n[:] = 0
-    for i in (A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE):
+    for i in (A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE, A_DETECTED_AT):
         d.adwin_s[i] = 0.0
     d.adwin_s[A_N_ROWS] = 1.0
     _event(d, SWAP, at)
