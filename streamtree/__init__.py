@@ -10,10 +10,12 @@
 from collections.abc import Hashable
 from typing import Any
 
-from streamtree.exceptions import ConfigError, FormatError, InputError, StreamtreeError
+from streamtree.decision import CostMatrix, Decision, Decisions, decide, decide_many
+from streamtree.exceptions import ConfigError, DecisionError, FormatError, InputError, StreamtreeError
 from streamtree.tree import ProbabilityTree
 
-__all__ = ["ConfigError", "FormatError", "InputError", "ProbabilityTree", "StreamtreeError", "warm_up"]
+__all__ = ["ConfigError", "CostMatrix", "Decision", "DecisionError", "Decisions", "FormatError", "InputError",
+           "ProbabilityTree", "StreamtreeError", "decide", "decide_many", "warm_up"]
 __version__ = "0.1.0"
 
 
