@@ -18,7 +18,9 @@ CONFIG_EXAMPLE: dict[str, Any] = {}
 
 ConfigBody = Annotated[
     dict[str, Any],
-    Body(description="`ProbabilityTree` parameters; omitted ones take the library's defaults. "
+    Body(description="`ProbabilityTree` parameters; omitted ones take the library's defaults. Optionally "
+                     "`costs`, a cost matrix (decision to {label: cost}): the prequential metrics then also hold "
+                     "the improved squared error and the cost of the decisions of least expected cost. "
                      "Unknown or invalid parameters get 422 naming the parameter.",
          examples=[CONFIG_EXAMPLE]),
 ]
@@ -48,7 +50,7 @@ async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry,
 
 @router.get("/{name}", response_model=ModelInfo, summary="Read a model")
 async def get_model(host: ReadModel) -> ModelInfo:
-    """The model's complete config (``ProbabilityTree(**config)`` rebuilds it) and summary."""
+    """The model's complete config (``ProbabilityTree(**config)``, without ``costs``, rebuilds it) and summary."""
     return info(host)
 
 
