@@ -14,8 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NotAvailable, PendingFull,
-                            PendingIdTaken, Recovering, StorageFailure, TooManyModels)
+from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NoLabels, NotAvailable,
+                            PendingFull, PendingIdTaken, Recovering, StorageFailure, TooManyModels)
 
 __all__ = [
     "CONFIG_CONFLICT",
@@ -25,6 +25,7 @@ __all__ = [
     "LOG_UNAVAILABLE",
     "MISSING_KEY",
     "MODEL_NOT_FOUND",
+    "NO_LABELS",
     "NOT_READY",
     "PENDING_FULL",
     "PENDING_TAKEN",
@@ -47,6 +48,7 @@ LEARN_FAILURE = "Internal error while learning; none of the events was learned."
 LOG_UNAVAILABLE = "The event log could not be read; retry shortly."
 PENDING_TAKEN = "This id is pending already; predict with a new id."
 PENDING_FULL = "No room for another pending id; label or let expire earlier ones."
+NO_LABELS = "The model has learned no label yet; there are no probabilities to decide from."
 
 
 class FastJSON(Response):
@@ -81,6 +83,7 @@ _FIXED: dict[type[Exception], tuple[int, str]] = {
     TooManyModels: (409, TOO_MANY_MODELS),
     PendingIdTaken: (409, PENDING_TAKEN),
     PendingFull: (429, PENDING_FULL),
+    NoLabels: (409, NO_LABELS),
 }
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "LearnFailure",
     "Loc",
     "LogUnavailable",
+    "NoLabels",
     "NotAvailable",
     "PendingFull",
     "PendingIdTaken",
@@ -65,6 +66,10 @@ class PendingIdTaken(ServiceError):
 
 class PendingFull(ServiceError):
     """No room for another pending id that this caller may make."""
+
+
+class NoLabels(ServiceError):
+    """A decision was asked of a model that has learned no label yet (it has no probabilities)."""
 
 
 class InvalidInput(ServiceError):

@@ -32,15 +32,18 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.exceptions import InvalidInput, LearnFailure, Loc, LogUnavailable, NotAvailable, Recovering, StorageFailure
+from app.exceptions import (InvalidInput, LearnFailure, Loc, LogUnavailable, NoLabels, NotAvailable, Recovering,
+                            StorageFailure)
 from app.learning import Restored, bad_row, encode_event, learn_scored, logged_events, restore
 from app.pending import PendingIds
+from app.schemas import label_key
 from app.settings import Settings
 from app.storage import EventStore, IdempotentAnswer, Snapshot, StorageError
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import Limits, event_loc, field_error
-from streamtree.exceptions import InputError
+from streamtree.decision import CostMatrix, decide, decide_many
+from streamtree.exceptions import DecisionError, InputError
 from streamtree.typing import ClassLabel
 
 __all__ = ["APPLY_EVENTS", "KEY_LOC", "LearnEvent", "ModelHost", "label_key", "restore"]
@@ -55,15 +58,6 @@ APPLY_EVENTS = 1_000
 
 #: Where a refused ``Idempotency-Key`` is, in a 422's ``loc``.
 KEY_LOC: Loc = ("header", "Idempotency-Key")
-
-
-def label_key(label: Any) -> str:
-    """The JSON object key of a label: booleans as ``true``/``false``, integers in decimal."""
-    if label is True:
-        return "true"
-    if label is False:
-        return "false"
-    return str(label)
 
 
 class LearnEvent(NamedTuple):
@@ -192,6 +186,59 @@ class ModelHost:
             out = [dict(zip(keys, row, strict=True)) for row in rows]
         self._predicted.inc(len(xs))
         return out
+
+    def _labels_for(self, costs: CostMatrix) -> list[str]:
+        """The model's labels (as JSON keys), once ``costs`` is known to cover each of them.
+
+        Raises
+        ------
+        NoLabels
+            The model has learned no label yet.
+        InvalidInput
+            At ``("body", "costs", decision)``: a decision has no cost for one of the labels.
+        """
+        keys = [label_key(c) for c in self.model.classes_]
+        if not keys:
+            raise NoLabels()
+        try:
+            costs.select(keys)
+        except DecisionError as exc:
+            raise field_error(("body", "costs", str(exc.decision)), f"This decision has no cost for the model's "
+                              f"label {label_key(exc.label)!r}: give every decision a cost for every label",
+                              "costs_missing_label") from None
+        return keys
+
+    def decide_one(self, x: dict[str, Any], costs: CostMatrix, key: str | int | None = None,
+                   trusted: bool = True) -> dict[str, Any]:
+        """The decision of least expected cost for one instance (with ``key``, remembered for a
+        delayed label as by :meth:`predict_one`): ``{"decision", "expected_costs", "probabilities"}``.
+
+        Raises
+        ------
+        NoLabels, InvalidInput
+            As :meth:`_labels_for`; checked before the instance is predicted (no id is kept).
+        """
+        self._check_readable()
+        self._labels_for(costs)
+        proba = self.predict_one(x, key, trusted)
+        d = decide(proba, costs)
+        return {"decision": d.decision, "expected_costs": d.expected_costs, "probabilities": proba}
+
+    def decide_many(self, xs: list[dict[str, Any]], costs: CostMatrix) -> dict[str, Any]:
+        """The decisions for a batch, in one vectorised pass:
+        ``{"decisions", "expected_costs", "probabilities"}``, a list each."""
+        self._check_readable()
+        keys = self._labels_for(costs)
+        try:
+            proba = self.model.predict_proba(xs)
+        except InputError as exc:
+            raise _input_error(exc, ("body", "instances")) from None
+        self._predicted.inc(len(xs))
+        result = decide_many(proba, costs, classes=keys, check_input=False)
+        options = result.options
+        return {"decisions": result.decisions,
+                "expected_costs": [dict(zip(options, row, strict=True)) for row in result.expected_costs.tolist()],
+                "probabilities": [dict(zip(keys, row, strict=True)) for row in proba.tolist()]}
 
     def explain(self, x: dict[str, Any]) -> dict[str, Any]:
         """The library's explanation of the prediction for ``x``."""

@@ -25,12 +25,23 @@ from app.storage import EventStore
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
 
-__all__ = ["REPLAY_PAGE", "Restored", "bad_row", "encode_event", "learn_scored", "logged_events", "restore"]
+__all__ = ["REPLAY_PAGE", "SERVICE_FIELDS", "Restored", "bad_row", "encode_event", "learn_scored", "logged_events",
+           "restore", "split_config"]
 
 log = logging.getLogger("streamtree.app")
 
 #: Logged events read and learned at a time while replaying.
 REPLAY_PAGE = 2_000
+
+#: The fields of a model's config that are the service's, not parameters of the model class:
+#: ``costs``, the cost matrix its prequential metrics score decisions with (optional).
+SERVICE_FIELDS = ("costs",)
+
+
+def split_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(model parameters, service fields)`` of a model's config (:data:`SERVICE_FIELDS`)."""
+    params = {k: v for k, v in config.items() if k not in SERVICE_FIELDS}
+    return params, {k: config[k] for k in SERVICE_FIELDS if k in config}
 
 
 def encode_event(features: dict[str, Any], label: ClassLabel, t: float | None = None) -> str:
@@ -89,7 +100,7 @@ def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, An
     # at an earlier row of the batch (a class's column is its order of first appearance).
     first = np.maximum.accumulate(np.concatenate(([n_before - 1], label)))[:-1]
     each = [times] * len(ys) if times is None or isinstance(times, (int, float)) else times
-    prequential.update_many(proba, first + 1, label, each)
+    prequential.update_many(proba, first + 1, label, each, classes=model.classes_)
     prequential.history.merge_drifts(model)
 
 
@@ -149,9 +160,10 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
         restored = Restored(model, preq, snap.seq, snap.seq)
         break
     if restored is None:
+        params, service = split_config(config)
         history = History(settings.history_every, settings.history_seconds, settings.history_points)
-        restored = Restored(model_cls(**config),
-                            Prequential(settings.metrics_window, settings.metrics_bins, history), 0, 0)
+        prequential = Prequential(settings.metrics_window, settings.metrics_bins, history, costs=service.get("costs"))
+        restored = Restored(model_cls(**params), prequential, 0, 0)
     while page := store.read_events(name, restored.seq, REPLAY_PAGE):
         first, last = page[0][0], page[-1][0]
         if first != restored.seq + 1 or last != first + len(page) - 1:

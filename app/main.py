@@ -16,7 +16,7 @@ import streamtree
 from app.body_limit import BodyLimitMiddleware
 from app.errors import install_handlers
 from app.registry import Registry
-from app.routers import dashboard, events, health, inspect, learn, models, predict, prometheus
+from app.routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
 from app.settings import Settings
 from app.storage import redact
 from app.instrument import InstrumentMiddleware
@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     app.state.settings = settings
     app.state.telemetry = telemetry
     install_handlers(app)
-    for module in (predict, learn, models, inspect, events, health, prometheus, dashboard):  # hot routes match first
+    for module in (predict, learn, decide, models, inspect, events, health, prometheus, dashboard):  # hot routes first
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(InstrumentMiddleware, telemetry=telemetry)

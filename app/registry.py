@@ -10,11 +10,12 @@ import orjson
 
 from app.exceptions import ConfigConflict, TooManyModels
 from app.hosting import ModelHost, restore
+from app.learning import SERVICE_FIELDS, split_config
 from app.settings import Settings
 from app.storage import ModelExists, open_store
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
-from app.validation import Limits, check_names, field_error
+from app.validation import Limits, check_costs, check_names, field_error
 from streamtree.exceptions import ConfigError, StreamtreeError
 
 __all__ = ["DEFAULT_MODEL", "Registry"]
@@ -90,7 +91,7 @@ class Registry:
             restored = await self.db.run(restore, store, stored.name, orjson.loads(stored.config), self.model_cls,
                                          self.settings)
             # complete, as a config created now is: parameters added since it was stored take their defaults
-            config = _canonical(config_of(self.model_cls, restored.model))[0]
+            config = _canonical(config_of(self.model_cls, restored.model) | split_config(orjson.loads(stored.config))[1])[0]
             self.hosts[stored.name] = ModelHost(stored.name, config, restored, self.model_cls, self.settings,
                                                 self.db, self.telemetry)
             log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq,
@@ -123,16 +124,26 @@ class Registry:
     def build_config(self, config: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """Validate a config with the library and complete it.
 
+        The config holds the model class's parameters and, optionally, the service's
+        :data:`~app.learning.SERVICE_FIELDS`: ``costs``, a cost matrix (decision to
+        ``{label: cost}``) under which the prequential metrics also score the decisions the
+        predictions lead to. ``costs`` is in the complete config only when given (not null).
+
         Raises
         ------
         InvalidInput
             A parameter is unknown or invalid; the error names it.
         """
-        known = param_names(self.model_cls, config)
+        known = param_names(self.model_cls, config) | frozenset(SERVICE_FIELDS)
         unknown = sorted(set(config) - known)
         if unknown:
             raise field_error(("body", unknown[0]), f"Unknown parameter {unknown[0][:64]!r}; expected one of "
                               f"{', '.join(sorted(known))}", "config_error")
+        config, service = split_config(config)
+        service = {k: v for k, v in service.items() if v is not None}
+        if "costs" in service:  # kept as the floats the metrics use (an integer cost may exceed 64 bits)
+            limits = Limits.from_settings(self.settings)
+            service["costs"] = check_costs(service["costs"], ("body", "costs"), limits).to_dict()
         # the library checks the rest: a string is no list, ranges, count
         tree = config.get("tree")  # a forest's member parameters
         for params, where in ((config, ("body",)), (tree if isinstance(tree, dict) else {}, ("body", "tree"))):
@@ -147,7 +158,7 @@ class Registry:
             raise field_error(loc, str(exc), "config_error") from None
         except (StreamtreeError, ValueError, TypeError) as exc:
             raise field_error(("body",), str(exc), "config_error") from None
-        return _canonical(config_of(self.model_cls, model))
+        return _canonical(config_of(self.model_cls, model) | service)
 
     async def create(self, name: str, config: dict[str, Any]) -> tuple[ModelHost, bool]:
         """Create a model; return ``(host, created)``; the same config again returns the existing one.

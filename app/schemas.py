@@ -12,6 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 from typing_extensions import TypedDict
 
 __all__ = [
+    "Costs",
+    "DecideBatchResult",
+    "DecideBody",
+    "DecideResult",
     "Event",
     "Explanation",
     "FeatureValue",
@@ -27,6 +31,7 @@ __all__ = [
     "ModelName",
     "PredictBody",
     "PredictResult",
+    "label_key",
 ]
 
 INT_BOUND = 2**63
@@ -57,6 +62,19 @@ EventId = Annotated[
     Any,
     WithJsonSchema({"anyOf": [{"type": "string"}, _INT],
                     "description": "Correlates a prediction with its label arriving later."}),
+]
+# Costs are checked by app.validation.check_costs (with the library's checks), which names
+# the decision and label of a bad cost; the schema says what is accepted.
+Costs = Annotated[
+    Any,
+    WithJsonSchema({
+        "type": "object", "minProperties": 1,
+        "additionalProperties": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "number"}},
+        "description": "Decision to {label: cost}: what each decision costs when each label turns out true "
+                       "(negative for a gain). Finite numbers of magnitude at most 1e300; every decision needs a "
+                       "cost for every label the model has seen (labels as in `probabilities`).",
+        "examples": [{"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}],
+    }),
 ]
 ModelName = Annotated[
     str,
@@ -151,6 +169,51 @@ class PredictResult(BaseModel):
     probabilities: dict[str, float] | list[dict[str, float]]
 
 
+class DecideBody(_Body):
+    """One instance (``features``, optional ``id``) or a batch (``instances``), and the ``costs``."""
+
+    features: Features | None = None
+    id: EventId | None = None
+    instances: list[Features] | None = Field(default=None, min_length=1)
+    costs: Costs
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"features": {"amount": 1000, "country": "NZ"},
+                 "costs": {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}},
+                {"instances": [{"amount": 1000}, {"amount": 20}],
+                 "costs": {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}},
+            ]
+        },
+    )
+
+    @model_validator(mode="after")
+    def _one_or_many(self) -> Self:
+        if (self.features is None) == (self.instances is None):
+            raise ValueError("send exactly one of 'features' or 'instances'")
+        if self.instances is not None and self.id is not None:
+            raise ValueError("'id' goes with a single 'features' object, not with 'instances'")
+        return self
+
+
+class DecideResult(BaseModel):
+    """The decision of least expected cost for one instance."""
+
+    decision: str = Field(description="The decision of least expected cost (on a tie, the first in `costs`).")
+    expected_costs: dict[str, float] = Field(description="Each decision's expected cost, in the order of `costs`.")
+    probabilities: dict[str, float] = Field(description="The probabilities decided from, as `/predict_proba`.")
+
+
+class DecideBatchResult(BaseModel):
+    """The decisions for a batch: row ``i`` of each list is instance ``i``'s."""
+
+    decisions: list[str]
+    expected_costs: list[dict[str, float]]
+    probabilities: list[dict[str, float]]
+
+
 class ExplainBody(_Body):
     """The instance to explain."""
 
@@ -196,3 +259,12 @@ class LoggedEvents(BaseModel):
     """A page of a model's event log, in ``seq`` order."""
 
     events: list[LoggedEvent]
+
+
+def label_key(label: Any) -> str:
+    """The JSON object key of a label: booleans as ``true``/``false``, integers in decimal."""
+    if label is True:
+        return "true"
+    if label is False:
+        return "false"
+    return str(label)

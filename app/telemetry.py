@@ -60,6 +60,11 @@ _WINDOW = {
     "brier": ("brier", "Prequential Brier score over the recent window."),
     "accuracy": ("accuracy", "Prequential accuracy over the recent window."),
     "ece": ("ece", "Expected calibration error of the top-class confidence over the recent window."),
+    # only for a model configured with a cost matrix
+    "improved_squared_error": ("improved_squared_error", "Improved squared error (Fan et al. 2005, Eq. 3) under the "
+                               "model's cost matrix over the recent window."),
+    "decision_cost": ("decision_cost", "Mean cost of the decisions of least expected cost under the model's cost "
+                      "matrix over the recent window."),
 }
 # read from the model's durable state, so they survive restarts and only ever grow
 _COUNTERS = {

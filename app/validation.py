@@ -14,10 +14,14 @@ from typing import Any
 from app.exceptions import InvalidInput, Loc
 from app.schemas import INT_BOUND
 from app.settings import Settings
+from streamtree.decision import MAX_COST, CostMatrix
+from streamtree.exceptions import DecisionError
 
 __all__ = [
+    "MAX_DECISIONS",
     "Limits",
     "Loc",
+    "check_costs",
     "check_features",
     "check_id",
     "check_label",
@@ -26,6 +30,11 @@ __all__ = [
     "event_loc",
     "field_error",
 ]
+
+
+#: Most decisions in a cost matrix: a decision's expected cost is one pass over the labels,
+#: for every instance of a batch.
+MAX_DECISIONS = 100
 
 
 @dataclass(frozen=True)
@@ -131,3 +140,30 @@ def check_id(i: Any, loc: Loc, limits: Limits) -> None:
         _check_int(i, loc)
     else:
         raise field_error(loc, "An id must be a string or an integer", "id_type")
+
+
+def check_costs(costs: Any, loc: Loc, limits: Limits) -> CostMatrix:
+    """A cost matrix (decision to ``{label: cost}``) checked with the library's rules
+    (:meth:`streamtree.decision.CostMatrix.of`) and the limits: at most :data:`MAX_DECISIONS`
+    decisions, ``max_labels`` labels per decision, names of ``max_string_length`` characters.
+    A refusal's ``loc`` goes down to the decision and label at fault."""
+    if not isinstance(costs, Mapping) or not costs:
+        raise field_error(loc, "Costs must be a non-empty object of decision to {label: cost}", "costs")
+    if len(costs) > MAX_DECISIONS:
+        raise field_error(loc, f"At most {MAX_DECISIONS} decisions, not {len(costs)}", "too_many_decisions")
+    m = limits.max_string_length
+    for decision, row in costs.items():
+        _check_length(decision, (*loc, decision[:32]), m)
+        if isinstance(row, Mapping):
+            if len(row) > limits.max_labels:
+                raise field_error((*loc, decision), f"At most {limits.max_labels} labels per decision, not "
+                                  f"{len(row)}", "too_many_labels")
+            for label in row:
+                _check_length(label, (*loc, decision, label[:32]), m)
+    try:
+        return CostMatrix.of(costs)
+    except DecisionError as exc:
+        where = tuple(v for v in (exc.decision, exc.label) if isinstance(v, str))
+        msg = (f"Costs must be finite numbers of magnitude at most {MAX_COST:g}" if exc.label is not None else
+               "Each decision's costs must be a non-empty object of label to cost")
+        raise field_error((*loc, *where), msg, "costs") from None

@@ -10,12 +10,13 @@
 from collections.abc import Hashable
 from typing import Any
 
-from streamtree.exceptions import ConfigError, FormatError, InputError, StreamtreeError
+from streamtree.decision import CostMatrix, Decision, Decisions, decide, decide_many
+from streamtree.exceptions import ConfigError, DecisionError, FormatError, InputError, StreamtreeError
 from streamtree.forest import METHODS, ProbabilityForest
 from streamtree.tree import ProbabilityTree
 
-__all__ = ["ConfigError", "FormatError", "InputError", "ProbabilityForest", "ProbabilityTree", "StreamtreeError", "load",
-           "warm_up"]
+__all__ = ["ConfigError", "CostMatrix", "Decision", "DecisionError", "Decisions", "FormatError", "InputError",
+           "ProbabilityForest", "ProbabilityTree", "StreamtreeError", "decide", "decide_many", "load", "warm_up"]
 __version__ = "0.1.0"
 
 

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from river import base
 
+from streamtree import decision
+from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
 from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
@@ -141,3 +143,15 @@ class Classifier(base.MiniBatchClassifier):
         if proba.shape[1] == 0:
             return pd.Series([None] * len(proba), index=proba.index, dtype=object)
         return proba.idxmax(axis=1)
+
+    # -- decisions ----------------------------------------------------------------------
+    def decide_one(self, x: Mapping[Hashable, Any], costs: Costs | CostMatrix) -> Decision:
+        """The decision of least expected cost for ``x`` under ``costs`` (decision to
+        ``{label: cost}``): :func:`streamtree.decide` on :meth:`predict_proba_one`. Raises
+        :class:`~streamtree.exceptions.DecisionError` before any label (no probabilities)."""
+        return decision.decide(self.predict_proba_one(x), costs)
+
+    def decide_many(self, X: Any, costs: Costs | CostMatrix) -> Decisions:
+        """:meth:`decide_one` for each row of ``X``, in one vectorised pass
+        (:func:`streamtree.decide_many` on :meth:`predict_proba`)."""
+        return decision.decide_many(self.predict_proba(X), costs, classes=self.classes_, check_input=False)

@@ -7,7 +7,7 @@ the built-in exception a caller would naturally catch (``ValueError`` for bad in
 
 from __future__ import annotations
 
-__all__ = ["StreamtreeError", "ConfigError", "InputError", "FormatError"]
+__all__ = ["StreamtreeError", "ConfigError", "InputError", "FormatError", "DecisionError"]
 
 
 class StreamtreeError(Exception):
@@ -38,3 +38,19 @@ class InputError(StreamtreeError, ValueError):
 
 class FormatError(StreamtreeError, ValueError):
     """Serialised bytes are not a streamtree model this version can read."""
+
+
+class DecisionError(StreamtreeError, ValueError):
+    """Costs or probabilities given to a decision or a cost-sensitive metric are invalid
+    (:mod:`streamtree.decision`, :mod:`streamtree.metrics`); the message names what was
+    expected and what was given.
+
+    ``param`` holds the parameter's name (``"costs"``, ``"proba"``, ``"classes"`` or ``"y"``),
+    ``decision`` and ``label`` the decision and label concerned, where there is one (else ``None``).
+    """
+
+    def __init__(self, message: str, param: str, decision: object = None, label: object = None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.decision = decision
+        self.label = label

@@ -187,3 +187,13 @@ def test_numpy_and_pandas_inputs() -> None:
     assert list(proba.columns) == forest.classes_
     assert np.allclose(proba.sum(axis=1), 1.0)
     assert (forest.predict_many(pd.DataFrame(X[:50])) == y[:50]).mean() > 0.7
+
+
+def test_a_forest_decides_from_its_averaged_probabilities() -> None:
+    forest = fitted("bt+", n=300)
+    costs = {"act": {"pos": 0.0, "neg": 5.0, "rare": 5.0}, "wait": {"pos": 1.0, "neg": 0.0, "rare": 0.0}}
+    x = stream(5, seed=9)[0][0]
+    choice = forest.decide_one(x, costs)
+    assert choice == streamtree.decide(forest.predict_proba_one(x), costs)
+    many = forest.decide_many([x for x, _ in stream(20, seed=9)], costs)
+    assert many[0] == choice

@@ -19,7 +19,9 @@ router = APIRouter(prefix="/models/{name}", tags=["inspect"], route_class=JSONRo
 async def model_metrics(host: ReadModel) -> FastJSON:
     """Test-then-train scores of every labelled event: log loss, Brier, accuracy, expected
     calibration error and reliability-diagram bins, over all events (`all`) and over the most
-    recent window (`recent`). `unscored` counts events learned before any label was seen."""
+    recent window (`recent`). `unscored` counts events learned before any label was seen. A model
+    created with `costs` also has `improved_squared_error` (Fan et al. 2005, Eq. 3), `decision_cost`
+    (the mean cost of the decisions of least expected cost) and `costed` (the events they cover)."""
     return FastJSON(host.metrics())
 
 

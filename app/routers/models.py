@@ -20,7 +20,10 @@ ConfigBody = Annotated[
     dict[str, Any],
     Body(description="`ProbabilityTree` parameters, or `{\"estimator\": \"forest\", \"n_trees\", \"method\", "
                      "\"seed\", \"tree\"}` for a `ProbabilityForest` (`tree`: its members' parameters); omitted "
-                     "ones take the library's defaults. Unknown or invalid parameters get 422 naming the parameter.",
+                     "ones take the library's defaults. Optionally `costs`, a cost matrix (decision to "
+                     "{label: cost}): the prequential metrics then also hold the improved squared error and the cost "
+                     "of the decisions of least expected cost. Unknown or invalid parameters get 422 naming the "
+                     "parameter.",
          examples=[CONFIG_EXAMPLE, {"estimator": "forest", "n_trees": 10, "method": "bt+"}]),
 ]
 
@@ -49,7 +52,7 @@ async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry,
 
 @router.get("/{name}", response_model=ModelInfo, summary="Read a model")
 async def get_model(host: ReadModel) -> ModelInfo:
-    """The model's complete config (it rebuilds the model) and summary."""
+    """The model's complete config (without ``costs``, it rebuilds the model) and summary."""
     return info(host)
 
 

@@ -9,7 +9,7 @@ import pytest
 from streamtree import ProbabilityTree
 from streamtree.exceptions import InputError
 
-from app.learning import REPLAY_PAGE, bad_row, encode_event, learn_scored, restore
+from app.learning import REPLAY_PAGE, bad_row, encode_event, learn_scored, restore, split_config
 from app.prequential import Prequential
 from app.settings import Settings
 from app.storage import open_store
@@ -74,3 +74,29 @@ def test_restore_replays_the_log_in_pages(tmp_path: Path) -> None:
     assert restored.model.to_bytes() == model.to_bytes()
     assert restored.prequential.state() == preq.state()
     store.close()
+
+
+COSTS = {"act": {"low": 5, "mid": 1, "high": 0}, "wait": {"low": 0, "mid": 1, "high": 8}}
+
+
+def test_restore_with_costs_replays_the_cost_metrics(tmp_path: Path) -> None:
+    """``costs`` in a config is the service's: the model is built without it, the metrics with it."""
+    events = make_stream(700, seed=8)
+    store = open_store(tmp_path)
+    store.create_model("m", "{}")
+    store.append("m", 1, [encode_event(x, y) for x, y in events])
+    restored = restore(store, "m", {"grace_period": 20, "costs": COSTS}, ProbabilityTree,
+                       Settings(data_dir=tmp_path, metrics_window=100))
+    model, preq = ProbabilityTree(grace_period=20), Prequential(100, 10, costs=COSTS)
+    for x, y in events:
+        preq.update(model.predict_proba_one(x), y)
+        model.learn_one(x, y)
+    assert restored.model.to_bytes() == model.to_bytes()
+    assert restored.prequential.state() == preq.state()
+    assert preq.report()["all"]["costed"] == 699
+    store.close()
+
+
+def test_split_config() -> None:
+    assert split_config({"grace_period": 5, "costs": COSTS}) == ({"grace_period": 5}, {"costs": COSTS})
+    assert split_config({"grace_period": 5}) == ({"grace_period": 5}, {})

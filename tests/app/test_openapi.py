@@ -97,6 +97,7 @@ def test_no_server_errors(server: str, headers: dict[str, str]) -> None:
 
 LONE = st.sampled_from(["\ud800", "\udfff", "a\udc00b", "\ud83d"])  # lone surrogates (a half pair too)
 HUGE = st.sampled_from([2**64, -(2**63) - 1, 2**70, 10**400, -(10**400)])
+COSTS = {"act": {"low": 5, "mid": 1.5, "high": 0}, "wait": {"low": 0, "mid": -1, "high": 8}}
 #: Each route that takes a body, with valid bodies to spoil at one place, so the hostile value
 #: gets past the parser's and the schema's checks to the service's own.
 BODIES: dict[tuple[str, str], list[Any]] = {
@@ -105,10 +106,12 @@ BODIES: dict[tuple[str, str], list[Any]] = {
     ("POST", "/predict_proba"): [{"features": {"a": 1.0, "colour": "red"}, "id": "p1"},
                                  {"instances": [{"a": 1.0}, {"colour": "red"}]}],
     ("POST", "/models/default/explain"): [{"features": {"a": 1.0, "colour": "red"}}],
+    ("POST", "/decide"): [{"features": {"a": 1.0, "colour": "red"}, "id": "d1", "costs": COSTS},
+                          {"instances": [{"a": 1.0}, {"colour": "red"}], "costs": COSTS}],
     ("PUT", "/models/fuzzed"): [{"grace_period": 30, "tau": 0.1, "max_depth": 5, "max_nodes": 100,
                                  "max_features": 100, "nominal_features": ["colour", 3], "smoothing": "hgs",
                                  "half_life": 100, "m": 1.0, "delta": 0.1, "refit_every": 10,
-                                 "drift_patience": 10, "n_split_points": 5, "refit_steps": 2}],
+                                 "drift_patience": 10, "n_split_points": 5, "refit_steps": 2, "costs": COSTS}],
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -146,3 +147,69 @@ def test_one_event_at_a_time_is_a_batch_of_one() -> None:
     many = Prequential(window=30, bins=5)
     many.update_many(*as_batch(probas, labels))
     assert one.state() == many.state()
+
+
+FRAUD = {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}
+
+
+def test_cost_metrics_by_hand() -> None:
+    """Improved squared error (Fan et al. Eq. 3) and the cost of the least-expected-cost decision."""
+    p = Prequential(window=3, bins=2, costs=FRAUD)
+    p.update({}, "fraud")  # before any label: not scored
+    p.update({"fraud": 1.0}, "ok")  # challenge, cost 90; p(ok) = 0 < 0.91: error 1
+    p.update({"fraud": 0.05, "ok": 0.95}, "fraud")  # approve, cost 1000; error (1 - 0.05/0.09)^2
+    p.update({"fraud": 0.5, "ok": 0.5}, "ok")  # challenge, cost 90; error (1 - 0.5/0.91)^2
+    p.update({"fraud": 0.5, "ok": 0.3, "new": 0.2}, "ok")  # a label without costs: scored, not costed
+    r = p.report()
+    errors = [1.0, (1 - 0.05 / 0.09) ** 2, (1 - 0.5 / 0.91) ** 2]
+    assert r["all"]["n"] == 4 and r["all"]["costed"] == 3
+    assert r["all"]["improved_squared_error"] == pytest.approx(sum(errors) / 3, rel=1e-14)
+    assert r["all"]["decision_cost"] == pytest.approx((90 + 1000 + 90) / 3)
+    rec = r["recent"]  # the last 3 scored events, 2 of them costed
+    assert (rec["n"], rec["costed"]) == (3, 2)
+    assert rec["improved_squared_error"] == pytest.approx(sum(errors[1:]) / 2, rel=1e-14)
+    assert rec["decision_cost"] == pytest.approx((1000 + 90) / 2)
+    assert "improved_squared_error" not in Prequential().report()["all"]  # no costs, no cost metrics
+
+
+def test_cost_metrics_before_any_costed_event_are_null() -> None:
+    p = Prequential(window=3, bins=2, costs=FRAUD)
+    p.update({"other": 1.0}, "other")
+    assert {k: p.report()["all"][k] for k in ("costed", "improved_squared_error", "decision_cost")} == {
+        "costed": 0, "improved_squared_error": None, "decision_cost": None}
+
+
+def test_cost_state_round_trip_and_snapshots_without_costs() -> None:
+    a = Prequential(window=3, bins=4, costs=FRAUD)
+    for i in range(10):
+        f = 0.1 * (i % 9) + 0.05
+        a.update({"fraud": f, "ok": 1 - f} | ({"new": 0.0} if i == 4 else {}), "fraud" if i % 3 else "ok")
+    state = json.loads(json.dumps(a.state()))  # as stored: JSON, NaN as null
+    b = Prequential.from_state(state)
+    for p in (a, b):
+        p.update({"fraud": 0.25, "ok": 0.75}, "fraud")
+    assert a.report() == b.report() and a.state() == b.state()
+    old = Prequential(window=3, bins=4).state()  # a snapshot from before the cost metrics
+    assert "costs" not in old and Prequential.from_state(old).costs is None
+
+
+COSTS_A_TO_D = {"cheap": {"a": 0, "b": 1, "c": 4, "d": 9}, "mid": {"a": 2, "b": 2, "c": 2, "d": 2},
+                "safe": {"a": 5, "b": 3, "c": 1, "d": -1}}  # "e" arrives later: from then on nothing is costed
+
+
+@pytest.mark.parametrize("cuts", [[1], [100, 101, 350, 699], list(range(1, 700, 13))])
+def test_cost_metrics_do_not_depend_on_batch_boundaries(cuts: list[int]) -> None:
+    probas, labels = stream(700, seed=3)
+    classes = ["a", "b", "c", "d", "e"]
+    rows, known, label = as_batch(probas, labels)
+    whole = Prequential(window=40, bins=10, costs=COSTS_A_TO_D)
+    whole.update_many(rows, known, label, classes=classes)
+    pieces = Prequential(window=40, bins=10, costs=COSTS_A_TO_D)
+    for a, b in zip([0, *cuts], [*cuts, 700], strict=True):
+        pieces.update_many(rows[a:b], known[a:b], label[a:b], classes=classes)
+    one = Prequential(window=40, bins=10, costs=COSTS_A_TO_D)
+    for p, y in zip(probas, labels, strict=True):
+        one.update(p, y)
+    assert pieces.state() == whole.state() == one.state()
+    costed = whole.report()["all"]["costed"]
+    assert 0 < costed < whole.report()["all"]["n"]

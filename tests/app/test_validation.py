@@ -7,7 +7,7 @@ import math
 import pytest
 
 from app.exceptions import InvalidInput
-from app.validation import Limits, check_features, check_id, check_label, check_length
+from app.validation import MAX_DECISIONS, Limits, check_costs, check_features, check_id, check_label, check_length
 
 LIMITS = Limits(max_batch=3, max_features=4, max_string_length=5, max_labels=2)
 
@@ -49,3 +49,25 @@ def test_labels_ids_and_batch_length() -> None:
     assert error(check_id, False, ("i",), LIMITS) == (("i",), "id_type")
     check_length([1, 2, 3], ("b",), LIMITS)
     assert error(check_length, [1, 2, 3, 4], ("b",), LIMITS) == (("b",), "too_long")
+
+
+@pytest.mark.parametrize("costs, loc, kind", [
+    ({}, ("c",), "costs"),
+    ([], ("c",), "costs"),
+    ({"a": {}}, ("c", "a"), "costs"),
+    ({"a": 1}, ("c", "a"), "costs"),
+    ({"a": {"x": math.inf}}, ("c", "a", "x"), "costs"),
+    ({"a": {"x": 1}, "b": {"x": False}}, ("c", "b", "x"), "costs"),
+    ({"a": {"x": 1, "y": 1, "z": 1}}, ("c", "a"), "too_many_labels"),
+    ({"abcdef": {"x": 1}}, ("c", "abcdef"), "string_too_long"),
+    ({"a": {"xxxxxx": 1}}, ("c", "a", "xxxxxx"), "string_too_long"),
+    ({f"d{i}": {"x": 1} for i in range(MAX_DECISIONS + 1)}, ("c",), "too_many_decisions"),
+])
+def test_bad_costs_are_named_down_to_the_decision_and_label(costs, loc, kind) -> None:  # type: ignore[no-untyped-def]
+    assert error(check_costs, costs, ("c",), LIMITS) == (loc, kind)
+
+
+def test_valid_costs_give_the_librarys_cost_matrix() -> None:
+    matrix = check_costs({"a": {"x": 1, "y": -2.5}, "b": {"x": 0}}, ("c",), LIMITS)
+    assert matrix.decisions == ("a", "b") and matrix.labels == ("x", "y")
+    assert matrix.to_dict() == {"a": {"x": 1.0, "y": -2.5}, "b": {"x": 0.0}}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from streamtree import ProbabilityTree
+import pytest
+from streamtree import ProbabilityTree, decide
+from streamtree.metrics import improved_squared_error
 
 from app.storage import DB_NAME
 
@@ -143,3 +145,59 @@ def test_a_config_stored_before_a_parameter_existed_is_completed_on_start(runnin
         info = client.get("/models/old").json()
         assert info["config"] == ProbabilityTree(grace_period=50).get_config() and info["seq"] == 40
         assert client.put("/models/old", json={"grace_period": 50}).status_code == 200  # the same config, not a 409
+
+
+COSTS = {"act": {"low": 5, "mid": 1, "high": 0}, "wait": {"low": 0, "mid": 1, "high": 8}}
+
+
+def test_a_cost_matrix_in_the_config_adds_cost_metrics(running) -> None:  # type: ignore[no-untyped-def]
+    events = make_stream(300, seed=5)
+    with running() as client:
+        r = client.put("/models/c", json={"grace_period": 20, "costs": COSTS})
+        assert r.status_code == 201
+        config = r.json()["config"]
+        assert config == ProbabilityTree(grace_period=20).get_config() | {"costs": COSTS}
+        assert client.put("/models/c", json=config).status_code == 200  # the complete form is the same config
+        assert client.put("/models/c", json={"grace_period": 20}).status_code == 409  # without costs: another
+        learn_all(client, events, "/models/c/learn", batch=40)
+        metrics = client.get("/models/c/metrics").json()
+        assert "improved_squared_error" not in client.get("/models/default/metrics").json()["all"]
+        assert client.put("/models/plain", json={"costs": None}).json()["config"] == ProbabilityTree().get_config()
+    fresh = ProbabilityTree(grace_period=20)
+    errors, costs = [], []
+    for x, y in events:
+        p = fresh.predict_proba_one(x)
+        fresh.learn_one(x, y)
+        if p:
+            errors.append(improved_squared_error(p, y, COSTS))
+            costs.append(COSTS[decide(p, COSTS).decision][y])
+    a = metrics["all"]
+    assert a["costed"] == len(errors) == 299
+    assert a["improved_squared_error"] == pytest.approx(sum(errors) / len(errors), rel=1e-9)
+    assert a["decision_cost"] == pytest.approx(sum(costs) / len(costs), rel=1e-12)
+    assert 0 < a["improved_squared_error"] < 1
+    with running() as client:  # the config and the metrics survive a restart
+        assert client.get("/models/c").json()["config"]["costs"] == COSTS
+        assert client.get("/models/c/metrics").json() == metrics
+
+
+@pytest.mark.parametrize("costs, loc", [
+    ({}, ["body", "costs"]),
+    ("act", ["body", "costs"]),
+    ({"act": {}}, ["body", "costs", "act"]),
+    ({"act": {"low": "1"}}, ["body", "costs", "act", "low"]),
+    ({"act": {"low": 10**400}}, ["body", "costs", "act", "low"]),
+    ({f"d{i}": {"low": 1} for i in range(101)}, ["body", "costs"]),
+])
+def test_a_bad_cost_matrix_is_422_naming_costs(client, costs, loc) -> None:  # type: ignore[no-untyped-def]
+    r = client.request("PUT", "/models/c", content=json.dumps({"costs": costs}),
+                       headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == loc
+    assert client.get("/models/c").status_code == 404
+
+
+def test_costs_are_stored_as_the_floats_the_metrics_use(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.put("/models/c", json={"costs": {"act": {"low": 2**64, "mid": 1}, "wait": {"low": 0, "mid": 3}}})
+    assert r.status_code == 201, r.text  # an integer beyond 64 bits is a valid cost, and JSON-able as a float
+    assert r.json()["config"]["costs"] == {"act": {"low": float(2**64), "mid": 1.0}, "wait": {"low": 0.0, "mid": 3.0}}

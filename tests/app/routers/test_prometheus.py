@@ -57,3 +57,16 @@ def test_window_metrics_per_model(client, stream) -> None:  # type: ignore[no-un
                       ("accuracy", "accuracy"), ("ece", "ece")]:
         assert samples[(f"streamtree_model_{name}", (("model", "default"),))] == recent[key]
         assert (f"streamtree_model_{name}", (("model", "empty"),)) not in samples or name == "window_events"
+
+
+def test_cost_metrics_per_model_with_a_cost_matrix(client, stream) -> None:  # type: ignore[no-untyped-def]
+    costs = {"act": {"low": 5, "mid": 1, "high": 0}, "wait": {"low": 0, "mid": 1, "high": 8}}
+    assert client.put("/models/c", json={"costs": costs}).status_code == 201
+    learn_all(client, stream[:100], path="/models/c/learn", batch=50)
+    learn_all(client, stream[:100], batch=50)
+    recent = client.get("/models/c/metrics").json()["recent"]
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    for key in ("improved_squared_error", "decision_cost"):
+        assert samples[(f"streamtree_model_{key}", (("model", "c"),))] == recent[key]
+        assert (f"streamtree_model_{key}", (("model", "default"),)) not in samples  # no cost matrix

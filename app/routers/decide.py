@@ -1,0 +1,62 @@
+"""``POST /decide`` and ``POST /models/{name}/decide``: cost-sensitive decisions."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from app.deps import ReadDefaultModel, ReadModel, has_key
+from app.errors import NO_LABELS, FastJSON
+from app.hosting import ModelHost
+from app.json_route import JSONRoute
+from app.schemas import DecideBatchResult, DecideBody, DecideResult
+from app.validation import check_costs, check_features, check_id, check_length
+
+router = APIRouter(tags=["decide"], route_class=JSONRoute)
+
+_DOC = """The decision of least expected cost for one instance (`features`, optional `id` to
+label it later, as for `/predict_proba`) or a batch (`instances`), under `costs`: decision to
+`{label: cost}`, what each decision costs when each label turns out true. The expected cost of
+a decision is the sum over labels of probability times cost; the answer names the decision of
+least expected cost (on a tie, the first of the tied decisions in the order of `costs`), every
+decision's expected cost, and the probabilities (as `/predict_proba` gives them).
+
+One instance answers `{"decision", "expected_costs", "probabilities"}`; a batch answers the
+same keys with one list entry per instance: `{"decisions": [...], "expected_costs": [...],
+"probabilities": [...]}`.
+
+Every decision needs a cost for every label the model has seen (labels as the keys of
+`probabilities`: booleans as `"true"`/`"false"`, integers in decimal); a cost for a label
+the model has not seen is fine. Bad costs get 422 at `["body", "costs", ...]`, naming the
+decision (and label) at fault; at most 100 decisions. Before the model has learned any label
+the answer is 409."""
+
+_RESPONSES: dict[int | str, dict[str, str]] = {409: {"description": NO_LABELS}}
+
+
+def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
+    """Check the request's limits and the costs, then decide."""
+    limits = host.limits
+    costs = check_costs(body.costs, ("body", "costs"), limits)
+    if body.instances is not None:
+        check_length(body.instances, ("body", "instances"), limits)
+        for i, x in enumerate(body.instances):
+            check_features(x, ("body", "instances", i), limits)
+        return FastJSON(host.decide_many(body.instances, costs))
+    assert body.features is not None
+    check_features(body.features, ("body", "features"), limits)
+    if body.id is None:
+        return FastJSON(host.decide_one(body.features, costs))
+    check_id(body.id, ("body", "id"), limits)
+    return FastJSON(host.decide_one(body.features, costs, body.id, has_key(request)))
+
+
+@router.post("/decide", response_model=DecideResult | DecideBatchResult, responses=_RESPONSES,
+             summary="Decide at least expected cost (default model)", description=_DOC)
+async def decide_default(body: DecideBody, host: ReadDefaultModel, request: Request) -> FastJSON:
+    return decide(host, body, request)
+
+
+@router.post("/models/{name}/decide", response_model=DecideResult | DecideBatchResult, responses=_RESPONSES,
+             summary="Decide at least expected cost", description=_DOC)
+async def decide_named(body: DecideBody, host: ReadModel, request: Request) -> FastJSON:
+    return decide(host, body, request)
