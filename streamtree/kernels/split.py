@@ -497,11 +497,17 @@ def splittable(num_stats, num_range, nom_stats, slot, k, n_numeric, n_nominal, n
     col = f - n_numeric
     n_seen = 0
     for v in range(n_values):
-        for c in range(k):
-            if nom_stats[slot, col, v, c] > 0.0:
-                n_seen += 1
-                break
+        n_seen += _value_seen(nom_stats, slot, col, v, k)
     return n_seen >= 2
+
+
+@njit(cache=True)
+def _value_seen(nom_stats, slot, col, v, k) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the leaf owning ``slot`` saw value ``v`` of nominal column ``col``."""
+    for c in range(k):
+        if nom_stats[slot, col, v, c] > 0.0:
+            return True
+    return False
 
 
 @njit(cache=True)
@@ -558,18 +564,11 @@ def random_split(  # type: ignore[no-untyped-def]
     col = chosen - n_numeric
     m = 0
     for v in range(n_values):
-        for c in range(k):
-            if nom_stats[slot, col, v, c] > 0.0:
-                m += 1
-                break
+        m += _value_seen(nom_stats, slot, col, v, k)
     pick = min(int(u_threshold * m), m - 1)
     value = 0
     for v in range(n_values):
-        seen = False
-        for c in range(k):
-            if nom_stats[slot, col, v, c] > 0.0:
-                seen = True
-        if seen:
+        if _value_seen(nom_stats, slot, col, v, k):
             if pick == 0:
                 value = v
                 break
