@@ -107,6 +107,21 @@ def test_crossfit_averages_two_honest_trees() -> None:
     np.testing.assert_allclose(clf.predict_proba(X), expected)
 
 
+def test_the_default_is_the_cross_validated_hgs_and_other_smoothers_are_not_honest() -> None:
+    """``honest="auto"`` is the measured best (``"cv"``) for plain HGS, and leaves a smoother the
+    user configured (another smoother, parameters, an instance) as given."""
+    X, y = _data(n=300)
+    default = SmoothedTreeClassifier(random_state=3).fit(X, y)
+    explicit = SmoothedTreeClassifier(honest="cv", random_state=3).fit(X, y)
+    assert default.honest_ == "cv" and default.cv_weights_ == explicit.cv_weights_
+    assert np.array_equal(default.predict_proba(X), explicit.predict_proba(X))
+    for params in ({"smoothing": "laplace"}, {"smoothing_params": {"mode": "paper"}}, {"smoothing": HGS()}):
+        clf = SmoothedTreeClassifier(random_state=3, **params).fit(X, y)  # type: ignore[arg-type]
+        none = SmoothedTreeClassifier(random_state=3, honest="none", **params).fit(X, y)  # type: ignore[arg-type]
+        assert clf.honest_ == "none" and not hasattr(clf, "cv_weights_")
+        assert np.array_equal(clf.predict_proba(X), none.predict_proba(X))
+
+
 def test_a_smoother_instance_is_copied_not_fitted_in_place() -> None:
     X, y = _data()
     mine = HGS(mode="paper")
