@@ -84,6 +84,7 @@ _BAGGING, _DISJOINT = 1, 2  # the streams of draws (the third key of each hash)
 _SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
 _NO_DRIFT = new_drift(0.002)  # a member without detection is handed this (and never reads it)
 _NO_PROBA = np.zeros((0, 0))
+_ONCE = np.ones(1, dtype=np.int64)
 
 
 def _member_seed(seed: int, index: int) -> int:
@@ -128,6 +129,27 @@ class _MemberArrays:
         for i, (m, (member, tree, background, drift)) in enumerate(zip(self.members, self._held)):
             if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
                 self._put(i)
+
+    def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
+        """Before learning, in one pass over the members: each makes room for the registry's
+        ``shapes`` (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns
+        the examples each had learned (the kernel's ``totals``)."""
+        totals = []
+        for i, (m, (member, tree, background, drift)) in enumerate(zip(self.members, self._held)):
+            m._make_room(first_values, shapes)
+            if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
+                self._put(i)
+            totals.append(m.n_examples)
+        return np.array(totals, dtype=np.int64)
+
+    def finish(self, n: int) -> None:
+        """After learning ``n`` rows: each member counts them and lets go of a background
+        tree the loop dropped (``ProbabilityTree._resolve`` with ``DONE``; the lists let go
+        of it at the next :meth:`sync`)."""
+        for m in self.members:
+            m.n_examples += n
+            if m._background is not None:
+                m._resolve(DONE, _ONCE, 0)
 
 
 def _member_entry(m: ProbabilityTree) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
@@ -247,13 +269,11 @@ class ProbabilityForest(Classifier):
         return state
 
     def _member_arrays(self) -> _MemberArrays:
-        """The members' arrays for the kernels, following the members (and a new list of
-        members: a loaded forest)."""
+        """The members' arrays for the kernels (not yet synced: the caller does), built anew
+        for a new list of members (a loaded forest)."""
         arrays = self._arrays
         if arrays is None or arrays.members is not self.members:
             arrays = self._arrays = _MemberArrays(self.members)
-        else:
-            arrays.sync()
         return arrays
 
     # -- learning -----------------------------------------------------------------------
@@ -269,33 +289,27 @@ class ProbabilityForest(Classifier):
         for a member that needs it (module docstring); the prequential predictions are the
         members' mean."""
         n = len(labels)
-        members = self.members
         reps = self._reps(n)
         ks = class_ids(self.classes_, self._class_index, labels)
-        shapes = members[0]._registry_shapes()
-        for m in members:
-            m._make_room(first_values, shapes)
         arrays = self._member_arrays()
-        totals = np.array([m.n_examples for m in members], dtype=np.int64)
+        totals = arrays.prepare(first_values, self.members[0]._registry_shapes())
+        fkeys = self.members[0]._fkeys  # every member's: the same registry
         proba = np.zeros((n, len(self.classes_))) if want_proba else _NO_PROBA
         member, row, reason = 0, 0, -1
         while reason != DONE:
-            member, row, reason = learn_forest_rows(
-                arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, ks, reps,
-                members[0]._fkeys, row, member, totals, proba, want_proba,
-            )
+            member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom,
+                                                    ks, reps, fkeys, row, member, totals, proba, want_proba)
             if reason != DONE:
-                members[member]._resolve(reason, reps[member], row)
+                self.members[member]._resolve(reason, reps[member], row)
                 arrays.sync()
-        for m in members:
-            m._resolve(DONE, reps[0], n)  # let go of background trees the loop dropped
-            m.n_examples += n
+        arrays.finish(n)
         self.n_examples += n
         return proba / self.n_trees if want_proba else None
 
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         arrays = self._member_arrays()
+        arrays.sync()
         out = np.zeros((num.shape[0], len(self.classes_)))
         predict_forest_rows(arrays.trees, arrays.cfg_i, arrays.cfg_f, num, nom, out)
         return out

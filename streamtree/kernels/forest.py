@@ -35,7 +35,7 @@ from numba.typed import List
 from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, proba_at, scratch
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
-from streamtree.state import D_ACTIVE, M_CLASSES, M_NODES, DriftArrays, TreeArrays
+from streamtree.state import D_ACTIVE, M_CLASSES, DriftArrays, TreeArrays
 
 __all__ = ["ALL", "BAGGING", "DISJOINT", "learn_forest_rows", "member_list", "predict_forest_rows", "put_member",
            "sample_reps"]
@@ -108,7 +108,8 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
         tree, drift = members[m]
         t, d = TreeArrays(*tree), DriftArrays(*drift)
         bg = TreeArrays(*backgrounds[m]) if d.drift_s[D_ACTIVE] != 0.0 else t
-        paths, work = scratch(t, bg, paths, work)
+        paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
+                              paths, work)
         first = start_row if m == start_member else 0
         stop, reason = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
                                        totals[m] + first, proba_out, want_proba, paths, work)
@@ -122,15 +123,16 @@ def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, out):  # type: ignore
     """``out[r, :]``: the mean of the members' probabilities for each encoded row (as
     :func:`~streamtree.kernels.learn.predict_rows` serves them), summed in member order and
     divided by the number of members. ``out`` starts at zeros; its width is the model's
-    classes (a member's columns beyond it are not read)."""
+    classes (a member's columns beyond it are not read). Working arrays are reused from
+    member to member (:func:`~streamtree.kernels.learn.scratch`)."""
     n_rows, width = out.shape
+    paths = np.empty((2, 0), dtype=np.int64)
+    work = np.empty((SCRATCH_ROWS, 0))
     for m in range(len(members)):
         t = TreeArrays(*members[m][0])
+        paths, work = scratch(t.node.shape[0], t.counts.shape[1], paths, work)
+        path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
         k = t.meta[M_CLASSES]
-        path = np.empty(t.meta[M_NODES], dtype=np.int64)
-        member_out = np.empty(max(k, 1))
-        smoothed = np.empty(max(k, 1))
-        loglik = np.empty(max(k, 1))
         for r in range(n_rows):
             length = route(t.node, t.thr, num[r], nom[r], path)
             proba_at(t, cfg_is[m], cfg_fs[m], path, length, num[r], nom[r], member_out, smoothed, loglik)

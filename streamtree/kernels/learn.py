@@ -137,12 +137,14 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
 
 
 @njit(cache=True)
-def _has_room(t, splits) -> bool:  # type: ignore[no-untyped-def]
-    """Whether ``splits`` more splits fit in the arrays (a split adds two nodes and takes two
-    slots); an example learned ``w`` times may cause up to ``w``."""
-    if t.meta[M_NODES] + 2 * splits > t.node.shape[0]:
+def _has_room(meta, capacity, splits) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``splits`` more splits fit in a tree's arrays (``meta``, and ``capacity``
+    nodes; a split adds two nodes and takes two slots); an example learned ``w`` times may
+    cause up to ``w``. (It takes a tree's ``meta``, not the tree: handing a kernel that is
+    not inlined all 24 arrays of a tree costs about 0.2 us a call, measured.)"""
+    if meta[M_NODES] + 2 * splits > capacity:
         return False
-    return t.meta[M_STOPPED] == 1 or t.meta[M_FREE] >= 2 * splits
+    return meta[M_STOPPED] == 1 or meta[M_FREE] >= 2 * splits
 
 
 @njit(cache=True)
@@ -424,7 +426,8 @@ def learn_rows(tree, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, tota
     """:func:`learn_rows_compared` with no background tree (the common case: one tree's arrays
     fewer to hand from Python to compiled code, which costs per array)."""
     t = TreeArrays(*tree)
-    paths, work = scratch(t, t, np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
+    paths, work = scratch(t.node.shape[0], t.counts.shape[1], np.empty((2, 0), dtype=np.int64),
+                          np.empty((SCRATCH_ROWS, 0)))
     return learn_tree_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
                            want_proba, paths, work)
 
@@ -472,25 +475,26 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, rep
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
     t, bg = TreeArrays(*tree), TreeArrays(*background)
-    paths, work = scratch(t, bg, np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
+    paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
+                          np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
     return learn_tree_rows(t, bg, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
                            want_proba, paths, work)
 
 
-@njit(cache=True, inline="always")
-def scratch(t, bg, paths, work):  # type: ignore[no-untyped-def]
-    """Working arrays for :func:`learn_tree_rows` on ``t`` and ``bg``: ``paths`` (2 rows of
-    ``int64``, a path in each tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``, one per
-    class), the ones given when they are large enough, else new ones. A forest's call reuses
-    them from member to member: allocating them cost about 0.1 us each, 70 an event for 10
-    members. Their size and former contents do not matter: every kernel reads only what it
-    wrote, up to the logical sizes."""
-    nodes = max(t.node.shape[0], bg.node.shape[0])
+@njit(cache=True)
+def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
+    """Working arrays for :func:`learn_tree_rows` on trees of at most ``nodes`` nodes and
+    ``classes`` classes (capacities): ``paths`` (2 rows of ``int64``, a path in the tree and
+    one in the background tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``), the ones
+    given when they are large enough, else new ones. A forest's call reuses them from member
+    to member: allocating them cost about 0.1 us each, 70 an event for 10 members. Their size
+    and former contents do not matter: every kernel reads only what it wrote, up to the
+    logical sizes. (It takes sizes, not trees: handing a non-inlined kernel a tree's 24 arrays
+    costs about 0.2 us a call, measured.)"""
     if paths.shape[1] < nodes:
         paths = np.empty((2, nodes), dtype=np.int64)
-    kc = max(t.counts.shape[1], bg.counts.shape[1])
-    if work.shape[1] < kc:
-        work = np.empty((SCRATCH_ROWS, kc))
+    if work.shape[1] < classes:
+        work = np.empty((SCRATCH_ROWS, classes))
     return paths, work
 
 
@@ -507,7 +511,7 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
     for r in range(start, n):
         w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0
-        if not _has_room(t, w) or (active and not _has_room(bg, w)):
+        if not _has_room(t.meta, t.node.shape[0], w) or (active and not _has_room(bg.meta, bg.node.shape[0], w)):
             return r, GROW
         k = ks[r]
         known = t.meta[M_CLASSES]
