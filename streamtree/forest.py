@@ -112,6 +112,7 @@ class _MemberArrays:
         first = members[0]
         self.trees = member_list(_member_entry(first))
         self.backgrounds = member_list(tuple(first._tree))
+        self._totals = np.zeros(len(members), dtype=np.int64)
         self._held: list[tuple[ProbabilityTree | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
             (None, None, None, None)] * len(members)
         for i in range(len(members)):
@@ -134,13 +135,14 @@ class _MemberArrays:
         """Before learning, in one pass over the members: each makes room for the registry's
         ``shapes`` (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns
         the examples each had learned (the kernel's ``totals``)."""
-        totals = []
+        totals = self._totals
         for i, (m, (member, tree, background, drift)) in enumerate(zip(self.members, self._held)):
-            m._make_room(first_values, shapes)
+            if shapes != m._shapes:
+                m._make_room(first_values, shapes)
             if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
                 self._put(i)
-            totals.append(m.n_examples)
-        return np.array(totals, dtype=np.int64)
+            totals[i] = m.n_examples
+        return totals
 
     def finish(self, n: int) -> None:
         """After learning ``n`` rows: each member counts them and lets go of a background
