@@ -125,22 +125,26 @@ class _MemberArrays:
         self.cfg_i[i], self.cfg_f[i] = m._cfg_i, m._cfg_f
         self._held[i] = (m, m._tree, m._background, m._drift)
 
+    def _follow(self, i: int, m: ProbabilityTree) -> None:
+        """Replace entry ``i`` if member ``m`` (or its arrays) is not the one held."""
+        member, tree, background, drift = self._held[i]
+        if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
+            self._put(i)
+
     def sync(self) -> None:
-        """Follow every member (or member's arrays) that is not the one held."""
-        for i, (m, (member, tree, background, drift)) in enumerate(zip(self.members, self._held)):
-            if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
-                self._put(i)
+        """Follow every member (:meth:`_follow`)."""
+        for i, m in enumerate(self.members):
+            self._follow(i, m)
 
     def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
         """Before learning, in one pass over the members: each makes room for the registry's
         ``shapes`` (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns
         the examples each had learned (the kernel's ``totals``)."""
         totals = self._totals
-        for i, (m, (member, tree, background, drift)) in enumerate(zip(self.members, self._held)):
+        for i, m in enumerate(self.members):
             if shapes != m._shapes:
                 m._make_room(first_values, shapes)
-            if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
-                self._put(i)
+            self._follow(i, m)
             totals[i] = m.n_examples
         return totals
 
