@@ -16,6 +16,11 @@ Streams: the 17 of :mod:`bench.streams`, the new-seed generator configurations o
 (:class:`KnownPosterior`), where the mean squared distance of each prediction from the true
 posterior is recorded too (the paper's "exact MSE").
 
+Decisions: on the streams of :data:`COSTS` each model's scored predictions also decide, with
+:func:`streamtree.decide` (least expected cost) and with the argmax rule (the decision that is
+right for the most probable label), and the mean cost of each is recorded with the improved
+squared error (Eq. 3 of the randomized-trees paper).
+
 Usage::
 
     python -m bench.forests                                  # everything (about 40 minutes)
@@ -46,8 +51,9 @@ from river.datasets import synth
 
 from bench.scoring import EPS, Score
 from bench.streams import STREAMS, Stream, _switching
-from streamtree import ProbabilityForest, ProbabilityTree, warm_up
+from streamtree import ProbabilityForest, ProbabilityTree, decide, warm_up
 from streamtree.forest import METHODS
+from streamtree.metrics import improved_squared_error
 
 RESULTS = Path(__file__).parent / "results"
 N_EVENTS = 20_000
@@ -98,6 +104,17 @@ FRESH: dict[str, Stream] = {
 }
 POSTERIOR: dict[str, KnownPosterior] = {f"Posterior-{d}": KnownPosterior(d, seed=7) for d in (5, 15)}
 
+# Decision -> {true label: cost}, per stream. Phishing, fraud-style: letting a phishing page
+# (True) through costs 100, blocking a legitimate one 5. The known-posterior streams as a
+# triage of four severities (0 harmless .. 3 severe): ignoring a severe case is the costly error.
+_TRIAGE = {"ignore": {0: 0, 1: 1, 2: 10, 3: 50}, "review": {0: 2, 1: 2, 2: 2, 3: 20},
+           "escalate": {0: 10, 1: 10, 2: 5, 3: 0}}
+COSTS: dict[str, dict[str, dict[Any, float]]] = {
+    "Phishing": {"allow": {True: 100, False: 0}, "block": {True: 0, False: 5}},
+    "Posterior-5": _TRIAGE,
+    "Posterior-15": _TRIAGE,
+}
+
 
 def logistic_regression() -> Any:
     """The online logistic regression peer: standardised numbers, one-hot strings."""
@@ -110,6 +127,8 @@ def model_factories(tree_config: dict[str, Any]) -> dict[str, Callable[[], Any]]
     ours: dict[str, Callable[[], Any]] = {"streamtree-tree": lambda: ProbabilityTree(**tree_config)}
     for method in METHODS:
         ours[f"forest-{method}"] = lambda m=method: ProbabilityForest(n_trees=10, method=m, seed=42, tree=tree_config)
+    ours["forest-bt+nb"] = lambda: ProbabilityForest(n_trees=10, method="bt+", seed=42,
+                                                     tree={**tree_config, "naive_bayes": True})
     return ours | {
         "river-HT-nba": lambda: tree.HoeffdingTreeClassifier(),
         "river-HAT": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=42),
@@ -127,8 +146,38 @@ def take(name: str, n: int) -> tuple[list[tuple[dict, Any]], KnownPosterior | No
     return stream.take(n), None
 
 
-def run_one(model: Any, data: list[tuple[dict, Any]], truth: KnownPosterior | None) -> dict[str, Any]:
+class Costed:
+    """Mean cost of the decisions taken from a model's scored predictions, by least expected
+    cost (``decide``) and by the argmax rule, and the mean improved squared error; decided on
+    the same normalised probabilities :class:`~bench.scoring.Score` scores (every label the
+    stream has shown, floored at ``EPS``), so every model decides on the same examples."""
+
+    def __init__(self, costs: dict[str, dict[Any, float]]) -> None:
+        self.costs = costs
+        self.n = 0
+        self.cost = self.argmax_cost = self.ise = 0.0
+
+    def update(self, y: Any, proba: dict, seen: list) -> None:
+        if y not in seen:
+            return
+        p = np.array([max(float(proba.get(label, 0.0)), EPS) for label in seen])
+        p /= p.sum()
+        normalised = dict(zip(seen, p.tolist()))
+        top = seen[int(np.argmax(p))]
+        self.n += 1
+        self.cost += self.costs[decide(normalised, self.costs).decision][y]
+        self.argmax_cost += self.costs[decide({top: 1.0}, self.costs).decision][y]
+        self.ise += improved_squared_error(normalised, y, self.costs)
+
+    def result(self) -> dict[str, float]:
+        n = max(self.n, 1)
+        return {"decision_cost": self.cost / n, "argmax_cost": self.argmax_cost / n, "ise": self.ise / n}
+
+
+def run_one(model: Any, data: list[tuple[dict, Any]], truth: KnownPosterior | None,
+            costs: dict[str, dict[Any, float]] | None = None) -> dict[str, Any]:
     score = Score()
+    costed = Costed(costs) if costs else None
     elapsed = 0.0
     clock = time.process_time
     sq = 0.0
@@ -141,11 +190,15 @@ def run_one(model: Any, data: list[tuple[dict, Any]], truth: KnownPosterior | No
             p = np.array([max(float(proba.get(k, 0.0)), EPS) for k in range(4)])
             p /= p.sum()
             sq += float(((p - np.array(list(truth.posterior(x).values()))) ** 2).sum())
+        if costed is not None:
+            costed.update(y, proba, score.labels)
         score.update(y, proba)
     out: dict[str, Any] = {**score.result(), "n": len(data), "cpu_s": elapsed,
                            "us_per_event": 1e6 * elapsed / max(len(data), 1)}
     if truth is not None:
         out["posterior_mse"] = sq / len(data)
+    if costed is not None:
+        out.update(costed.result())
     out["_score"] = score
     return out
 
@@ -209,6 +262,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[str]:
                 wins = sum(by[(s, m)]["log_loss"] < by[(s, peer)]["log_loss"] for s in both)
                 line += f"; below {peer} on {wins} of {len(both)}"
         lines.append(line)
+    for s in streams:
+        costed = [m for m in models if "decision_cost" in by.get((s, m), {})]
+        if costed:
+            cheaper = [m for m in costed if by[(s, m)]["decision_cost"] < by[(s, m)]["argmax_cost"]]
+            least = min(costed, key=lambda m: by[(s, m)]["decision_cost"])
+            lines.append(f"decisions on {s}: `decide` costs less than the argmax rule for {len(cheaper)} of "
+                         f"{len(costed)} models; least mean cost {by[(s, least)]['decision_cost']:.3f} ({least})")
     for m in ours + ["streamtree-tree"]:
         ratios = [by[(s, "river-HT-nba")]["us_per_event"] / by[(s, m)]["us_per_event"]
                   for s in streams if (s, m) in by and (s, "river-HT-nba") in by]
@@ -226,12 +286,17 @@ def markdown(results: dict[str, Any]) -> str:
     by = {(r["stream"], r["model"]): r for r in rows}
     out = [f"# Forest benchmark (`bench/forests.py`)\n\n{results['meta']['note']}\n"]
     for metric, fmt, lower in (("log_loss", "{:.4f}", True), ("posterior_mse", "{:.4f}", True),
-                               ("accuracy", "{:.4f}", False), ("us_per_event", "{:,.0f}", True)):
+                               ("accuracy", "{:.4f}", False), ("us_per_event", "{:,.0f}", True),
+                               ("decision_cost", "{:.3f}", True), ("argmax_cost", "{:.3f}", True),
+                               ("ise", "{:.4f}", True)):
         present = [s for s in streams if any(metric in by.get((s, m), {}) for m in models)]
         if not present:
             continue
         title = {"log_loss": "log loss (bold: best)", "posterior_mse": "mean squared distance to the true posterior",
-                 "accuracy": "accuracy", "us_per_event": "CPU microseconds per event (predict + learn)"}[metric]
+                 "accuracy": "accuracy", "us_per_event": "CPU microseconds per event (predict + learn)",
+                 "decision_cost": "mean cost of `decide` (least expected cost), costs of `COSTS`",
+                 "argmax_cost": "mean cost of the argmax rule (the decision right for the most probable label)",
+                 "ise": "improved squared error (Eq. 3) under the same costs"}[metric]
         out.append(f"\n## {title}\n\n| stream | " + " | ".join(models) + " |")
         out.append("|---|" + "---|" * len(models))
         for s in present:
@@ -272,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         data, truth = take(stream, args.n)
         scores = {}
         for name in names:
-            result = run_one(factories[name](), data, truth)
+            result = run_one(factories[name](), data, truth, COSTS.get(stream))
             scores[name] = result.pop("_score")
             rows.append({"stream": stream, "model": name, **result})
             print(f"{stream:16s} {name:16s} log loss {result['log_loss']:.4f}"

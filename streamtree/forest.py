@@ -32,6 +32,13 @@ background tree (``drift_delta`` of its tree config), so a member adapts to drif
 The forest shares one feature registry and one list of classes among its members; every
 member is handed every row (weight 0 for the rows it does not learn), so a class becomes
 known to all members at the same row, as it does to a single tree.
+
+Learning and prediction cost one compiled call for all the members
+(:mod:`streamtree.kernels.forest`), not one per member: the members' arrays are held in numba
+typed lists (:class:`_MemberArrays`) that follow the members' own, and a member that needs
+Python (to grow its arrays or start, adopt or drop a background tree) is handled exactly as a
+tree handles itself (``ProbabilityTree._resolve``) before the call resumes. The members are
+the same bits as when each learned in its own call.
 """
 
 from __future__ import annotations
@@ -46,8 +53,13 @@ from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.exceptions import ConfigError
 from streamtree.features import FeatureRegistry, check_mapping
-from streamtree.kernels.randomness import mix, uniforms
-from streamtree.tree import ProbabilityTree
+from streamtree.kernels.forest import (
+    ALL, BAGGING, DISJOINT, learn_forest_rows, member_list, predict_forest_rows, put_member, sample_reps,
+)
+from streamtree.kernels.learn import DONE
+from streamtree.kernels.randomness import mix
+from streamtree.state import DriftArrays, TreeArrays, new_drift
+from streamtree.tree import ProbabilityTree, class_ids
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["METHODS", "ProbabilityForest"]
@@ -69,11 +81,86 @@ _FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its 
 # Poisson(1) cumulative probabilities, k = 0..19: w = #{k : u >= F(k)} for u uniform in [0, 1)
 _POISSON_CDF = np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)])
 _BAGGING, _DISJOINT = 1, 2  # the streams of draws (the third key of each hash)
+_SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
+_NO_DRIFT = new_drift(0.002)  # a member without detection is handed this (and never reads it)
+_NO_PROBA = np.zeros((0, 0))
+_ONCE = np.ones(1, dtype=np.int64)
 
 
 def _member_seed(seed: int, index: int) -> int:
     """Member ``index``'s seed, a hash of the forest's seed (non-negative int64)."""
     return int(mix(seed, index, 0, 0x5EED) >> np.uint64(1))
+
+
+class _MemberArrays:
+    """The members' arrays as :mod:`streamtree.kernels.forest` takes them: a typed list of
+    each member's tree and detector, one of its background tree (its tree while it has
+    none), and the members' configurations stacked (one row each).
+
+    The members stay the owners of their arrays; these lists only follow them. :meth:`sync`,
+    before every kernel call, compares each member's arrays with the ones held (identity: a
+    few attribute reads) and replaces an entry only where a member replaced its arrays
+    (growth, a background tree started, adopted or dropped, a loaded model), so the common
+    call rebuilds nothing, and a member changed from outside the forest (its own
+    ``learn_one``, a restore) is still followed.
+    """
+
+    def __init__(self, members: list[ProbabilityTree]) -> None:
+        self.members = members
+        self.cfg_i = np.stack([m._cfg_i for m in members])
+        self.cfg_f = np.stack([m._cfg_f for m in members])
+        first = members[0]
+        self.trees = member_list(_member_entry(first))
+        self.backgrounds = member_list(tuple(first._tree))
+        self._totals = np.zeros(len(members), dtype=np.int64)
+        self._held: list[tuple[ProbabilityTree | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
+            (None, None, None, None)] * len(members)
+        for i in range(len(members)):
+            self._put(i)
+
+    def _put(self, i: int) -> None:
+        m = self.members[i]
+        put_member(self.trees, i, _member_entry(m))
+        put_member(self.backgrounds, i, tuple(m._background if m._background is not None else m._tree))
+        self.cfg_i[i], self.cfg_f[i] = m._cfg_i, m._cfg_f
+        self._held[i] = (m, m._tree, m._background, m._drift)
+
+    def _follow(self, i: int, m: ProbabilityTree) -> None:
+        """Replace entry ``i`` if member ``m`` (or its arrays) is not the one held."""
+        member, tree, background, drift = self._held[i]
+        if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
+            self._put(i)
+
+    def sync(self) -> None:
+        """Follow every member (:meth:`_follow`)."""
+        for i, m in enumerate(self.members):
+            self._follow(i, m)
+
+    def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
+        """Before learning, in one pass over the members: each makes room for the registry's
+        ``shapes`` (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns
+        the examples each had learned (the kernel's ``totals``)."""
+        totals = self._totals
+        for i, m in enumerate(self.members):
+            if shapes != m._shapes:
+                m._make_room(first_values, shapes)
+            self._follow(i, m)
+            totals[i] = m.n_examples
+        return totals
+
+    def finish(self, n: int) -> None:
+        """After learning ``n`` rows: each member counts them and lets go of a background
+        tree the loop dropped (``ProbabilityTree._resolve`` with ``DONE``; the lists let go
+        of it at the next :meth:`sync`)."""
+        for m in self.members:
+            m.n_examples += n
+            if m._background is not None:
+                m._resolve(DONE, _ONCE, 0)
+
+
+def _member_entry(m: ProbabilityTree) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """A member's entry in :attr:`_MemberArrays.trees`: its tree's and its detector's arrays."""
+    return tuple(m._tree), tuple(m._drift if m._drift is not None else _NO_DRIFT)
 
 
 class ProbabilityForest(Classifier):
@@ -149,6 +236,7 @@ class ProbabilityForest(Classifier):
         self._class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0
         self._share(self.members[0].registry)
+        self._arrays: _MemberArrays | None = None  # built on first use (_member_arrays)
 
     def _share(self, registry: FeatureRegistry) -> None:
         """One registry and one list of classes for the forest and all its members."""
@@ -180,39 +268,57 @@ class ProbabilityForest(Classifier):
         """Nodes of all members."""
         return sum(m.n_nodes for m in self.members)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and deep copies leave out the typed lists (rebuilt on first use)."""
+        state = self.__dict__.copy()
+        state["_arrays"] = None
+        return state
+
+    def _member_arrays(self) -> _MemberArrays:
+        """The members' arrays for the kernels (not yet synced: the caller does), built anew
+        for a new list of members (a loaded forest)."""
+        arrays = self._arrays
+        if arrays is None or arrays.members is not self.members:
+            arrays = self._arrays = _MemberArrays(self.members)
+        return arrays
+
     # -- learning -----------------------------------------------------------------------
     def _reps(self, n: int) -> np.ndarray:
-        """``(n_trees, n)``: how many times each member learns each of the next ``n`` examples."""
-        first = self.n_examples
-        if self._sampling == "all":
-            return np.ones((self.n_trees, n), dtype=np.int64)
-        if self._sampling == "disjoint":
-            owner = np.minimum((uniforms(self.seed, 0, first, n, _DISJOINT) * self.n_trees).astype(np.int64),
-                               self.n_trees - 1)
-            return (owner[None, :] == np.arange(self.n_trees)[:, None]).astype(np.int64)
-        reps = np.empty((self.n_trees, n), dtype=np.int64)
-        for t in range(self.n_trees):
-            reps[t] = np.searchsorted(_POISSON_CDF, uniforms(self.seed, t + 1, first, n, _BAGGING), side="right")
-        return reps
+        """``(n_trees, n)``: how many times each member learns each of the next ``n`` examples
+        (:func:`~streamtree.kernels.forest.sample_reps`)."""
+        return sample_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_trees, self.n_examples, n, _POISSON_CDF,
+                           _BAGGING, _DISJOINT)
 
     def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
                want_proba: bool) -> FloatArray | None:
-        reps = self._reps(len(labels))
-        total: FloatArray | None = None
-        for member, member_reps in zip(self.members, reps):
-            proba = member._learn(num, nom, labels, first_values, want_proba, member_reps)
-            if want_proba:
-                assert proba is not None
-                total = proba if total is None else total + proba
-        self.n_examples += len(labels)
-        return total / self.n_trees if total is not None else None
+        """Learn the rows in every member in one compiled call, returning to Python only
+        for a member that needs it (module docstring); the prequential predictions are the
+        members' mean."""
+        n = len(labels)
+        reps = self._reps(n)
+        ks = class_ids(self.classes_, self._class_index, labels)
+        arrays = self._member_arrays()
+        totals = arrays.prepare(first_values, self.members[0]._registry_shapes())
+        fkeys = self.members[0]._fkeys  # every member's: the same registry
+        proba = np.zeros((n, len(self.classes_))) if want_proba else _NO_PROBA
+        member, row, reason = 0, 0, -1
+        while reason != DONE:
+            member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom,
+                                                    ks, reps, fkeys, row, member, totals, proba, want_proba)
+            if reason != DONE:
+                self.members[member]._resolve(reason, reps[member], row)
+                arrays.sync()
+        arrays.finish(n)
+        self.n_examples += n
+        return proba / self.n_trees if want_proba else None
 
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
-        total = self.members[0]._predict(num, nom)
-        for member in self.members[1:]:
-            total = total + member._predict(num, nom)
-        return total / self.n_trees
+        arrays = self._member_arrays()
+        arrays.sync()
+        out = np.zeros((num.shape[0], len(self.classes_)))
+        predict_forest_rows(arrays.trees, arrays.cfg_i, arrays.cfg_f, num, nom, out)
+        return out
 
     # -- introspection ------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:

@@ -43,11 +43,25 @@ from streamtree.state import (
 )
 from streamtree.typing import ClassLabel, FloatArray
 
-__all__ = ["ProbabilityTree"]
+__all__ = ["ProbabilityTree", "class_ids"]
 
 _NO_DRIFT = new_drift(0.002)  # what the loop is given (and never reads) when detection is off
 _NO_PROBA = np.zeros((0, 0))  # likewise for the predictions, when they are not asked for
 _ONCE = np.ones(1, dtype=np.int64)  # learn_one's repetitions: its row, once
+
+
+def class_ids(classes: list[ClassLabel], index: dict[ClassLabel, int], labels: list[ClassLabel]) -> np.ndarray:
+    """The class id of each label (int64), registering new labels in ``classes`` and ``index``
+    in order of first appearance: the learning loop counts a class from its first row. A
+    forest's members share one ``classes`` and ``index``, so the forest registers once."""
+    ks = np.empty(len(labels), dtype=np.int64)
+    for i, label in enumerate(labels):
+        k = index.get(label)
+        if k is None:
+            k = index[label] = len(classes)
+            classes.append(label)
+        ks[i] = k
+    return ks
 
 
 class ProbabilityTree(Classifier):
@@ -287,26 +301,13 @@ class ProbabilityTree(Classifier):
         ``reps[i]`` times row ``i`` (once each when omitted; see ``learn_rows_compared``)."""
         if reps is None:
             reps = _ONCE if len(labels) == 1 else np.ones(len(labels), dtype=np.int64)
-        index = self._class_index
-        ks = np.empty(len(labels), dtype=np.int64)
-        for i, label in enumerate(labels):
-            k = index.get(label)
-            if k is None:  # ids in order of first appearance: the loop counts the class from here
-                k = index[label] = len(self.classes_)
-                self.classes_.append(label)
-            ks[i] = k
-        reg = self.registry
-        shapes = (len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values)
-        if shapes != self._shapes:  # new classes, features or values: make room
-            self._tree = self._fit_shapes(self._tree, first_values)
-            if self._background is not None:
-                self._background = self._fit_shapes(self._background, first_values)
-            self._shapes = shapes
-            self._fkeys = reg.feature_keys()
+        ks = class_ids(self.classes_, self._class_index, labels)
+        self._make_room(first_values, self._registry_shapes())
         proba = np.zeros((len(labels), self._tree.counts.shape[1])) if want_proba else _NO_PROBA
         drift = self._drift if self._drift is not None else _NO_DRIFT
         start = 0
-        while True:
+        reason = -1
+        while reason != DONE:
             t = self._tree
             background = self._background
             if background is None:  # one tree fewer to hand over: the common case is cheaper
@@ -318,23 +319,50 @@ class ProbabilityTree(Classifier):
                                                    want_proba)
             self.n_examples += stop - start
             start = stop
-            if reason == ADOPT:
-                assert background is not None
-                self._tree, self._background = background, None  # the swap: one assignment
-            elif self._background is not None and drift.drift_s[D_ACTIVE] == 0.0:
-                self._background = None  # dropped
-            if reason == DONE:
-                break
-            if reason == GROW:
-                room = 2 * max(int(reps[stop]), 1)
-                self._tree = grow(self._tree, nodes=self.n_nodes + room, slots=room)
-                if self._background is not None:
-                    self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + room,
-                                            slots=room)
-            elif reason == START:
-                self._background = self._start_background()
-            self._shapes = ()  # a grown or new tree: check every shape again next time
+            self._resolve(reason, reps, stop)
         return proba[:, : len(self.classes_)] if want_proba else None
+
+    def _registry_shapes(self) -> tuple[int, ...]:
+        """(classes, numeric columns, nominal columns, values) the arrays must hold now."""
+        reg = self.registry
+        return len(self.classes_), reg.n_numeric, reg.n_nominal, reg.max_values
+
+    def _make_room(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> None:
+        """Before a batch (classes registered): when the registry's ``shapes`` changed (new
+        classes, features or values) or the arrays were replaced since the last check, fit
+        both trees to them (:meth:`_fit_shapes`) and refresh the feature keys. A forest calls
+        it on each member with the shapes of the registry they share."""
+        if shapes != self._shapes:
+            self._tree = self._fit_shapes(self._tree, first_values)
+            if self._background is not None:
+                self._background = self._fit_shapes(self._background, first_values)
+            self._shapes = shapes
+            self._fkeys = self.registry.feature_keys()
+
+    def _resolve(self, reason: int, reps: np.ndarray, row: int) -> None:
+        """Do what the learning loop stopped for, before it resumes at ``row``.
+
+        Called after every return of the loop (``DONE`` included): a background tree that was
+        adopted becomes the tree (one assignment); one the loop dropped (inactive detector) is
+        let go; ``GROW`` makes room for row ``row`` learned ``reps[row]`` times (a split per
+        repetition at most, in each tree); ``START`` makes a background tree. The tree's path
+        and a forest's (:mod:`streamtree.kernels.forest`, one member at a time) share it, so
+        a member's arrays evolve exactly as a tree's."""
+        if reason == ADOPT:
+            assert self._background is not None
+            self._tree, self._background = self._background, None  # the swap: one assignment
+        elif self._background is not None and self._drift is not None and self._drift.drift_s[D_ACTIVE] == 0.0:
+            self._background = None  # dropped
+        if reason == DONE:
+            return
+        if reason == GROW:
+            room = 2 * max(int(reps[row]), 1)
+            self._tree = grow(self._tree, nodes=self.n_nodes + room, slots=room)
+            if self._background is not None:
+                self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + room, slots=room)
+        elif reason == START:
+            self._background = self._start_background()
+        self._shapes = ()  # a grown or new tree: check every shape again next time
 
     def _fit_shapes(self, t: TreeArrays, first_values: dict[int, float]) -> TreeArrays:
         """Room for every class, column and value of the registry, its logical sizes in

@@ -3,7 +3,10 @@ persistence, configuration errors."""
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +19,8 @@ from streamtree.forest import METHODS
 from streamtree.state import M_EXAMPLES
 
 from tests.batches import learn_in_batches
+from tests.reference.forest import LoopForest
+from tests.test_drift import flipping_stream, noisier_stream
 from tests.test_tree import stream
 
 FAST = {"grace_period": 20, "refit_every": 50}
@@ -197,3 +202,106 @@ def test_a_forest_decides_from_its_averaged_probabilities() -> None:
     assert choice == streamtree.decide(forest.predict_proba_one(x), costs)
     many = forest.decide_many([x for x, _ in stream(20, seed=9)], costs)
     assert many[0] == choice
+
+
+# -- the compiled path (streamtree.kernels.forest) against the per-member loop ---------------
+DRIFTING = {"grace_period": 20, "refit_every": 50, "drift_patience": 40, "naive_bayes": True}
+
+
+def drifting_stream() -> list[tuple[dict, Any]]:
+    """Late classes, features and values (:func:`tests.test_tree.stream`), then an abrupt
+    change (:func:`tests.test_drift.flipping_stream`): every member grows its arrays, starts
+    background trees and adopts or drops them."""
+    flipped = [(x, "pos" if y else "neg") for x, y in flipping_stream(2400, flip=1000, seed=3)]
+    return stream(600, seed=2) + flipped
+
+
+def prequential(model: ProbabilityForest, data: list[tuple[dict, Any]], sizes: list[int]) -> list[list[float]]:
+    """``learn_many(..., return_proba=True)`` in batches of ``sizes`` (cycled; size 1 is
+    ``predict_proba_one`` then ``learn_one``), each prediction as ``{class: p}``."""
+    out: list[list[float]] = []
+    i, j = 0, 0
+    while i < len(data):
+        size = sizes[j % len(sizes)]
+        batch = data[i : i + size]
+        if size == 1:
+            (x, y), = batch
+            proba = model.predict_proba_one(x)
+            out.append([proba.get(c, 0.0) for c in sorted(proba, key=str)])
+            model.learn_one(x, y)
+        else:
+            got = model.learn_many([x for x, _ in batch], [y for _, y in batch], return_proba=True)
+            out.extend(row[: len(model.classes_)].tolist() for row in got)
+        i, j = i + size, j + 1
+    return out
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_the_compiled_path_is_the_per_member_loop_bit_for_bit(method: str) -> None:
+    """One compiled call for all members gives the very bits of each member learning and
+    predicting in its own call (the slow reference, :class:`tests.reference.forest.LoopForest`),
+    through growth, new classes and features, detections, swaps and drops, and a round trip."""
+    data = drifting_stream()
+    sizes = [1, 1, 37, 1, 250, 3]
+    fast = ProbabilityForest(n_trees=4, method=method, seed=1, tree=DRIFTING)
+    slow = LoopForest(n_trees=4, method=method, seed=1, tree=DRIFTING)
+    assert prequential(fast, data[:1500], sizes) == prequential(slow, data[:1500], sizes)
+    assert fast.to_bytes() == slow.to_bytes()
+    fast = ProbabilityForest.from_bytes(fast.to_bytes())  # a new list of members to follow
+    assert prequential(fast, data[1500:], sizes) == prequential(slow, data[1500:], sizes)
+    held_out = [x for x, _ in stream(80, seed=9)]
+    assert fast.predict_proba(held_out).tolist() == slow.predict_proba(held_out).tolist()
+    assert fast.summary() == slow.summary()
+    assert fast.to_bytes() == slow.to_bytes()
+    drift = fast.drift_summary()
+    assert drift["n_detections"] >= 1 and drift["n_swaps"] >= 1
+    assert max(m._tree.node.shape[0] for m in fast.members) > 16  # members grew their arrays
+
+
+def test_a_dropped_background_tree_is_the_per_member_loop_bit_for_bit() -> None:
+    data = [(x, int(y)) for x, y in noisier_stream(4000, seed=1)]
+    fast = ProbabilityForest(n_trees=3, method="rd", seed=2, tree={"drift_patience": 20, "grace_period": 50})
+    slow = LoopForest(n_trees=3, method="rd", seed=2, tree={"drift_patience": 20, "grace_period": 50})
+    assert prequential(fast, data, [1, 400]) == prequential(slow, data, [1, 400])
+    assert fast.drift_summary()["n_dropped"] >= 1
+    assert fast.to_bytes() == slow.to_bytes()
+
+
+def test_a_member_changed_from_outside_the_forest_is_followed() -> None:
+    """The compiled path holds the members' arrays, but a member that replaces its own (it
+    learned on its own, or was swapped for a loaded one) is followed, as the loop followed it."""
+    data = stream(900)
+    fast = ProbabilityForest(n_trees=3, method="bt+", tree=FAST)
+    slow = LoopForest(n_trees=3, method="bt+", tree=FAST)
+    for model in (fast, slow):
+        model.learn_many([x for x, _ in data[:300]], [y for _, y in data[:300]])
+        model.predict_proba_one(data[0][0])
+        extra = model.members[1]  # learns a new feature, no new class (the others could not predict it)
+        extra.learn_many([x for x, _ in data[300:450]], [y for _, y in data[300:450]])
+        model.members[2] = ProbabilityTree.from_bytes(model.members[2].to_bytes())
+        model.registry = model.registry  # share the registry and classes again
+        for x, y in data[450:]:
+            model.predict_proba_one(x)
+            model.learn_one(x, y)
+    assert fast.members[1].n_examples == fast.n_examples + 150
+    assert fast.to_bytes() == slow.to_bytes()
+    assert probas(fast) == probas(slow)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize(("first", "n"), [(0, 1), (0, 500), (12_345, 77)])
+def test_the_compiled_draws_are_numpys(method: str, first: int, n: int) -> None:
+    fast = ProbabilityForest(n_trees=7, method=method, seed=11)
+    slow = LoopForest(n_trees=7, method=method, seed=11)
+    fast.n_examples = slow.n_examples = first
+    assert np.array_equal(fast._reps(n), slow._reps(n))
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))])
+def test_a_copy_learns_on_exactly_as_the_original(copier: Any) -> None:
+    model = fitted("rf+", n=300)
+    twin = copier(model)
+    for x, y in stream(600)[300:]:
+        model.learn_one(x, y)
+        twin.learn_one(x, y)
+    assert twin.to_bytes() == model.to_bytes()

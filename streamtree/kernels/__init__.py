@@ -46,6 +46,6 @@ CACHE_DIR = _cache_dir()
 _previous = getattr(numba.config, "CACHE_DIR")
 setattr(numba.config, "CACHE_DIR", CACHE_DIR)
 try:  # define every kernel now, under this cache directory
-    from streamtree.kernels import adwin, hgs, learn, naive_bayes, route, smoothing, split  # noqa: F401
+    from streamtree.kernels import adwin, forest, hgs, learn, naive_bayes, route, smoothing, split  # noqa: F401
 finally:
     setattr(numba.config, "CACHE_DIR", _previous)

@@ -68,7 +68,7 @@ from streamtree.state import (
 
 __all__ = [
     "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SPLITTER_CODES", "START", "learn_rows", "learn_rows_compared",
-    "predict_rows",
+    "learn_tree_rows", "predict_rows",
 ]
 
 # cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
@@ -85,6 +85,7 @@ MERIT_NOISE = 1e-12  # a smaller merit is rounding noise (a one-class leaf's gai
 SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it
 MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
 MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
+SCRATCH_ROWS = 5  # per-class working arrays of the learning loop (scratch)
 
 
 @njit(cache=True)
@@ -136,12 +137,14 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
 
 
 @njit(cache=True)
-def _has_room(t, splits) -> bool:  # type: ignore[no-untyped-def]
-    """Whether ``splits`` more splits fit in the arrays (a split adds two nodes and takes two
-    slots); an example learned ``w`` times may cause up to ``w``."""
-    if t.meta[M_NODES] + 2 * splits > t.node.shape[0]:
+def _has_room(meta, capacity, splits) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``splits`` more splits fit in a tree's arrays (``meta``, and ``capacity``
+    nodes; a split adds two nodes and takes two slots); an example learned ``w`` times may
+    cause up to ``w``. (It takes a tree's ``meta``, not the tree: handing a kernel that is
+    not inlined all 24 arrays of a tree costs about 0.2 us a call, measured.)"""
+    if meta[M_NODES] + 2 * splits > capacity:
         return False
-    return t.meta[M_STOPPED] == 1 or t.meta[M_FREE] >= 2 * splits
+    return meta[M_STOPPED] == 1 or meta[M_FREE] >= 2 * splits
 
 
 @njit(cache=True)
@@ -423,8 +426,10 @@ def learn_rows(tree, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, tota
     """:func:`learn_rows_compared` with no background tree (the common case: one tree's arrays
     fewer to hand from Python to compiled code, which costs per array)."""
     t = TreeArrays(*tree)
-    return _learn_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
-                       want_proba)
+    paths, work = scratch(t.node.shape[0], t.counts.shape[1], np.empty((2, 0), dtype=np.int64),
+                          np.empty((SCRATCH_ROWS, 0)))
+    return learn_tree_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
+                           want_proba, paths, work)
 
 
 @njit(cache=True)
@@ -457,8 +462,10 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, rep
     total
         Examples the model learned before row ``start`` (drift events are dated by it).
     proba_out, want_proba
-        With ``want_proba``, ``proba_out[r, :K]`` receives the prediction for row ``r`` before
-        it was learned (``K`` the classes known then).
+        With ``want_proba``, the prediction for row ``r`` before it was learned is *added* to
+        ``proba_out[r, :K]`` (``K`` the classes known then): a tree hands zeros, a forest the
+        sum of the members before (:mod:`streamtree.kernels.forest`). A row's prediction is
+        added exactly once: a row is never half-applied.
 
     Returns
     -------
@@ -467,26 +474,44 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, rep
         need room before ``next_row``), ``START`` (a change was detected: start a background
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
-    return _learn_rows(TreeArrays(*tree), TreeArrays(*background), DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks,
-                       reps, fkeys, start, total, proba_out, want_proba)
+    t, bg = TreeArrays(*tree), TreeArrays(*background)
+    paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
+                          np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
+    return learn_tree_rows(t, bg, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
+                           want_proba, paths, work)
 
 
 @njit(cache=True)
-def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
-    kc = t.counts.shape[1]
-    path = np.empty(t.node.shape[0], dtype=np.int64)
-    bg_path = np.empty(bg.node.shape[0], dtype=np.int64)
-    out = np.empty(kc)
-    smoothed = np.empty(kc)
-    loglik = np.empty(kc)
-    left = np.empty(kc)
-    right = np.empty(kc)
+def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
+    """Working arrays for :func:`learn_tree_rows` on trees of at most ``nodes`` nodes and
+    ``classes`` classes (capacities): ``paths`` (2 rows of ``int64``, a path in the tree and
+    one in the background tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``), the ones
+    given when they are large enough, else new ones. A forest's call reuses them from member
+    to member: allocating them cost about 0.1 us each, 70 an event for 10 members. Their size
+    and former contents do not matter: every kernel reads only what it wrote, up to the
+    logical sizes. (It takes sizes, not trees: handing a non-inlined kernel a tree's 24 arrays
+    costs about 0.2 us a call, measured.)"""
+    if paths.shape[1] < nodes:
+        paths = np.empty((2, nodes), dtype=np.int64)
+    if work.shape[1] < classes:
+        work = np.empty((SCRATCH_ROWS, classes))
+    return paths, work
+
+
+@njit(cache=True, inline="always")
+def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba, paths,  # type: ignore[no-untyped-def]
+                    work):
+    """:func:`learn_rows_compared` on named arrays (``TreeArrays``, ``DriftArrays``) and
+    working arrays (:func:`scratch`): the loop itself, for the entry points above and for a
+    forest's members (:func:`streamtree.kernels.forest.learn_forest_rows`)."""
+    path, bg_path = paths[0], paths[1]
+    out, smoothed, loglik, left, right = work[0], work[1], work[2], work[3], work[4]
     drift = cfg_i[C_DRIFT] == 1
     n = num.shape[0]
     for r in range(start, n):
         w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0
-        if not _has_room(t, w) or (active and not _has_room(bg, w)):
+        if not _has_room(t.meta, t.node.shape[0], w) or (active and not _has_room(bg.meta, bg.node.shape[0], w)):
             return r, GROW
         k = ks[r]
         known = t.meta[M_CLASSES]
@@ -495,7 +520,7 @@ def _learn_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total,
         if want_proba:
             proba_at(t, cfg_i, cfg_f, path, length, num[r], nom[r], out, smoothed, loglik)
             for c in range(known):
-                proba_out[r, c] = out[c]
+                proba_out[r, c] += out[c]
         if k >= known:  # a new class: every tree counts it from now on
             t.meta[M_CLASSES] = k + 1
             if active:

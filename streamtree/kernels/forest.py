@@ -1,0 +1,171 @@
+"""A forest's members in one compiled call: learning, prediction and the sampling's draws.
+
+A :class:`~streamtree.forest.ProbabilityForest` of ``T`` members used to call each member's
+learning loop (and prediction) from Python: ``T`` round trips per event, each paying the
+Python orchestration and numba's dispatch of some 30 arrays (measured: 10 members cost about
+five times one tree). Here one call serves every member:
+
+- the members' arrays are held in numba typed lists (:func:`member_list`, :func:`put_member`),
+  one entry per member (``(tuple(TreeArrays), tuple(DriftArrays))``, and the background trees
+  in another; every member's tuple has the same numba type),
+  which cost O(1) to hand over (a typed list is passed as one pointer, measured ~3 us
+  whatever its length) and are updated entry by entry, only when Python replaces a member's
+  arrays (growth, a background tree started, adopted or dropped: rare);
+- :func:`learn_forest_rows` runs each member, in order, through the very loop a tree runs
+  (:func:`~streamtree.kernels.learn.learn_tree_rows`) on all the rows, and returns to Python
+  at the first member that needs it (``GROW``, ``START``, ``ADOPT``), saying which member
+  and row: Python handles that member exactly as a tree handles its own stop and calls again
+  from that member and row. Members are independent given the rows (each has its own
+  arrays, detector and repetitions), so running them one after the other, rather than row by
+  row, gives each member the same sequence of rows and the same bits as before, and resuming
+  needs nothing but ``(member, row)``;
+- :func:`predict_forest_rows` averages the members' probabilities;
+- :func:`sample_reps` draws every member's repetitions of the next rows at once.
+
+Sums are taken member by member in order (``((p_0 + p_1) + p_2) + ...``, then divided by
+``T``), as the per-member loop did, so the forest's probabilities are the same bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.typed import List
+
+from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, proba_at, scratch
+from streamtree.kernels.randomness import uniform
+from streamtree.kernels.route import route
+from streamtree.state import D_ACTIVE, M_CLASSES, DriftArrays, TreeArrays
+
+__all__ = ["ALL", "BAGGING", "DISJOINT", "learn_forest_rows", "member_list", "predict_forest_rows", "put_member",
+           "sample_reps"]
+
+ALL, BAGGING, DISJOINT = range(3)  # the samplings (sample_reps)
+
+
+@njit(cache=True)
+def member_list(first):  # type: ignore[no-untyped-def]
+    """A typed list holding ``first`` (a tuple of arrays, or of tuples of arrays): the list's
+    item type is its type.
+
+    Built in compiled code, as is every change (:func:`put_member`): from Python, a typed
+    list's ``append`` or ``__setitem__`` of a 24-array tuple is slow (measured ~0.9 ms; this,
+    ~5 us)."""
+    out = List()
+    out.append(first)
+    return out
+
+
+@njit(cache=True)
+def put_member(members, i, item):  # type: ignore[no-untyped-def]
+    """``members[i] = item``, or append it when ``i == len(members)``."""
+    if i == len(members):
+        members.append(item)
+    else:
+        members[i] = item
+
+
+@njit(cache=True)
+def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, start_row, start_member, totals,
+                      proba_out, want_proba):  # type: ignore[no-untyped-def]
+    """Learn the rows in every member, member after member, from ``(start_member, start_row)``.
+
+    Parameters
+    ----------
+    members
+        Typed list of each member's ``(tuple(TreeArrays), tuple(DriftArrays))`` (its detector
+        read only with drift detection on).
+    backgrounds
+        Typed list of each member's background tree, read only while the member's detector
+        has one (``drift_s[D_ACTIVE]``): any tree otherwise (fetching a tree from a typed list
+        costs about 10 ns an array, so an unused one is not fetched).
+    cfg_is, cfg_fs
+        Each member's configuration, one row per member (members differ in their seed).
+    num, nom, ks, fkeys, want_proba
+        As in :func:`~streamtree.kernels.learn.learn_rows_compared`, shared by the members.
+    reps
+        ``(members, rows)``: how many times each member learns each row.
+    start_row, start_member
+        Where to resume: members before ``start_member`` are done, it resumes at
+        ``start_row``, later members start at row 0.
+    totals
+        Examples each member had learned before row 0 (its drift events are dated by it).
+    proba_out
+        With ``want_proba``, receives the *sum* of the members' predictions of each row
+        before it was learned (zeros to start with; the caller divides).
+
+    Returns
+    -------
+    member, next_row, reason
+        The first member that stopped, its first row not learned and why
+        (``GROW``, ``START``, ``ADOPT``: see ``learn_rows_compared``); ``DONE`` once every
+        member has learned every row.
+    """
+    n = num.shape[0]
+    paths = np.empty((2, 0), dtype=np.int64)
+    work = np.empty((SCRATCH_ROWS, 0))
+    for m in range(start_member, len(members)):
+        tree, drift = members[m]
+        t, d = TreeArrays(*tree), DriftArrays(*drift)
+        bg = TreeArrays(*backgrounds[m]) if d.drift_s[D_ACTIVE] != 0.0 else t
+        paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
+                              paths, work)
+        first = start_row if m == start_member else 0
+        stop, reason = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
+                                       totals[m] + first, proba_out, want_proba, paths, work)
+        if reason != DONE:
+            return m, stop, reason
+    return len(members), n, DONE
+
+
+@njit(cache=True)
+def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, out):  # type: ignore[no-untyped-def]
+    """``out[r, :]``: the mean of the members' probabilities for each encoded row (as
+    :func:`~streamtree.kernels.learn.predict_rows` serves them), summed in member order and
+    divided by the number of members. ``out`` starts at zeros; its width is the model's
+    classes (a member's columns beyond it are not read). Working arrays are reused from
+    member to member (:func:`~streamtree.kernels.learn.scratch`)."""
+    n_rows, width = out.shape
+    paths = np.empty((2, 0), dtype=np.int64)
+    work = np.empty((SCRATCH_ROWS, 0))
+    for m in range(len(members)):
+        t = TreeArrays(*members[m][0])
+        paths, work = scratch(t.node.shape[0], t.counts.shape[1], paths, work)
+        path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
+        k = t.meta[M_CLASSES]
+        for r in range(n_rows):
+            length = route(t.node, t.thr, num[r], nom[r], path)
+            proba_at(t, cfg_is[m], cfg_fs[m], path, length, num[r], nom[r], member_out, smoothed, loglik)
+            for c in range(min(k, width)):
+                out[r, c] += member_out[c]
+    n_members = len(members)
+    for r in range(n_rows):
+        for c in range(width):
+            out[r, c] /= n_members
+
+
+@njit(cache=True)
+def sample_reps(sampling, seed, n_members, first, n, poisson_cdf, bagging_stream, disjoint_stream):  # type: ignore[no-untyped-def]
+    """``(n_members, n)``: how many times each member learns each of rows ``first .. first + n - 1``.
+
+    ``ALL``: once each. ``BAGGING``: member ``t`` learns row ``i`` ``w`` times, ``w`` the
+    number of ``poisson_cdf`` entries at most ``u = uniform(seed, t + 1, i, bagging_stream)``
+    (a Poisson(1) draw). ``DISJOINT``: only member ``min(floor(u T), T - 1)`` learns it, once,
+    ``u = uniform(seed, 0, i, disjoint_stream)``. Every draw is a hash of the seed, the member
+    and the row's position (:mod:`streamtree.kernels.randomness`)."""
+    reps = np.zeros((n_members, n), dtype=np.int64)
+    for i in range(n):
+        if sampling == ALL:
+            for t in range(n_members):
+                reps[t, i] = 1
+        elif sampling == DISJOINT:
+            owner = int(uniform(seed, 0, first + i, disjoint_stream) * n_members)
+            reps[min(owner, n_members - 1), i] = 1
+        else:
+            for t in range(n_members):
+                u = uniform(seed, t + 1, first + i, bagging_stream)
+                w = 0
+                while w < poisson_cdf.shape[0] and poisson_cdf[w] <= u:
+                    w += 1
+                reps[t, i] = w
+    return reps
