@@ -45,6 +45,7 @@ async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJ
         await host.wait_applied(body.min_seq, request.app.state.settings.min_seq_timeout_seconds)
     if body.instances is not None:
         return FastJSON({"probabilities": host.predict_many(body.instances), "seq": host.seq})
+    assert body.features is not None
     if body.id is None:
         return FastJSON({"probabilities": host.predict_one(body.features), "seq": host.seq})
     return FastJSON({"probabilities": host.predict_one(body.features, body.id, has_key(request)), "seq": host.seq})

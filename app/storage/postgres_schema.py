@@ -96,20 +96,15 @@ MIGRATIONS: tuple[str, ...] = (
     END $$;
     CREATE TRIGGER streamtree_events_notify AFTER INSERT ON streamtree_events
         REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify_events();
-    CREATE FUNCTION streamtree_notify_models() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE FUNCTION streamtree_notify() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        PERFORM pg_notify('streamtree_models', '');
+        PERFORM pg_notify(TG_ARGV[0], '');
         RETURN NULL;
     END $$;
     CREATE TRIGGER streamtree_models_notify AFTER INSERT OR DELETE ON streamtree_models
-        FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify_models();
-    CREATE FUNCTION streamtree_notify_lease() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM pg_notify('streamtree_lease', '');
-        RETURN NULL;
-    END $$;
+        FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify('streamtree_models');
     CREATE TRIGGER streamtree_lease_notify AFTER UPDATE OF token ON streamtree_lease
-        FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify_lease();
+        FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify('streamtree_lease');
     """,
 )
 

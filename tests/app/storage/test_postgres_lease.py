@@ -71,8 +71,9 @@ def test_the_lease_passes_when_the_holders_session_ends_and_fences_the_old_holde
         b.append("m", 1, ["from b"])
     a.append("m", 1, ["from a"])
     assert ca._conn is not None
-    ca._conn.close()  # a's process "dies": its session ends, its lease has 30 s left
-    second = cb.try_acquire()
+    ca._conn.close()  # a's process "dies": its session ends (the server needs a moment), its lease has 30 s left
+    wait_for(lambda: cb.try_acquire() is not None, timeout=2.0)
+    second = cb.holder()
     assert second is not None and second.holder == "b" and second.token > first.token
     with pytest.raises(LeaseLost):  # a still believes it holds the lease: the fence says otherwise
         a.append("m", 2, ["late from a"])
