@@ -138,6 +138,7 @@ class PostgresCoordinator(Coordinator):
             if self._held is not None:
                 try:
                     self._connection().execute(_RELEASE, (self._held.token,))
+                    self._connection().execute("NOTIFY streamtree_lease")  # the others try at once
                 except psycopg.Error as exc:
                     log.warning("releasing the writer's lease failed (it expires by itself): %s", str(exc).strip())
                 self._held = None
@@ -187,7 +188,7 @@ class PostgresCoordinator(Coordinator):
 
     def _lose(self, why: str) -> None:
         log.warning("this instance lost the writer's lease (%s)", why)
-        self._held = None
+        self._held = self._holder = None  # who holds it now is read at the next poll
         self._on_lease(None)
 
     def _lease_loop(self) -> None:
