@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from typing import Any
 
-import httpx
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.cluster import Cluster
 from app.errors import NOT_WRITER, NOT_WRITER_HEADER
+from app.http_client import HTTPPool, NoAnswer, NotSent
 
 __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 
@@ -106,7 +105,7 @@ def _detail(message: str) -> bytes:
 
 
 class Forwarder:
-    """The HTTP client a replica forwards writes with (keep-alive connections to the writer).
+    """What a replica forwards writes with (keep-alive connections to the writer, :mod:`app.http_client`).
 
     Parameters
     ----------
@@ -116,22 +115,13 @@ class Forwarder:
 
     def __init__(self, wait_s: float) -> None:
         self.wait_s = wait_s
-        self._client: httpx.AsyncClient | None = None
+        self.pool = HTTPPool(wait_s)
 
-    def client(self) -> httpx.AsyncClient:
-        """The client, made at first use."""
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.wait_s, limits=httpx.Limits(
-                max_connections=64, max_keepalive_connections=64))
-        return self._client
+    def close(self) -> None:
+        """Close the idle connections."""
+        self.pool.close()
 
-    async def aclose(self) -> None:
-        """Close the client's connections."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
-    async def forward(self, cluster: Cluster, method: str, target: str, headers: dict[str, str],
+    async def forward(self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]],
                       body: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
         """Send the request to the writer; its ``(status, body, headers)``, or None if this
         instance became the writer meanwhile (then it handles the request itself)."""
@@ -143,16 +133,14 @@ class Forwarder:
             url = cluster.writer_url()
             if url is not None:
                 try:
-                    r = await self.client().request(method, url + target, content=body,
-                                                    headers=headers | {FORWARDED: "1"})
-                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
-                    pass  # not sent: try again, maybe another writer
-                except httpx.HTTPError:
+                    r = await self.pool.request(url, method, target, [*headers, (FORWARDED, "1")], body)
+                except NotSent:
+                    pass  # try again, maybe another writer
+                except NoAnswer:
                     return 503, _detail(LOST_ANSWER), []
                 else:
-                    if not (r.status_code == 503 and r.headers.get(NOT_WRITER_HEADER)):
-                        kept = [(k.encode(), v.encode()) for k, v in r.headers.items() if k.lower() == "retry-after"]
-                        return r.status_code, r.content, kept
+                    if not (r.status == 503 and r.header(NOT_WRITER_HEADER.encode())):
+                        return r.status, r.body, [(k, v) for k, v in r.headers if k == b"retry-after"]
             if loop.time() >= deadline:
                 return 503, _detail(NO_WRITER), [(b"retry-after", b"1")]
             await asyncio.sleep(_RETRY_EVERY)
@@ -190,8 +178,7 @@ class ForwardingMiddleware:
         if write is None and not _has_id(body):
             await self.app(scope, _replay(body, receive), send)
             return
-        headers: dict[str, Any] = {k.decode("latin-1"): v.decode("latin-1")
-                                   for k, v in scope["headers"] if k in _KEPT}
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k in _KEPT]
         if any(k == FORWARDED.encode() for k, _ in scope["headers"]):  # sent here as to the writer: it is not
             await _respond(send, 503, _detail(NOT_WRITER), [(NOT_WRITER_HEADER.encode(), b"1")])
             return

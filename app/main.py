@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
             yield
         finally:
             await registry.close()
-            await forwarder.aclose()
+            forwarder.close()
 
     app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
                   # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only

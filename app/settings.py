@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.http_client import parse_url
 from app.storage import check_url
 
 __all__ = ["Settings"]
@@ -165,12 +166,14 @@ class Settings(BaseSettings):
     @field_validator("advertise_url")
     @classmethod
     def _check_advertise_url(cls, url: str | None) -> str | None:
-        """Refuse an advertised URL that is not ``http(s)://host[:port]``."""
+        """Refuse an advertised URL that is not ``http://host[:port]`` (instances talk plain HTTP
+        on their private network)."""
         if not url:
             return None
-        scheme, sep, rest = url.partition("://")
-        if scheme not in ("http", "https") or not sep or not rest.strip("/"):
-            raise ValueError("the advertised URL is http://host:port (or https://)")
+        try:
+            parse_url(url)
+        except ValueError:
+            raise ValueError("the advertised URL is http://host:port") from None
         return url.rstrip("/")
 
     def own_url(self) -> str:
