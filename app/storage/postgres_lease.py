@@ -148,6 +148,8 @@ class PostgresCoordinator(Coordinator):
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
             self._conn = _connect(self._dsn, "streamtree-lease")
+            # a hung database must not hold the lease thread past the lease
+            self._conn.execute(f"SET statement_timeout = {max(1, int(self._lease_s * 1000))}")
         return self._conn
 
     def _drop_conn(self) -> None:
