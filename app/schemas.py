@@ -215,6 +215,7 @@ class DecideResult(BaseModel):
     decision: str = Field(description="The decision of least expected cost (on a tie, the first in `costs`).")
     expected_costs: dict[str, float] = Field(description="Each decision's expected cost, in the order of `costs`.")
     probabilities: dict[str, float] = Field(description="The probabilities decided from, as `/predict_proba`.")
+    seq: int = Field(description="The model's last applied event on this instance, as `/predict_proba`'s.")
 
 
 class DecideBatchResult(BaseModel):
@@ -223,6 +224,7 @@ class DecideBatchResult(BaseModel):
     decisions: list[str]
     expected_costs: list[dict[str, float]]
     probabilities: list[dict[str, float]]
+    seq: int = Field(description="The model's last applied event on this instance, as `/predict_proba`'s.")
 
 
 class ExplainBody(_Body):
