@@ -193,7 +193,8 @@ def test_sigkill_of_the_writer_under_load_loses_no_acknowledged_event(tmp_path: 
 def test_a_writer_stopped_past_its_lease_cannot_append_after_it_resumes(tmp_path: Path, pg_url: str) -> None:
     engine = Engine(tmp_path, pg_url)
     events = make_stream(400, seed=41)
-    with instances(tmp_path, pg_url, 2) as [(writer, w), (_, r)]:
+    with instances(tmp_path, pg_url, 2) as procs:
+        [(writer, w), (_, r)] = procs
         learn(w, events[:100])
         writer.send_signal(signal.SIGSTOP)  # its database sessions stay open
         # a learn sent to the stopped writer waits in its socket until it resumes
@@ -218,3 +219,11 @@ def test_a_writer_stopped_past_its_lease_cannot_append_after_it_resumes(tmp_path
         assert predictions(w) == predictions(r)
         served_equals_fresh(r, log)
         print(f"failover after SIGSTOP: {took:.2f} s")
+
+        # a clean stop of the writer hands the lease over at once (well within a lease)
+        new_writer = next(proc for proc, port in procs if port == r)
+        new_writer.send_signal(signal.SIGTERM)
+        assert new_writer.wait(timeout=60) == 0
+        handover = wait_until(lambda: health(w)["role"] == "writer", 10, "the old writer takes the lease back")
+        assert handover < 1.0, handover
+        assert learn(w, events[350:360]) == expected + 10
