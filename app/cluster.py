@@ -67,6 +67,8 @@ class Cluster:
         self.follower = Follower(registry)
         self._coordinator: Coordinator | None = None
         self._lease: Lease | None = None
+        self._opened_with: Lease | None = None  # the lease held when the models were loaded
+        self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._promotion: asyncio.Task[None] | None = None
 
@@ -80,27 +82,29 @@ class Cluster:
         """Whether the store is shared with other instances (PostgreSQL)."""
         return self._coordinator is not None
 
-    async def open(self, store: EventStore) -> bool:
-        """Ask the store for its coordinator and try to take the lease; whether this instance
-        will be the writer once its models are loaded (always, on a store of its own)."""
+    async def open(self, store: EventStore) -> None:
+        """Ask the store for its coordinator, try to take the lease, and keep it renewed
+        while the models load (a store of its own has none: this instance is the writer)."""
         self._loop = asyncio.get_running_loop()
         s = self.settings
         self._coordinator = store.coordinator(self.me, self.url, s.lease_seconds, s.lease_poll_seconds)
         if self._coordinator is None:
-            return True
-        self._lease = await asyncio.to_thread(self._coordinator.try_acquire)
-        return self._lease is not None
+            return
+        self._lease = self._opened_with = await asyncio.to_thread(self._coordinator.try_acquire)
+        self._coordinator.start(self._on_loop(self._lease_changed), self._on_loop(self.follower.notice))
 
     def start(self) -> None:
-        """Once the models are loaded: write if the lease is held, follow the log otherwise."""
+        """Once the models are loaded: write if the lease was held all along, follow the log otherwise."""
+        self._started = True
         if self._coordinator is None:
             self.is_writer = True
             return
-        # loaded while holding the lease: nobody else appended since, the models are at the log's end
-        self.is_writer = self._lease is not None
+        # loaded under the same lease: nobody else appended since, the models are at the log's end
+        self.is_writer = self._lease is not None and self._lease is self._opened_with
         log.warning("this instance is the %s (%s, reached at %s)", self.role, self.me, self.url)
         self.follower.start()
-        self._coordinator.start(self._on_loop(self._lease_changed), self._on_loop(self.follower.notice))
+        if self._lease is not None and not self.is_writer:  # taken while loading: catch up first
+            self._lease_changed(self._lease)
 
     def _on_loop(self, fn: Callable[..., None]) -> Callable[..., None]:
         """``fn`` called on the event loop, from whatever thread calls the result."""
@@ -117,6 +121,8 @@ class Cluster:
 
     def _lease_changed(self, lease: Lease | None) -> None:
         self._lease = lease
+        if not self._started:  # the models are loading: start() decides
+            return
         if lease is None:
             self.demote()
         elif not self.is_writer and (self._promotion is None or self._promotion.done()):

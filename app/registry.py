@@ -91,11 +91,11 @@ class Registry:
         replay); the writer creates ``default`` on the store's first start."""
         store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
         self._db = StoreThread(store)
-        writer = await self.cluster.open(store)
+        await self.cluster.open(store)
         for stored in await self.db.run(store.models):
             await self._load(stored)
         self.cluster.start()
-        if writer and await self.db.run(store.claim_first_start) and DEFAULT_MODEL not in self.hosts:
+        if self.cluster.is_writer and await self.db.run(store.claim_first_start) and DEFAULT_MODEL not in self.hosts:
             await self.create(DEFAULT_MODEL, {})
         self.ready = True
 

@@ -143,5 +143,5 @@ class Follower:
             except Exception:  # keep following: the next notice or re-read retries
                 log.exception("following the log failed")
                 self._full = True
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.5)
                 self._wake.set()
