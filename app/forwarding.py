@@ -11,9 +11,10 @@ answer is returned as it is, so the writer checks the body and the key.
 Through a failover the replica waits for a writer to forward to (``forward_wait_seconds``):
 while no instance holds the lease, while the writer cannot be reached (the request was not
 sent), or while the instance it reached says it is not the writer any more (nothing was
-learned). A request sent whose answer never came (the writer died mid-request) is not sent
-again, since it may have been learned: the client gets a 503 saying so and may retry with
-the same ``Idempotency-Key``.
+learned). A request sent whose answer never came (the writer died mid-request, or it lost
+the lease while the request was in flight, as a stopped writer does) is not sent again,
+since it may have been learned: the client gets a 503 saying so and may retry with the same
+``Idempotency-Key``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.cluster import Cluster
 from app.errors import NOT_WRITER, NOT_WRITER_HEADER
-from app.http_client import HTTPPool, NoAnswer, NotSent
+from app.http_client import Answer, HTTPPool, NoAnswer, NotSent
 
 __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 
@@ -43,6 +44,8 @@ _MODEL = re.compile(r"^/models/[^/]+$")
 _WITH_ID = re.compile(r"^/(?:models/[^/]+/)?(?:predict_proba|decide)$")
 _KEPT = (b"content-type", b"authorization", b"idempotency-key")
 _RETRY_EVERY = 0.05
+#: How often a forwarded request in flight checks that its writer still holds the lease.
+_WATCH_EVERY = 0.1
 
 
 def _is_write(method: str, path: str) -> bool | None:
@@ -133,7 +136,7 @@ class Forwarder:
             url = cluster.writer_url()
             if url is not None:
                 try:
-                    r = await self.pool.request(url, method, target, [*headers, (FORWARDED, "1")], body)
+                    r = await self._send(cluster, url, method, target, headers, body)
                 except NotSent:
                     pass  # try again, maybe another writer
                 except NoAnswer:
@@ -144,6 +147,20 @@ class Forwarder:
             if loop.time() >= deadline:
                 return 503, _detail(NO_WRITER), [(b"retry-after", b"1")]
             await asyncio.sleep(_RETRY_EVERY)
+
+
+    async def _send(self, cluster: Cluster, url: str, method: str, target: str, headers: list[tuple[str, str]],
+                    body: bytes) -> Answer:
+        """Send to the writer at ``url``; give up waiting (:class:`NoAnswer`) once it is not the
+        writer any more (its lease expired or passed: a stopped writer's requests hang)."""
+        task = asyncio.ensure_future(self.pool.request(url, method, target, [*headers, (FORWARDED, "1")], body))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_WATCH_EVERY)
+            if done:
+                return task.result()
+            if cluster.is_writer or cluster.writer_url() != url:
+                task.cancel()
+                raise NoAnswer(f"{url} lost the writer's lease while the request was in flight")
 
 
 class ForwardingMiddleware:

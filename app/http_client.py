@@ -15,6 +15,7 @@ keep-alive timeout (uvicorn's is 5 s) can close one under a new request.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -126,6 +127,9 @@ class HTTPPool:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
         except (OSError, TimeoutError) as exc:
             raise NotSent(f"{host}:{port}: {exc or type(exc).__name__}") from None
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # a request's last segment must not wait for the previous one's ACK
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return _Conn(reader, writer)
 
     async def request(self, url: str, method: str, target: str, headers: Sequence[tuple[str, str]],
@@ -150,6 +154,9 @@ class HTTPPool:
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             conn.close()
             raise NoAnswer(f"{host}:{port}: {exc or type(exc).__name__}") from None
+        except BaseException:  # cancelled: the answer would come on a connection nobody reads
+            conn.close()
+            raise
         if keep:
             conn.idle_since = time.monotonic()
             self._idle[(host, port)].append(conn)

@@ -202,6 +202,11 @@ def test_a_writer_stopped_past_its_lease_cannot_append_after_it_resumes(tmp_path
         sender = threading.Thread(target=lambda: late.update(answer=request(w, "POST", "/learn", {
             "events": [{"features": x, "label": y} for x, y in events[100:110]]})))
         sender.start()
+        # one through the replica: forwarded to the stopped writer, given up once the lease passes
+        t0 = time.monotonic()
+        status, out = request(r, "POST", "/learn", {"features": events[299][0], "label": events[299][1]})
+        assert status == 503 and "may or may not have been learned" in out["detail"], (status, out)
+        assert time.monotonic() - t0 < 5, "the forwarded request waited past the failover"
         took = wait_until(lambda: health(r)["role"] == "writer", 10, "the replica takes over")
         assert learn(r, events[110:200]) == 190
         writer.send_signal(signal.SIGCONT)
