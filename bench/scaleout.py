@@ -53,7 +53,7 @@ SETTINGS = {"lease_seconds": "3", "lease_poll_seconds": "0.25", "sync": "full"}
 #: (events per request, clients, requests) of the throughput workloads: enough clients to keep
 #: the writer busy (with fewer, a closed-loop client measures the extra hop's latency, not
 #: what the writer sustains).
-WORKLOADS = [(1, 8, 2000), (10, 8, 800), (100, 8, 240), (1000, 4, 40)]
+WORKLOADS = [(1, 8, 2000), (10, 16, 800), (100, 16, 240), (1000, 8, 40)]
 
 
 class Instance:
