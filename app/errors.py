@@ -15,7 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
 from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NoLabels, NotAvailable,
-                            PendingFull, PendingIdTaken, Recovering, StorageFailure, TooManyModels)
+                            NotWriter, PendingFull, PendingIdTaken, Recovering, SeqNotReached, StorageFailure,
+                            TooManyModels)
 
 __all__ = [
     "CONFIG_CONFLICT",
@@ -27,6 +28,8 @@ __all__ = [
     "MODEL_NOT_FOUND",
     "NO_LABELS",
     "NOT_READY",
+    "NOT_WRITER",
+    "NOT_WRITER_HEADER",
     "PENDING_FULL",
     "PENDING_TAKEN",
     "RECOVERING",
@@ -49,6 +52,10 @@ LOG_UNAVAILABLE = "The event log could not be read; retry shortly."
 PENDING_TAKEN = "This id is pending already; predict with a new id."
 PENDING_FULL = "No room for another pending id; label or let expire earlier ones."
 NO_LABELS = "The model has learned no label yet; there are no probabilities to decide from."
+#: On a 503: this instance is not the writer and learned nothing (a replica that forwarded the
+#: request may send it to the writer again).
+NOT_WRITER_HEADER = "x-streamtree-not-writer"
+NOT_WRITER = "This instance is not the writer and no writer took the request; nothing was learned: retry shortly."
 
 
 class FastJSON(Response):
@@ -99,6 +106,16 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(exc, (InvalidInput, RequestValidationError))
         return validation_response(exc.errors())
 
+    async def not_reached(_: Request, exc: Exception) -> Response:
+        return _detail(503, str(exc))  # names the model and both seqs, no input echoed
+
+    async def not_writer(_: Request, exc: Exception) -> Response:
+        response = _detail(503, NOT_WRITER)
+        response.headers[NOT_WRITER_HEADER] = "1"
+        return response
+
+    app.add_exception_handler(SeqNotReached, not_reached)
+    app.add_exception_handler(NotWriter, not_writer)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(InvalidInput, invalid)
     for exception in _FIXED:

@@ -16,9 +16,11 @@ __all__ = [
     "LogUnavailable",
     "NoLabels",
     "NotAvailable",
+    "NotWriter",
     "PendingFull",
     "PendingIdTaken",
     "Recovering",
+    "SeqNotReached",
     "ServiceError",
     "StorageFailure",
     "TooManyModels",
@@ -38,6 +40,31 @@ class NotAvailable(ServiceError):
 
 class Recovering(ServiceError):
     """The model is being rebuilt from its durable state after a failure."""
+
+
+class NotWriter(ServiceError):
+    """This instance is not the writer (any more) and no writer took the request; nothing was learned."""
+
+
+class SeqNotReached(ServiceError):
+    """A read asked for a ``min_seq`` this instance did not apply within the bound.
+
+    Parameters
+    ----------
+    model
+        The model's name.
+    applied
+        The seq the instance has applied.
+    wanted
+        The ``min_seq`` asked for.
+    timeout
+        How long it waited, in seconds.
+    """
+
+    def __init__(self, model: str, applied: int, wanted: int, timeout: float) -> None:
+        super().__init__(f"This instance has applied model {model!r} up to seq {applied}, not min_seq {wanted}, "
+                         f"within {timeout:g} s; retry later, or without min_seq")
+        self.model, self.applied, self.wanted, self.timeout = model, applied, wanted, timeout
 
 
 class StorageFailure(ServiceError):

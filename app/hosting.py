@@ -26,19 +26,19 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
 
-from app.exceptions import (InvalidInput, LearnFailure, Loc, LogUnavailable, NoLabels, NotAvailable, Recovering,
-                            StorageFailure)
-from app.learning import Restored, bad_row, encode_event, learn_scored, logged_events, restore
+from app.exceptions import (InvalidInput, LearnFailure, Loc, LogUnavailable, NoLabels, NotAvailable, NotWriter,
+                            Recovering, SeqNotReached, StorageFailure)
+from app.learning import Restored, apply_logged, bad_row, encode_event, learn_scored, logged_events, restore
 from app.pending import PendingIds
 from app.schemas import label_key
 from app.settings import Settings
-from app.storage import EventStore, IdempotentAnswer, Snapshot, StorageError
+from app.storage import EventStore, IdempotentAnswer, LeaseLost, Snapshot, StorageError
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import Limits, event_loc, field_error
@@ -121,10 +121,22 @@ class ModelHost:
         Builds models from configs (the registry's ``model_cls``).
     settings, db, telemetry
         Service settings, the store's thread and the Prometheus metrics.
+    writable
+        Whether this instance is the writer now (always, by default: a store of its own);
+        while it is not, queued learn requests get :class:`~app.exceptions.NotWriter`.
+
+    Attributes
+    ----------
+    apply_lock
+        Held while the model's state changes over an ``await``: by the writer's group
+        commit and by a replica's catching up with the log, which never overlap.
+    on_fenced
+        Called when the store refused a commit because another instance took the writer's lease.
     """
 
     def __init__(self, name: str, config: dict[str, Any], restored: Restored, model_cls: Any,
-                 settings: Settings, db: StoreThread, telemetry: Telemetry) -> None:
+                 settings: Settings, db: StoreThread, telemetry: Telemetry,
+                 writable: Callable[[], bool] | None = None) -> None:
         self.name = name
         self.config = config
         self.model_cls = model_cls
@@ -140,6 +152,10 @@ class ModelHost:
         self._learned = telemetry.learned.labels(name)
         self.pending = PendingIds(settings.pending_max, settings.pending_max_bytes, settings.pending_ttl_seconds)
         self.recovering = False
+        self.apply_lock = asyncio.Lock()
+        self.on_fenced: Callable[[], None] = lambda: None
+        self._writable = writable if writable is not None else (lambda: True)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._queue: deque[_LearnRequest] = deque()
         self._wakeup = asyncio.Event()
         self._closing = False
@@ -289,6 +305,54 @@ class ModelHost:
             log.exception("model %r: reading the event log after seq %d failed", self.name, after)
             raise LogUnavailable() from None
 
+    async def wait_applied(self, seq: int, timeout: float) -> None:
+        """Return once this instance's model holds event ``seq`` (read-your-writes), waiting at most ``timeout`` s.
+
+        Raises
+        ------
+        SeqNotReached
+            Not within ``timeout`` seconds.
+        """
+        if self.seq >= seq:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = (seq, future)
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise SeqNotReached(self.name, self.seq, seq, timeout) from None
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def _advanced(self) -> None:
+        """Wake the :meth:`wait_applied` callers whose seq the model has reached."""
+        if not self._waiters:
+            return
+        for seq, future in self._waiters:
+            if seq <= self.seq and not future.done():
+                future.set_result(None)
+        self._waiters = [(s, f) for s, f in self._waiters if not f.done()]
+
+    def apply_logged(self, page: Sequence[tuple[int, str]]) -> None:
+        """Learn a page of the log that follows :attr:`seq`, as the replay does (a replica
+        following the writer; the caller holds :attr:`apply_lock`).
+
+        Raises
+        ------
+        RuntimeError
+            The page does not follow :attr:`seq`, or the library refuses an event (see
+            :func:`app.learning.apply_logged`).
+        """
+        self.seq = apply_logged(self.model, self.prequential, self.seq, self.name, page)
+        self._advanced()
+
+    async def resync(self) -> None:
+        """Rebuild the model from the store (snapshot and log), as after a failure."""
+        async with self.apply_lock:
+            await self._rebuild()
+
     def gauges(self) -> dict[str, float]:
         """Size figures for the Prometheus collector (empty while recovering)."""
         if self.recovering:
@@ -351,9 +415,10 @@ class ModelHost:
                 group.append(request)
                 n += len(request.events)
             try:
-                await self._process(group)
-                if self.seq - self.snapshot_seq >= self.settings.snapshot_every:
-                    await self._snapshot()
+                async with self.apply_lock:
+                    await self._process(group)
+                    if self.seq - self.snapshot_seq >= self.settings.snapshot_every:
+                        await self._snapshot()
             except Exception:  # the writer must survive anything: back to the durable state
                 log.exception("model %r: writer failed", self.name)
                 with contextlib.suppress(Exception):  # logged in _rebuild; the model then stays unavailable
@@ -366,6 +431,10 @@ class ModelHost:
         if self.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
             for request in group:
                 _fail(request, Recovering())
+            return
+        if not self._writable():  # another instance is the writer now: learn nothing here
+            for request in group:
+                _fail(request, NotWriter())
             return
         group = await self._settle_keys(group)
         done = _Group()
@@ -466,6 +535,7 @@ class ModelHost:
             self.seq += len(a.xs)
             done.texts.extend(encode_event(x, y, now) for x, y in zip(a.xs, a.ys, strict=True))
             done.acks.append((a.request, len(a.xs), self.seq))
+        self._advanced()
 
     def _admit(self, chunk: list[_LearnRequest]) -> tuple[list[_Admitted], list[tuple[_LearnRequest, InvalidInput]]]:
         """Run the checks that need the model's state on each request, in order, as if each
@@ -527,13 +597,19 @@ class ModelHost:
             keys = [IdempotentAnswer(r.key, r.body_hash, n, last) for r, n, last in done.acks if r.key is not None]
             await self.db.run(self.db.store.append, self.name, first, texts, keys,
                               self.settings.idempotency_window_seconds)
-        except Exception:
-            log.exception("model %r: commit of events %d..%d failed", self.name, first, self.seq)
+        except Exception as exc:
+            fenced = isinstance(exc, LeaseLost)
+            if fenced:  # not an error of this instance: another one is the writer now
+                log.warning("model %r: events %d..%d refused: this instance lost the writer's lease",
+                            self.name, first, self.seq)
+                self.on_fenced()
+            else:
+                log.exception("model %r: commit of events %d..%d failed", self.name, first, self.seq)
             try:
                 await self._rebuild()  # before answering, so the client's next request sees the durable state
             finally:
                 for request, _, _ in done.acks:
-                    _fail(request, StorageFailure())
+                    _fail(request, NotWriter() if fenced else StorageFailure())
             return
         self.telemetry.commit_seconds.observe(loop.time() - start)
         self.telemetry.commit_events.observe(len(texts))
@@ -555,6 +631,7 @@ class ModelHost:
         self.model, self.prequential = restored.model, restored.prequential
         self.seq, self.snapshot_seq = restored.seq, restored.snapshot_seq
         self.recovering = False
+        self._advanced()
         log.warning("model %r: rebuilt from the store at seq %d", self.name, self.seq)
 
     async def _snapshot(self) -> None:

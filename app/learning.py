@@ -25,7 +25,7 @@ from app.storage import EventStore
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
 
-__all__ = ["REPLAY_PAGE", "SERVICE_FIELDS", "Restored", "bad_row", "encode_event", "learn_scored", "logged_events",
+__all__ = ["REPLAY_PAGE", "SERVICE_FIELDS", "Restored", "apply_logged", "bad_row", "encode_event", "learn_scored", "logged_events",
            "restore", "split_config"]
 
 log = logging.getLogger("streamtree.app")
@@ -165,15 +165,32 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
         prequential = Prequential(settings.metrics_window, settings.metrics_bins, history, costs=service.get("costs"))
         restored = Restored(model_cls(**params), prequential, 0, 0)
     while page := store.read_events(name, restored.seq, REPLAY_PAGE):
-        first, last = page[0][0], page[-1][0]
-        if first != restored.seq + 1 or last != first + len(page) - 1:
-            i, seq = next((i, s) for i, (s, _) in enumerate(page) if s != restored.seq + 1 + i)
-            raise RuntimeError(f"model {name!r}: event log jumps from seq {restored.seq + i} to {seq}")
-        events = [orjson.loads(text) for _, text in page]
-        try:
-            learn_scored(restored.model, restored.prequential, [e["x"] for e in events], [e["y"] for e in events],
-                         [e.get("t") for e in events])
-        except StreamtreeError as exc:
-            raise RuntimeError(f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}") from exc
-        restored.seq = last
+        restored.seq = apply_logged(restored.model, restored.prequential, restored.seq, name, page)
     return restored
+
+
+def apply_logged(model: Any, prequential: Prequential, seq: int, name: str, page: Sequence[tuple[int, str]]) -> int:
+    """Learn a page of logged events that follows event ``seq``; return the last one's seq.
+
+    The one way a logged event is learned: by the replay at start or after a failure
+    (:func:`restore`) and by a replica following the writer's log
+    (:meth:`app.hosting.ModelHost.apply_logged`), so every instance at the same seq holds
+    the same model, bit for bit.
+
+    Raises
+    ------
+    RuntimeError
+        The page does not follow ``seq`` without a gap, or holds an event the library
+        refuses (then nothing was learned: the library checks a batch before learning it).
+    """
+    first, last = page[0][0], page[-1][0]
+    if first != seq + 1 or last != first + len(page) - 1:
+        i, found = next((i, s) for i, (s, _) in enumerate(page) if s != seq + 1 + i)
+        raise RuntimeError(f"model {name!r}: event log jumps from seq {seq + i} to {found}")
+    events = [orjson.loads(text) for _, text in page]
+    try:
+        learn_scored(model, prequential, [e["x"] for e in events], [e["y"] for e in events],
+                     [e.get("t") for e in events])
+    except StreamtreeError as exc:
+        raise RuntimeError(f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}") from exc
+    return last

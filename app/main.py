@@ -15,6 +15,7 @@ import streamtree
 
 from app.body_limit import BodyLimitMiddleware
 from app.errors import install_handlers
+from app.forwarding import Forwarder, ForwardingMiddleware
 from app.registry import Registry
 from app.routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
 from app.settings import Settings
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     """
     settings = settings if settings is not None else Settings()
     telemetry = Telemetry()
+    forwarder = Forwarder(settings.forward_wait_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,6 +65,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
             yield
         finally:
             await registry.close()
+            forwarder.close()
 
     app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
                   # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only
@@ -73,6 +76,12 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     install_handlers(app)
     for module in (predict, learn, decide, models, inspect, events, health, prometheus, dashboard):  # hot routes first
         app.include_router(module.router)
+
+    def cluster() -> Any:
+        registry = getattr(app.state, "registry", None)
+        return registry.cluster if registry is not None and registry.ready else None
+
+    app.add_middleware(ForwardingMiddleware, forwarder=forwarder, cluster_of=cluster)  # innermost: bodies are limited
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(InstrumentMiddleware, telemetry=telemetry)
     return app

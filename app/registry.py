@@ -8,11 +8,12 @@ from typing import Any
 
 import orjson
 
-from app.exceptions import ConfigConflict, TooManyModels
+from app.cluster import Cluster
+from app.exceptions import ConfigConflict, NotWriter, TooManyModels
 from app.hosting import ModelHost, restore
 from app.learning import SERVICE_FIELDS, split_config
 from app.settings import Settings
-from app.storage import ModelExists, open_store
+from app.storage import LeaseLost, ModelExists, StoredModel, open_store
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import Limits, check_costs, check_names, field_error
@@ -71,10 +72,13 @@ class Registry:
         self.telemetry = telemetry
         self.model_cls = model_cls if model_cls is not None else default_model_cls()
         self.hosts: dict[str, ModelHost] = {}
+        self.generations: dict[str, int] = {}  # the stored generation each hosted model was loaded from
         self.ready = False
+        self.cluster = Cluster(self, settings)
         self._db: StoreThread | None = None
         self._admin = asyncio.Lock()
         telemetry.watch_models(lambda: list(self.hosts.values()))
+        telemetry.watch_cluster(self.cluster)
 
     @property
     def db(self) -> StoreThread:
@@ -83,32 +87,68 @@ class Registry:
         return self._db
 
     async def open(self) -> None:
-        """Open the store, restore every model (snapshot + replay); create ``default`` on first start."""
+        """Open the store, take the writer's role if free, restore every model (snapshot +
+        replay); the writer creates ``default`` on the store's first start."""
         store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
         self._db = StoreThread(store)
-        first_start = await self.db.run(store.claim_first_start)
+        await self.cluster.open(store)
         for stored in await self.db.run(store.models):
-            restored = await self.db.run(restore, store, stored.name, orjson.loads(stored.config), self.model_cls,
-                                         self.settings)
-            # complete, as a config created now is: parameters added since it was stored take their defaults
-            config = _canonical(config_of(self.model_cls, restored.model) | split_config(orjson.loads(stored.config))[1])[0]
-            self.hosts[stored.name] = ModelHost(stored.name, config, restored, self.model_cls, self.settings,
-                                                self.db, self.telemetry)
-            log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq,
-                     restored.snapshot_seq)
-        if first_start and DEFAULT_MODEL not in self.hosts:
+            await self._load(stored)
+        self.cluster.start()
+        if self.cluster.is_writer and await self.db.run(store.claim_first_start) and DEFAULT_MODEL not in self.hosts:
             await self.create(DEFAULT_MODEL, {})
         self.ready = True
+
+    async def _load(self, stored: StoredModel) -> None:
+        """Host a stored model, restored from its snapshot and log."""
+        restored = await self.db.run(restore, self.db.store, stored.name, orjson.loads(stored.config), self.model_cls,
+                                     self.settings)
+        # complete, as a config created now is: parameters added since it was stored take their defaults
+        config = _canonical(config_of(self.model_cls, restored.model) | split_config(orjson.loads(stored.config))[1])[0]
+        self._host(stored.name, config, restored, stored.generation)
+        log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq, restored.snapshot_seq)
+
+    def _host(self, name: str, config: dict[str, Any], restored: Any, generation: int) -> ModelHost:
+        host = ModelHost(name, config, restored, self.model_cls, self.settings, self.db, self.telemetry,
+                         writable=lambda: self.cluster.is_writer)
+        host.on_fenced = self.cluster.demote
+        self.hosts[name] = host
+        self.generations[name] = generation
+        return host
+
+    async def _drop(self, name: str) -> None:
+        """Stop hosting a model (deleted, here or by the writer); its store rows are not touched."""
+        host = self.hosts.pop(name)
+        self.generations.pop(name, None)
+        await host.close(snapshot=False)
+        self.telemetry.forget_model(name)
+
+    async def sync_models(self) -> None:
+        """Host the stored models this instance does not, and drop those no longer stored (a
+        replica following the writer's creations and deletions)."""
+        async with self._admin:
+            stored = {m.name: m for m in await self.db.run(self.db.store.models)}
+            for name in list(self.hosts):
+                if name not in stored or stored[name].generation != self.generations.get(name):
+                    log.info("model %r deleted by the writer", name)
+                    await self._drop(name)
+            for name, m in stored.items():
+                self.cluster.follower.notice(name, m.last_seq)
+                if name not in self.hosts:
+                    await self._load(m)
 
     async def close(self) -> None:
         """Finish queued writes, snapshot every model, close the store."""
         self.ready = False
+        await self.cluster.follower.stop()
+        writer = self.cluster.is_writer
         for host in list(self.hosts.values()):
             try:
-                await host.close(snapshot=True)
+                await host.close(snapshot=writer)
             except Exception:
                 log.exception("model %r: closing failed", host.name)
         self.hosts.clear()
+        await self.cluster.close()  # hands the lease over once the writes are done
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -181,14 +221,18 @@ class Registry:
                 return existing, False
             if len(self.hosts) >= self.settings.max_models:
                 raise TooManyModels()
+            if not self.cluster.is_writer:
+                raise NotWriter()
             try:
                 await self.db.run(self.db.store.create_model, name, text)
             except ModelExists:  # not in memory but in the store: a delete did not finish
                 raise ConfigConflict() from None
+            except LeaseLost:
+                self.cluster.demote()
+                raise NotWriter() from None
             restored = await self.db.run(restore, self.db.store, name, full, self.model_cls, self.settings)
-            host = ModelHost(name, full, restored, self.model_cls, self.settings, self.db, self.telemetry)
-            self.hosts[name] = host
-            return host, True
+            generation = next((m.generation for m in await self.db.run(self.db.store.models) if m.name == name), 0)
+            return self._host(name, full, restored, generation), True
 
     async def delete(self, name: str) -> bool:
         """Delete a model with its log and snapshots; False if there was none.
@@ -196,10 +240,14 @@ class Registry:
         Requests already queued for its writer are finished first; later ones get 404.
         """
         async with self._admin:
-            host = self.hosts.pop(name, None)
-            if host is None:
+            if name not in self.hosts:
                 return False
-            await host.close(snapshot=False)
-            await self.db.run(self.db.store.delete_model, name)
-            self.telemetry.forget_model(name)
+            if not self.cluster.is_writer:
+                raise NotWriter()
+            await self._drop(name)
+            try:
+                await self.db.run(self.db.store.delete_model, name)
+            except LeaseLost:  # the model stays in the store: the writer's, and this instance follows it
+                self.cluster.demote()
+                raise NotWriter() from None
             return True

@@ -82,6 +82,14 @@ ModelName = Annotated[
 ]
 
 
+MinSeq = Annotated[
+    int | None,
+    Field(strict=True, ge=0, le=INT_BOUND - 1,
+          description="Read your writes: wait (a few seconds at most, `min_seq_timeout_seconds`) until this "
+                      "instance has applied the model's event `min_seq` (a learn's `seq`); 503 past the bound."),
+]
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -140,11 +148,12 @@ class LearnResult(BaseModel):
 
 
 class PredictBody(_Body):
-    """One instance (``features``, optional ``id``) or a batch (``instances``)."""
+    """One instance (``features``, optional ``id``) or a batch (``instances``); optionally ``min_seq``."""
 
     features: Features | None = None
     id: EventId | None = None
     instances: list[Features] | None = Field(default=None, min_length=1)
+    min_seq: MinSeq = None
 
     model_config = ConfigDict(
         extra="forbid",
@@ -164,9 +173,11 @@ class PredictBody(_Body):
 
 
 class PredictResult(BaseModel):
-    """Class probabilities keyed by label (booleans as ``"true"``/``"false"``)."""
+    """Class probabilities keyed by label (booleans as ``"true"``/``"false"``), and the seq they were computed at."""
 
     probabilities: dict[str, float] | list[dict[str, float]]
+    seq: int = Field(description="The model's last applied event on this instance when it predicted: every "
+                                 "instance of a deployment at this seq predicts the same, bit for bit.")
 
 
 class DecideBody(_Body):
@@ -204,6 +215,7 @@ class DecideResult(BaseModel):
     decision: str = Field(description="The decision of least expected cost (on a tie, the first in `costs`).")
     expected_costs: dict[str, float] = Field(description="Each decision's expected cost, in the order of `costs`.")
     probabilities: dict[str, float] = Field(description="The probabilities decided from, as `/predict_proba`.")
+    seq: int = Field(description="The model's last applied event on this instance, as `/predict_proba`'s.")
 
 
 class DecideBatchResult(BaseModel):
@@ -212,6 +224,7 @@ class DecideBatchResult(BaseModel):
     decisions: list[str]
     expected_costs: list[dict[str, float]]
     probabilities: list[dict[str, float]]
+    seq: int = Field(description="The model's last applied event on this instance, as `/predict_proba`'s.")
 
 
 class ExplainBody(_Body):
@@ -242,9 +255,12 @@ class ModelList(BaseModel):
 
 
 class Health(BaseModel):
-    """Liveness: ``ok`` once models are loaded."""
+    """Liveness (``ok`` once models are loaded), this instance's role and each model's applied seq."""
 
     status: str
+    role: str = Field(description="`writer` (learns and logs events) or `replica` (follows the log, forwards "
+                                  "writes to the writer); a single instance on SQLite is the writer.")
+    seq: dict[str, int] = Field(description="Model name to the last event applied on this instance.")
 
 
 class LoggedEvent(BaseModel):

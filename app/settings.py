@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.http_client import parse_url
 from app.storage import check_url
 
 __all__ = ["Settings"]
@@ -79,6 +81,22 @@ class Settings(BaseSettings):
         How long, per model, the answer to a learn request made with an ``Idempotency-Key`` is
         kept (in the store, with its events): a retry with that key within the window gets the
         first answer and learns nothing; after it the key may be forgotten (used afresh).
+    advertise_url
+        Where the other instances of a deployment reach this one (``http://host:port``), to
+        forward writes to it while it is the writer. Empty: ``http://<host>:<port>``, with
+        the machine's host name when ``host`` binds every address.
+    lease_seconds
+        PostgreSQL deployments: how long the writer's lease lasts unrenewed (it is renewed
+        every quarter of that). A writer that stops (SIGSTOP, a hung machine) is replaced
+        after about this long; one whose process dies, within ``lease_poll_seconds``.
+    lease_poll_seconds
+        How often an instance that is not the writer tries to take the lease.
+    min_seq_timeout_seconds
+        Longest a prediction with ``min_seq`` waits for this instance to apply that event
+        (503 past it).
+    forward_wait_seconds
+        Longest a replica looks for a writer to forward a write to, through a failover
+        (503 past it); and the time limit of the forwarded request itself.
     log_level
         uvicorn log level.
     """
@@ -110,6 +128,11 @@ class Settings(BaseSettings):
     history_points: int = Field(default=1_000, ge=2, le=100_000)
     group_max_events: int = Field(default=20_000, ge=1)
     idempotency_window_seconds: float = Field(default=86_400.0, gt=0, le=366 * 86_400)
+    advertise_url: str | None = None
+    lease_seconds: float = Field(default=3.0, ge=0.5, le=600)
+    lease_poll_seconds: float = Field(default=0.25, ge=0.01, le=60)
+    min_seq_timeout_seconds: float = Field(default=5.0, ge=0, le=300)
+    forward_wait_seconds: float = Field(default=15.0, gt=0, le=600)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
     @field_validator("api_keys", mode="before")
@@ -139,6 +162,26 @@ class Settings(BaseSettings):
     def _check_database_url(cls, url: str | None) -> str | None:
         """Refuse a URL whose scheme names no storage engine."""
         return check_url(url) if url else None
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _check_advertise_url(cls, url: str | None) -> str | None:
+        """Refuse an advertised URL that is not ``http://host[:port]`` (instances talk plain HTTP
+        on their private network)."""
+        if not url:
+            return None
+        try:
+            parse_url(url)
+        except ValueError:
+            raise ValueError("the advertised URL is http://host:port") from None
+        return url.rstrip("/")
+
+    def own_url(self) -> str:
+        """:attr:`advertise_url`, or ``http://<host>:<port>`` (the host name if ``host`` binds every address)."""
+        if self.advertise_url:
+            return self.advertise_url
+        host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     @field_validator("data_dir")
     @classmethod

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["ModelView", "Telemetry"]
+__all__ = ["ClusterView", "ModelView", "Telemetry"]
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created series only add noise to every scrape
 
@@ -41,6 +41,21 @@ class ModelView(Protocol):
         """Current size figures, e.g. ``{"nodes": 7, "leaves": 4, ...}``; empty while recovering."""
         ...
 
+
+class ClusterView(Protocol):
+    """What the role collector reads from the instance's place in a deployment (:class:`app.cluster.Cluster`)."""
+
+    @property
+    def role(self) -> str:
+        """``"writer"`` or ``"replica"``."""
+        ...
+
+    def lags(self) -> dict[str, tuple[int, float]]:
+        """Per model, ``(events, seconds)`` this instance is behind the log."""
+        ...
+
+
+ROLES = ("writer", "replica")
 
 _GAUGES = {
     "nodes": "Nodes in the model's tree.",
@@ -97,6 +112,27 @@ class _ModelCollector(Collector):
         yield from window.values()
 
 
+class _ClusterCollector(Collector):
+    def __init__(self, cluster: ClusterView) -> None:
+        self._cluster = cluster
+
+    def collect(self) -> Iterator[Metric]:
+        role = GaugeMetricFamily("streamtree_role", "1 for this instance's role in its deployment (a single "
+                                 "instance on SQLite is the writer).", labels=["role"])
+        current = self._cluster.role
+        for r in ROLES:
+            role.add_metric([r], float(r == current))
+        events = GaugeMetricFamily("streamtree_replica_lag_events", "Events of the model committed to the log "
+                                   "and not yet applied on this instance (0 on the writer).", labels=["model"])
+        seconds = GaugeMetricFamily("streamtree_replica_lag_seconds", "Seconds since the oldest committed event "
+                                    "not yet applied on this instance was noticed (0 when caught up).",
+                                    labels=["model"])
+        for name, (n, t) in self._cluster.lags().items():
+            events.add_metric([name], n)
+            seconds.add_metric([name], t)
+        yield from (role, events, seconds)
+
+
 class Telemetry:
     """The service's Prometheus registry and metrics (one per app, so tests stay separate)."""
 
@@ -122,6 +158,10 @@ class Telemetry:
     def watch_models(self, models: Callable[[], Iterable[ModelView]]) -> None:
         """Report the size of every model returned by ``models()`` at each scrape."""
         self.registry.register(_ModelCollector(models))
+
+    def watch_cluster(self, cluster: ClusterView) -> None:
+        """Report the instance's role and each model's replication lag at each scrape."""
+        self.registry.register(_ClusterCollector(cluster))
 
     def forget_model(self, name: str) -> None:
         """Drop a deleted model's labelled series."""

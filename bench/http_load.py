@@ -167,11 +167,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(data_dir: Path, port: int, database_url: str | None = None) -> subprocess.Popen[bytes]:
-    """``streamtree serve`` of this checkout on loopback (``database_url``: PostgreSQL instead of SQLite)."""
+def start_server(data_dir: Path, port: int, database_url: str | None = None,
+                 settings: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``streamtree serve`` of this checkout on loopback (``database_url``: PostgreSQL instead of
+    SQLite; ``settings``: more ``STREAMTREE_<NAME>`` variables, by lower-case name)."""
     exe = Path(sys.executable).parent / "streamtree"
     store = ["--database-url", database_url] if database_url else []
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env |= {f"STREAMTREE_{k.upper()}": v for k, v in (settings or {}).items()}
     proc = subprocess.Popen([str(exe), "serve", "--data-dir", str(data_dir), *store, "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"], env=env)
     deadline = time.monotonic() + 60

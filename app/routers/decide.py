@@ -18,7 +18,8 @@ label it later, as for `/predict_proba`) or a batch (`instances`), under `costs`
 `{label: cost}`, what each decision costs when each label turns out true. The expected cost of
 a decision is the sum over labels of probability times cost; the answer names the decision of
 least expected cost (on a tie, the first of the tied decisions in the order of `costs`), every
-decision's expected cost, and the probabilities (as `/predict_proba` gives them).
+decision's expected cost, the probabilities (as `/predict_proba` gives them) and the `seq`
+they were computed at.
 
 One instance answers `{"decision", "expected_costs", "probabilities"}`; a batch answers the
 same keys with one list entry per instance: `{"decisions": [...], "expected_costs": [...],
@@ -41,13 +42,13 @@ def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
         check_length(body.instances, ("body", "instances"), limits)
         for i, x in enumerate(body.instances):
             check_features(x, ("body", "instances", i), limits)
-        return FastJSON(host.decide_many(body.instances, costs))
+        return FastJSON(host.decide_many(body.instances, costs) | {"seq": host.seq})
     assert body.features is not None
     check_features(body.features, ("body", "features"), limits)
     if body.id is None:
-        return FastJSON(host.decide_one(body.features, costs))
+        return FastJSON(host.decide_one(body.features, costs) | {"seq": host.seq})
     check_id(body.id, ("body", "id"), limits)
-    return FastJSON(host.decide_one(body.features, costs, body.id, has_key(request)))
+    return FastJSON(host.decide_one(body.features, costs, body.id, has_key(request)) | {"seq": host.seq})
 
 
 @router.post("/decide", response_model=DecideResult | DecideBatchResult, responses=_RESPONSES,

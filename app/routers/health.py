@@ -1,4 +1,4 @@
-"""``GET /health``: liveness once the models are loaded."""
+"""``GET /health``: liveness once the models are loaded, with the instance's role and seqs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from app.schemas import Health
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", response_model=Health, summary="Liveness")
-async def health(_: RegistryDep) -> Health:
-    """``{"status": "ok"}`` once every model is loaded (503 before)."""
-    return Health(status="ok")
+@router.get("/health", response_model=Health, summary="Liveness, role and applied seqs")
+async def health(registry: RegistryDep) -> Health:
+    """``{"status": "ok", "role": "writer" | "replica", "seq": {model: applied seq}}`` once
+    every model is loaded (503 before)."""
+    return Health(status="ok", role=registry.cluster.role, seq={h.name: h.seq for h in registry.all()})

@@ -12,14 +12,17 @@ import importlib
 import re
 from pathlib import Path
 
-from app.storage.base import (EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError,
-                              StoredModel, Sync)
+from app.storage.base import (Coordinator, EventStore, IdempotentAnswer, Lease, LeaseLost, ModelExists, SeqConflict,
+                              Snapshot, StorageError, StoredModel, Sync)
 
 __all__ = [
     "DB_NAME",
     "ENGINES",
+    "Coordinator",
     "EventStore",
     "IdempotentAnswer",
+    "Lease",
+    "LeaseLost",
     "ModelExists",
     "SeqConflict",
     "Snapshot",

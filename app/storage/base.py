@@ -12,12 +12,12 @@ types never reach the service's core.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
-__all__ = ["EventStore", "IdempotentAnswer", "ModelExists", "SeqConflict", "Snapshot", "StorageError", "StoredModel",
-           "Sync"]
+__all__ = ["Coordinator", "EventStore", "IdempotentAnswer", "Lease", "LeaseLost", "ModelExists", "SeqConflict",
+           "Snapshot", "StorageError", "StoredModel", "Sync"]
 
 #: Durability of a commit: ``"full"`` survives a power cut, ``"normal"`` a killed process only.
 Sync = Literal["full", "normal"]
@@ -35,13 +35,34 @@ class SeqConflict(StorageError):
     """An append does not follow the model's last logged event: it would leave a gap or a duplicate."""
 
 
+class LeaseLost(StorageError):
+    """A write was refused because this instance does not hold the writer's lease (any more).
+
+    Nothing of the write happened: another instance is, or may become, the writer.
+    """
+
+
 @dataclass(frozen=True)
 class StoredModel:
-    """A model's durable identity: its name, its complete config (JSON text) and last seq."""
+    """A model's durable identity: its name, its complete config (JSON text) and last seq.
+
+    ``generation`` tells a model from an earlier one of the same name that was deleted (it
+    grows with each creation; engines with a single instance may leave it 0).
+    """
 
     name: str
     config: str
     last_seq: int
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds the writer's lease: an instance's id, the URL it serves at, the fencing token."""
+
+    holder: str
+    url: str
+    token: int
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,44 @@ class IdempotentAnswer:
     """The sequence number of its last event."""
 
 
+class Coordinator(ABC):
+    """The writer's lease and the log's change notices of a store shared by several instances.
+
+    One instance at a time holds the lease; its store's appends carry the lease's fencing
+    token and are refused (:class:`LeaseLost`) once another instance took the lease, in the
+    same transaction as the append, so a writer paused past its lease cannot append after it
+    resumes. The coordinator runs its own threads (renewal must not wait on the service's
+    event loop) and reports through the callbacks given to :meth:`start`, from those threads.
+    """
+
+    @abstractmethod
+    def start(self, on_lease: Callable[[Lease | None], None], on_log: Callable[[str | None, int], None]) -> None:
+        """Start competing for the lease and watching the log.
+
+        Parameters
+        ----------
+        on_lease
+            Called with the lease when this instance takes it, and with None when it loses it
+            (or can no longer tell that it holds it).
+        on_log
+            Called with ``(model, seq)`` when events up to ``seq`` of ``model`` are committed,
+            with ``(None, 0)`` when models were created or deleted, and periodically (a
+            fallback for lost notices) also with ``(None, 0)``.
+        """
+
+    @abstractmethod
+    def try_acquire(self) -> Lease | None:
+        """Take the lease now if it is free (expired, or its holder's session is gone); the lease or None."""
+
+    @abstractmethod
+    def holder(self) -> Lease | None:
+        """The lease as last read from the store (None: nobody holds a live one)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop the threads and release the lease if held (a clean stop hands over at once)."""
+
+
 class EventStore(ABC):
     """A durable store of models, their event logs and snapshots.
 
@@ -91,6 +150,27 @@ class EventStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the store (the engine may compact or checkpoint first)."""
+
+    def coordinator(self, holder: str, url: str, lease_s: float, poll_s: float) -> Coordinator | None:
+        """The lease and change notices of a store that several instances share; None (the
+        default) for a store that one instance owns, whose instance is always the writer.
+
+        Once a store has handed out its coordinator, its writes are fenced: they need the
+        lease (:class:`LeaseLost` otherwise).
+
+        Parameters
+        ----------
+        holder
+            This instance's id (unique per process).
+        url
+            Where other instances reach this one (to forward writes to it when it is the writer).
+        lease_s
+            How long the lease lasts without renewal: a writer that stops renewing loses it
+            after this long (or at once if its database session ends).
+        poll_s
+            How often a non-writer tries to take the lease and re-reads the log without a notice.
+        """
+        return None
 
     @abstractmethod
     def claim_first_start(self) -> bool:

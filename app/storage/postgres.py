@@ -14,10 +14,13 @@ commit (``synchronous_commit=on`` with
 survives a killed service process, not a database crash). A connection that breaks is
 dropped by the pool and the next call opens a new one.
 
-The caller assigns sequence numbers (one writer per model) and the primary key
+The caller assigns sequence numbers (one writer per database) and the primary key
 ``(model, seq)`` refuses a duplicate whatever happens, so several writers can never both log
-an event under one number; a later migration can add a lease table whose fencing token each
-append checks in the same statement.
+an event under one number. Once the store has handed out its coordinator
+(:mod:`app.storage.postgres_lease`), every write also checks the lease's fencing token in its
+own statement or transaction, under a share lock on the lease row: an instance that took the
+lease waits for such a write to commit, and every later write of the previous holder is
+refused with :class:`~app.storage.base.LeaseLost`.
 
 ``psycopg`` and its exceptions stay in this module: every failure leaves it as a
 :class:`~app.storage.base.StorageError`.
@@ -34,8 +37,8 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 
 from app.storage import redact
-from app.storage.base import (EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError,
-                              StoredModel, Sync)
+from app.storage.base import (Coordinator, EventStore, IdempotentAnswer, LeaseLost, ModelExists, SeqConflict,
+                              Snapshot, StorageError, StoredModel, Sync)
 from app.storage.postgres_schema import migrate
 
 __all__ = ["PostgresStore"]
@@ -51,6 +54,19 @@ INSERT INTO streamtree_events (model, seq, event)
 SELECT %(model)s, %(first)s + u.i - 1, u.event
 FROM unnest(%(events)s::text[]) WITH ORDINALITY AS u(event, i)
 WHERE (SELECT COALESCE(max(seq), 0) FROM streamtree_events WHERE model = %(model)s) = %(first)s - 1
+"""
+
+#: Locks the lease row against a change of holder until the transaction ends; no row: the lease is lost.
+_FENCE = "SELECT 1 FROM streamtree_lease WHERE id = 1 AND token = %(token)s FOR SHARE"
+
+#: :data:`_APPEND` under the fence, still one statement.
+_FENCED_APPEND = f"""
+WITH fence AS ({_FENCE})
+INSERT INTO streamtree_events (model, seq, event)
+SELECT %(model)s, %(first)s + u.i - 1, u.event
+FROM unnest(%(events)s::text[]) WITH ORDINALITY AS u(event, i)
+WHERE EXISTS (SELECT 1 FROM fence)
+AND (SELECT COALESCE(max(seq), 0) FROM streamtree_events WHERE model = %(model)s) = %(first)s - 1
 """
 
 
@@ -94,6 +110,9 @@ class PostgresStore(EventStore):
 
     def __init__(self, url: str, sync: Sync = "full", max_connections: int = 4) -> None:
         self.url = redact(url)
+        self._dsn = url
+        self._fenced = False  # set for good once the coordinator is handed out
+        self._token: int | None = None  # the lease's fencing token, once taken
         self._setting = "on" if sync == "full" else "off"
         with _translated():
             # One direct connection first: it migrates, and a wrong URL fails here with the
@@ -130,6 +149,25 @@ class PostgresStore(EventStore):
         with _translated():
             self._pool.close()
 
+    def coordinator(self, holder: str, url: str, lease_s: float, poll_s: float) -> Coordinator:
+        """The database's writer lease and log notices (:class:`~app.storage.postgres_lease.PostgresCoordinator`);
+        from now on every write of this store needs the lease."""
+        from app.storage.postgres_lease import PostgresCoordinator
+
+        self._fenced = True
+        return PostgresCoordinator(self._dsn, holder, url, lease_s, poll_s, on_token=self._set_token)
+
+    def _set_token(self, token: int) -> None:
+        """Called by the coordinator when it takes the lease, before it tells the service."""
+        self._token = token
+
+    def _check_fence(self, conn: psycopg.Connection[Any]) -> None:
+        """Inside a transaction: hold the lease row until commit, or raise :class:`LeaseLost`."""
+        if not self._fenced:
+            return
+        if self._token is None or conn.execute(_FENCE, {"token": self._token}).fetchone() is None:
+            raise LeaseLost("this instance does not hold the writer's lease")
+
     def claim_first_start(self) -> bool:
         """Return True exactly once per database: on the service's first start."""
         with self._conn() as conn:
@@ -142,19 +180,21 @@ class PostgresStore(EventStore):
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT m.name, m.config, "
-                "COALESCE((SELECT max(e.seq) FROM streamtree_events e WHERE e.model = m.name), 0) "
+                "COALESCE((SELECT max(e.seq) FROM streamtree_events e WHERE e.model = m.name), 0), m.generation "
                 'FROM streamtree_models m ORDER BY m.name COLLATE "C"'
             ).fetchall()
-        return [StoredModel(name, config, int(last_seq)) for name, config, last_seq in rows]
+        return [StoredModel(name, config, int(last_seq), int(gen)) for name, config, last_seq, gen in rows]
 
     def create_model(self, name: str, config: str) -> None:
         """Record a new model; :class:`ModelExists` if the name is taken."""
-        with self._conn(ModelExists) as conn:
+        with self._conn(ModelExists) as conn, conn.transaction():
+            self._check_fence(conn)
             conn.execute("INSERT INTO streamtree_models (name, config) VALUES (%s, %s)", (name, config))
 
     def delete_model(self, name: str) -> None:
         """Remove a model; its events and snapshots go with it (``ON DELETE CASCADE``), in one statement."""
-        with self._conn() as conn:
+        with self._conn() as conn, conn.transaction():
+            self._check_fence(conn)
             conn.execute("DELETE FROM streamtree_models WHERE name = %s", (name,))
 
     def append(self, name: str, first_seq: int, events: Sequence[str],
@@ -167,6 +207,7 @@ class PostgresStore(EventStore):
         with self._conn(SeqConflict) as conn:
             if keys:
                 with conn.transaction():
+                    self._check_fence(conn)
                     _check_follows(conn, name, first_seq)
                     conn.cursor().executemany(
                         "INSERT INTO streamtree_events (model, seq, event) VALUES (%s, %s, %s)",
@@ -179,12 +220,16 @@ class PostgresStore(EventStore):
                         "VALUES (%s, %s, %s, %s, %s)", [(name, k.key, k.body_hash, k.learned, k.seq) for k in keys])
                 return
             if len(events) < COPY_FROM:
-                cur = conn.execute(_APPEND, {"model": name, "first": first_seq, "events": list(events)})
+                params = {"model": name, "first": first_seq, "events": list(events), "token": self._token}
+                cur = conn.execute(_FENCED_APPEND if self._fenced else _APPEND, params)
                 if cur.rowcount == len(events):
                     return
-                _check_follows(conn, name, first_seq)  # the numbering check refused it: say why
+                with conn.transaction():  # refused by the fence or the numbering: say which
+                    self._check_fence(conn)
+                    _check_follows(conn, name, first_seq)
                 raise SeqConflict(f"model {name!r}: append at seq {first_seq} refused")
             with conn.transaction():
+                self._check_fence(conn)
                 _check_follows(conn, name, first_seq)
                 with conn.cursor().copy("COPY streamtree_events (model, seq, event) FROM STDIN") as copy:
                     for i, event in enumerate(events):

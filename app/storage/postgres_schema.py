@@ -70,6 +70,42 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX streamtree_idempotency_age ON streamtree_idempotency (model, created_at);
     """,
+    # 4: one writer per database. The lease row (its fencing token is checked by every append,
+    # in the append's transaction), a generation per model (a model deleted and created again
+    # is another model to a replica), and notices to replicas: each committed append sends
+    # "<last seq> <model>" on streamtree_events, each creation or deletion a notice on
+    # streamtree_models.
+    """
+    CREATE TABLE streamtree_lease (
+        id integer PRIMARY KEY CHECK (id = 1),
+        token bigint NOT NULL,
+        holder text,
+        url text,
+        holder_pid integer,
+        expires_at timestamptz NOT NULL
+    );
+    INSERT INTO streamtree_lease (id, token, expires_at) VALUES (1, 0, '-infinity');
+    ALTER TABLE streamtree_models ADD COLUMN generation bigint GENERATED ALWAYS AS IDENTITY;
+    CREATE FUNCTION streamtree_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE r record;
+    BEGIN
+        FOR r IN SELECT model, max(seq) AS seq FROM new_events GROUP BY model LOOP
+            PERFORM pg_notify('streamtree_events', r.seq || ' ' || r.model);
+        END LOOP;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER streamtree_events_notify AFTER INSERT ON streamtree_events
+        REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify_events();
+    CREATE FUNCTION streamtree_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify(TG_ARGV[0], '');
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER streamtree_models_notify AFTER INSERT OR DELETE ON streamtree_models
+        FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify('streamtree_models');
+    CREATE TRIGGER streamtree_lease_notify AFTER UPDATE OF token ON streamtree_lease
+        FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify('streamtree_lease');
+    """,
 )
 
 

@@ -79,21 +79,23 @@ def request(port: int, method: str, path: str, body: Any = None,
 
 
 class Client(threading.Thread):
-    """Mixes single learns, batches of 5 and predictions until the server goes away."""
+    """Mixes single learns, batches of 5 and predictions until the server goes away, its
+    ``n`` events run out or :attr:`stop` is set."""
 
-    def __init__(self, port: int, tid: int) -> None:
+    def __init__(self, port: int, tid: int, n: int = 4000) -> None:
         super().__init__(daemon=True)
         self.port, self.tid = port, tid
-        self.events = [({"tid": tid, "k": k} | x, y) for k, (x, y) in enumerate(make_stream(4000, seed=100 + tid))]
+        self.events = [({"tid": tid, "k": k} | x, y) for k, (x, y) in enumerate(make_stream(n, seed=100 + tid))]
         self.acked: dict[int, tuple[dict[str, Any], Any]] = {}
         self.sent: list[tuple[dict[str, Any], Any]] = []
         self.statuses: list[int] = []
+        self.stop = threading.Event()
 
     def run(self) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         i = step = 0
         try:
-            while i < len(self.events) - 5:
+            while i < len(self.events) - 5 and not self.stop.is_set():
                 step += 1
                 if step % 3 == 0:
                     status, _ = request(self.port, "POST", "/predict_proba", {"features": self.events[i][0]}, conn)
@@ -153,6 +155,14 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     return Engine(tmp_path / "data", url)
 
 
+def assert_log_holds(log: list[tuple[int, dict[str, Any]]], seq: int,
+                     acked: dict[int, tuple[dict[str, Any], Any]]) -> None:
+    """The log is numbered 1 to ``seq`` without a gap, with every acknowledged event under its seq."""
+    assert [s for s, _ in log] == list(range(1, seq + 1)), "gap or extra event in the log"
+    for s, (x, y) in acked.items():
+        assert log[s - 1][1] == {"x": x, "y": y}, f"acknowledged event {s} changed or lost"
+
+
 def served_equals_fresh(port: int, log: list[tuple[int, dict[str, Any]]]) -> None:
     config = request(port, "GET", "/models/default")[1]["config"]
     fresh = ProbabilityTree(**config)
@@ -189,9 +199,7 @@ def test_sigkill_mid_load_loses_no_acknowledged_event(engine: Engine) -> None:
     try:
         seq = request(port, "GET", "/models/default")[1]["seq"]
         log = engine.log()
-        assert [s for s, _ in log] == list(range(1, seq + 1)), "gap or extra event in the log"
-        for s, (x, y) in acked.items():
-            assert log[s - 1][1] == {"x": x, "y": y}, f"acknowledged event {s} changed or lost"
+        assert_log_holds(log, seq, acked)
         sent = {json.dumps({"x": x, "y": y}, sort_keys=True) for c in clients for x, y in c.sent}
         for s, e in log:
             assert s in acked or json.dumps(e, sort_keys=True) in sent

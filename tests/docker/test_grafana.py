@@ -1,5 +1,6 @@
 """The Grafana board and the compose file: every query names metrics ``/metrics`` exposes,
-every panel uses the provisioned Prometheus, and compose provisions both."""
+every panel uses the provisioned Prometheus, compose provisions both, and its instances share
+one PostgreSQL behind HAProxy."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_every_panel_uses_the_provisioned_prometheus() -> None:
 def test_compose_runs_prometheus_and_grafana_with_the_board() -> None:
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     services = compose["services"]
-    assert {"streamtree", "prometheus", "grafana"} <= set(services)
+    assert {"streamtree-1", "prometheus", "grafana"} <= set(services)
     mounts = {s: [v.split(":") for v in services[s].get("volumes", [])] for s in services}
     for service, volumes in mounts.items():
         for source, *_ in volumes:
@@ -137,10 +138,44 @@ def test_compose_runs_prometheus_and_grafana_with_the_board() -> None:
                 assert (DOCKER / source).exists(), f"{service}: {source} missing"
     prometheus = yaml.safe_load((DOCKER / "prometheus.yml").read_text())
     (job,) = prometheus["scrape_configs"]
-    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["streamtree:8000"]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == [
+        f"{name}:8000" for name in sorted(services) if name.startswith("streamtree-")]
     grafana_mounts = dict((target, source) for source, target, *_ in mounts["grafana"])
     provider = yaml.safe_load((DOCKER / "grafana" / "provisioning" / "dashboards" / "streamtree.yaml").read_text())
     path = provider["providers"][0]["options"]["path"]
     assert grafana_mounts[path] == "./grafana/dashboards" and grafana_mounts["/etc/grafana/provisioning"] == \
         "./grafana/provisioning"
     assert all(p.startswith("127.0.0.1:") for s in services.values() for p in s.get("ports", []))
+
+
+def test_compose_runs_instances_on_one_postgresql_behind_haproxy() -> None:
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    services = compose["services"]
+    instances = sorted(name for name in services if name.startswith("streamtree-"))
+    assert len(instances) == 3, "one writer and two replicas"
+    urls = {services[name]["environment"]["STREAMTREE_DATABASE_URL"] for name in instances}
+    assert len(urls) == 1 and "@postgres:5432/" in urls.pop()
+    for name in instances:
+        env = services[name]["environment"]
+        assert services[name]["hostname"] == name and env["STREAMTREE_ADVERTISE_URL"] == f"http://{name}:8000"
+        assert "ports" not in services[name], "instances are reached through the load balancer only"
+    assert services["streamtree-1"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    config = (DOCKER / "haproxy.cfg").read_text()
+    servers = re.findall(r"^\s*server (\S+) (\S+)$", config, flags=re.M)
+    assert servers == [(name, f"{name}:8000") for name in instances]
+    assert "option httpchk GET /health" in config
+    assert any(v.split(":")[0] == "./haproxy.cfg" for v in services["haproxy"]["volumes"])
+    assert services["haproxy"]["ports"] == ["127.0.0.1:8000:8000"]
+
+
+def test_haproxy_accepts_its_config() -> None:
+    """``haproxy -c`` on the compose file's config (Debian's haproxy; skipped where it is not installed)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("haproxy")
+    if exe is None:
+        pytest.skip("haproxy is not installed")
+    result = subprocess.run([exe, "-c", "-f", str(DOCKER / "haproxy.cfg")], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -32,14 +32,14 @@ def test_single_decision_is_the_least_expected_cost(client, stream, path) -> Non
         r = client.post(path, json={"features": x, "costs": COSTS})
         assert r.status_code == 200, r.text
         body = r.json()
-        assert set(body) == {"decision", "expected_costs", "probabilities"}
+        assert set(body) == {"decision", "expected_costs", "probabilities", "seq"}
         p = client.post("/predict_proba", json={"features": x}).json()["probabilities"]
         assert body["probabilities"] == p
         decision, expected = by_hand(p)
         assert body["decision"] == decision and list(body["expected_costs"]) == list(COSTS)
         assert body["expected_costs"] == pytest.approx(expected, rel=1e-12)
         assert body == {"decision": (d := decide(p, COSTS)).decision, "expected_costs": d.expected_costs,
-                        "probabilities": p}
+                        "probabilities": p, "seq": len(stream)}
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -49,7 +49,7 @@ def test_batch_answers_one_entry_per_instance(client, stream, path) -> None:  # 
     r = client.post(path, json={"instances": xs, "costs": COSTS})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"decisions", "expected_costs", "probabilities"}
+    assert set(body) == {"decisions", "expected_costs", "probabilities", "seq"}
     assert len(body["decisions"]) == len(body["expected_costs"]) == len(body["probabilities"]) == len(xs)
     assert body["probabilities"] == client.post("/predict_proba", json={"instances": xs}).json()["probabilities"]
     for i, x in enumerate(xs):

@@ -9,9 +9,35 @@ from tests.app.conftest import learn_all, same_predictions
 
 
 def test_empty_before_any_label(client) -> None:  # type: ignore[no-untyped-def]
-    assert client.post("/predict_proba", json={"features": {"a": 1}}).json() == {"probabilities": {}}
+    assert client.post("/predict_proba", json={"features": {"a": 1}}).json() == {"probabilities": {}, "seq": 0}
     r = client.post("/models/default/predict_proba", json={"instances": [{"a": 1}, {}]})
-    assert r.json() == {"probabilities": [{}, {}]}
+    assert r.json() == {"probabilities": [{}, {}], "seq": 0}
+
+
+def test_every_answer_carries_the_seq_it_was_computed_at(client, stream) -> None:  # type: ignore[no-untyped-def]
+    seq = learn_all(client, stream[:150])
+    assert client.post("/predict_proba", json={"features": stream[0][0]}).json()["seq"] == seq == 150
+    assert client.post("/predict_proba", json={"features": stream[0][0], "id": "p1"}).json()["seq"] == 150
+    r = client.post("/models/default/predict_proba", json={"instances": [stream[0][0]]})
+    assert r.json()["seq"] == client.get("/models/default").json()["seq"] == 150
+
+
+def test_min_seq_reached_answers_at_once_and_past_the_bound_is_a_503(running, stream) -> None:  # type: ignore[no-untyped-def]
+    with running(min_seq_timeout_seconds=0.2) as client:
+        seq = learn_all(client, stream[:100])
+        for min_seq in (0, seq):
+            r = client.post("/predict_proba", json={"features": stream[0][0], "min_seq": min_seq})
+            assert r.status_code == 200 and r.json()["seq"] == seq
+        r = client.post("/models/default/predict_proba", json={"instances": [stream[0][0]], "min_seq": seq + 1})
+        assert r.status_code == 503
+        assert r.json() == {"detail": "This instance has applied model 'default' up to seq 100, not min_seq 101, "
+                                      "within 0.2 s; retry later, or without min_seq"}
+
+
+@pytest.mark.parametrize("bad", ["5", 1.5, True, -1, 2**63, [1]])
+def test_a_bad_min_seq_is_a_422_naming_it(client, bad) -> None:  # type: ignore[no-untyped-def]
+    r = client.post("/predict_proba", json={"features": {"a": 1}, "min_seq": bad})
+    assert r.status_code == 422 and [e["loc"] for e in r.json()["detail"]] == [["body", "min_seq"]]
 
 
 def test_single_and_batch_shapes(client, stream) -> None:  # type: ignore[no-untyped-def]

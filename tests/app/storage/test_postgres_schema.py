@@ -22,10 +22,10 @@ def test_a_new_database_gets_the_newest_schema(pg_url: str) -> None:
         assert schema_version(conn) == 0
     open_store(pg_url).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 3
+        assert schema_version(conn) == len(MIGRATIONS) == 4
         assert columns(conn, "streamtree_events") == {"model": "NO", "seq": "NO", "event": "NO",
                                                       "logged_at": "NO", "idempotency_key": "YES"}
-        assert migrate(conn) == (3, 3)  # already there: nothing to do
+        assert migrate(conn) == (4, 4)  # already there: nothing to do
         assert conn.execute("SELECT count(*) FROM streamtree_schema_version").fetchone() == (1,)
 
 
@@ -45,7 +45,7 @@ def test_a_version_1_database_is_migrated_with_its_data(pg_url: str) -> None:
     s.append("m", 3, ["e3"])
     s.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert schema_version(conn) == 3
+        assert schema_version(conn) == 4
         assert conn.execute("SELECT seq, idempotency_key FROM streamtree_events ORDER BY seq").fetchall() == [
             (1, None), (2, None), (3, None)]
 

@@ -1,0 +1,207 @@
+"""A replica forwards writes to the writer: pure ASGI middleware, one HTTP hop.
+
+The writes are learns (``POST /learn``, ``POST /models/{name}/learn``), creating and deleting
+models (``PUT``/``DELETE /models/{name}``) and predictions or decisions that carry an ``id``
+(the pending features of a delayed label live on the writer, so the label finds them
+whichever instance receives it). On the writer, and for every other request, this middleware
+only checks the role. A forwarded request keeps its method, path, query, body and the
+headers that matter (``Content-Type``, ``Authorization``, ``Idempotency-Key``); the writer's
+answer is returned as it is, so the writer checks the body and the key.
+
+Through a failover the replica waits for a writer to forward to (``forward_wait_seconds``):
+while no instance holds the lease, while the writer cannot be reached (the request was not
+sent), or while the instance it reached says it is not the writer any more (nothing was
+learned). A request sent whose answer never came (the writer died mid-request, or it lost
+the lease while the request was in flight, as a stopped writer does) is not sent again,
+since it may have been learned: the client gets a 503 saying so and may retry with the same
+``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+
+import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.cluster import Cluster
+from app.errors import NOT_WRITER, NOT_WRITER_HEADER
+from app.http_client import Answer, HTTPPool, NoAnswer, NotSent
+
+__all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
+
+#: Marks a request a replica forwarded: the receiver does not forward it again.
+FORWARDED = "x-streamtree-forwarded"
+
+NO_WRITER = "No writer could be reached (a failover takes a few seconds); nothing was learned: retry shortly."
+LOST_ANSWER = ("The writer did not answer (it may have failed mid-request), so the request may or may not have "
+               "been learned: retry it with the same Idempotency-Key.")
+
+_LEARN = re.compile(r"^/(?:models/[^/]+/)?learn$")
+_MODEL = re.compile(r"^/models/[^/]+$")
+_WITH_ID = re.compile(r"^/(?:models/[^/]+/)?(?:predict_proba|decide)$")
+_KEPT = (b"content-type", b"authorization", b"idempotency-key")
+_RETRY_EVERY = 0.05
+#: How often a forwarded request in flight checks that its writer still holds the lease.
+_WATCH_EVERY = 0.1
+
+
+def _is_write(method: str, path: str) -> bool | None:
+    """True: always a write; None: a write if its body has an ``id``; False: a read."""
+    if method == "POST" and _LEARN.match(path):
+        return True
+    if method in ("PUT", "DELETE") and _MODEL.match(path):
+        return True
+    if method == "POST" and _WITH_ID.match(path):
+        return None
+    return False
+
+
+def _has_id(body: bytes) -> bool:
+    """Whether a JSON body is an object with a non-null ``id`` (a malformed one is the app's to refuse)."""
+    if b'"id"' not in body:
+        return False
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("id") is not None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body read already, then defers to the real one."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _detail(message: str) -> bytes:
+    return orjson.dumps({"detail": message})
+
+
+class Forwarder:
+    """What a replica forwards writes with (keep-alive connections to the writer, :mod:`app.http_client`).
+
+    Parameters
+    ----------
+    wait_s
+        How long to look for a writer, and the forwarded request's own time limit.
+    """
+
+    def __init__(self, wait_s: float) -> None:
+        self.wait_s = wait_s
+        self.pool = HTTPPool(wait_s)
+
+    def close(self) -> None:
+        """Close the idle connections."""
+        self.pool.close()
+
+    async def forward(self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]],
+                      body: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
+        """Send the request to the writer; its ``(status, body, headers)``, or None if this
+        instance became the writer meanwhile (then it handles the request itself)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_s
+        while True:
+            if cluster.is_writer:
+                return None
+            url = cluster.writer_url()
+            if url is not None:
+                try:
+                    r = await self._send(cluster, url, method, target, headers, body)
+                except NotSent:
+                    pass  # try again, maybe another writer
+                except NoAnswer:
+                    return 503, _detail(LOST_ANSWER), []
+                else:
+                    if not (r.status == 503 and r.header(NOT_WRITER_HEADER.encode())):
+                        return r.status, r.body, [(k, v) for k, v in r.headers if k == b"retry-after"]
+            if loop.time() >= deadline:
+                return 503, _detail(NO_WRITER), [(b"retry-after", b"1")]
+            await asyncio.sleep(_RETRY_EVERY)
+
+
+    async def _send(self, cluster: Cluster, url: str, method: str, target: str, headers: list[tuple[str, str]],
+                    body: bytes) -> Answer:
+        """Send to the writer at ``url``; give up waiting (:class:`NoAnswer`) once it is not the
+        writer any more (its lease expired or passed: a stopped writer's requests hang)."""
+        task = asyncio.ensure_future(self.pool.request(url, method, target, [*headers, (FORWARDED, "1")], body))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_WATCH_EVERY)
+            if done:
+                return task.result()
+            if cluster.is_writer or cluster.writer_url() != url:
+                task.cancel()
+                raise NoAnswer(f"{url} lost the writer's lease while the request was in flight")
+
+
+class ForwardingMiddleware:
+    """Forward writes that reach a replica to the writer (see the module's docstring).
+
+    Parameters
+    ----------
+    app
+        The wrapped application.
+    forwarder
+        The client to forward with.
+    cluster_of
+        The instance's :class:`~app.cluster.Cluster` once the service is started (None before).
+    """
+
+    def __init__(self, app: ASGIApp, forwarder: Forwarder, cluster_of: Callable[[], Cluster | None]) -> None:
+        self.app = app
+        self.forwarder = forwarder
+        self.cluster_of = cluster_of
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        cluster = self.cluster_of() if scope["type"] == "http" else None
+        if cluster is None or cluster.is_writer:
+            await self.app(scope, receive, send)
+            return
+        method, path = scope["method"], scope["path"]
+        write = _is_write(method, path)
+        if write is False:
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if write is None and not _has_id(body):
+            await self.app(scope, _replay(body, receive), send)
+            return
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k in _KEPT]
+        if any(k == FORWARDED.encode() for k, _ in scope["headers"]):  # sent here as to the writer: it is not
+            await _respond(send, 503, _detail(NOT_WRITER), [(NOT_WRITER_HEADER.encode(), b"1")])
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        answer = await self.forwarder.forward(cluster, method, path + (f"?{query}" if query else ""), headers, body)
+        if answer is None:  # this instance is the writer now
+            await self.app(scope, _replay(body, receive), send)
+            return
+        await _respond(send, *answer)

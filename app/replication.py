@@ -1,0 +1,153 @@
+"""A replica follows the writer: it applies the log's new events to its models, in seq order.
+
+Woken by the store's notices (``(model, seq)``: events up to ``seq`` are committed; ``(None,
+0)``: models were created or deleted, or a periodic re-read), it reads each model's events
+after the seq it has applied and learns them with :meth:`app.hosting.ModelHost.apply_logged`,
+the code of the replay at start, so a replica at seq ``n`` predicts exactly what the writer
+predicted at ``n``. A full re-read also creates the models the log has and this instance
+does not, and drops those deleted (or deleted and created again).
+
+The lag it reports per model is in events (the newest seq noticed minus the seq applied) and
+in seconds (since the first notice of an event not applied yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from app.learning import REPLAY_PAGE
+from app.storage import StorageError
+
+if TYPE_CHECKING:
+    from app.hosting import ModelHost
+    from app.registry import Registry
+
+__all__ = ["Follower"]
+
+log = logging.getLogger("streamtree.app")
+
+#: Events applied in one stretch of the event loop. A replica's loop also forwards writes to
+#: the writer: a page of 2,000 events learned in one call held each forwarded request for
+#: tens of milliseconds (the library learns a batch in slices exactly as in one piece).
+APPLY_SLICE = 250
+
+
+class Follower:
+    """Applies the log to a registry's models while this instance is not the writer.
+
+    Parameters
+    ----------
+    registry
+        The models to keep up to date (and whose store is read).
+    """
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.noticed: dict[str, int] = {}  # newest committed seq seen per model
+        self._behind_since: dict[str, float] = {}  # monotonic time of the first notice not yet applied
+        self._dirty: set[str] = set()
+        self._full = True
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start following (a task on the running loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="follower")
+
+    async def stop(self) -> None:
+        """Stop following."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def notice(self, model: str | None, seq: int) -> None:
+        """Record a notice of the store (on the loop): ``model`` has events up to ``seq``, or
+        (``model`` None) re-read every model and the set of models."""
+        if model is None:
+            self._full = True
+        else:
+            if seq > self.noticed.get(model, 0):
+                self.noticed[model] = seq
+            host = self.registry.get(model)
+            if host is not None and seq > host.seq:
+                self._behind_since.setdefault(model, time.monotonic())
+            self._dirty.add(model)
+        self._wake.set()
+
+    def lag(self, host: ModelHost) -> tuple[int, float]:
+        """``(events, seconds)`` the model is behind the log, as far as this instance has heard."""
+        behind = max(0, self.noticed.get(host.name, 0) - host.seq)
+        since = self._behind_since.get(host.name)
+        return behind, (time.monotonic() - since) if behind and since is not None else 0.0
+
+    async def catch_up(self, host: ModelHost) -> None:
+        """Apply every logged event of ``host`` after its seq (the registry's store is read).
+
+        A model whose log cannot be applied (a gap, a refused event) is rebuilt from the
+        store, as a writer does after a failure.
+        """
+        db = self.registry.db
+        broken = False
+        async with host.apply_lock:
+            while not host.recovering:
+                try:
+                    page = await db.run(db.store.read_events, host.name, host.seq, REPLAY_PAGE)
+                except StorageError:
+                    log.exception("model %r: reading the log after seq %d failed", host.name, host.seq)
+                    return
+                if not page:
+                    break
+                try:
+                    for i in range(0, len(page), APPLY_SLICE):
+                        host.apply_logged(page[i:i + APPLY_SLICE])
+                        await asyncio.sleep(0)  # forwarded writes and predictions between two slices
+                except RuntimeError:
+                    log.exception("model %r: applying the log failed; rebuilding it from the store", host.name)
+                    broken = True
+                    break
+        if broken:
+            await host.resync()
+        if host.seq >= self.noticed.get(host.name, 0):
+            self._behind_since.pop(host.name, None)
+        else:
+            self._behind_since[host.name] = time.monotonic()  # newer notices came in meanwhile
+
+    async def catch_up_all(self) -> None:
+        """Bring the set of models and each model up to the log's end."""
+        await self.registry.sync_models()
+        for host in self.registry.all():
+            await self.catch_up(host)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self.registry.cluster.is_writer:  # the writer's models are the log's source
+                self._dirty.clear()
+                self._full = False
+                continue
+            full, dirty = self._full, self._dirty
+            self._full, self._dirty = False, set()
+            try:
+                if full:
+                    await self.catch_up_all()
+                else:
+                    for name in sorted(dirty):
+                        host = self.registry.get(name)
+                        if host is None:  # created since the last full read
+                            self._full = True
+                            self._wake.set()
+                        else:
+                            await self.catch_up(host)
+            except Exception:  # keep following: the next notice or re-read retries
+                log.exception("following the log failed")
+                self._full = True
+                await asyncio.sleep(0.5)
+                self._wake.set()

@@ -1,0 +1,150 @@
+"""The writer's lease on PostgreSQL: who may take it, and the fence every write checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.storage import EventStore, LeaseLost, open_store
+from app.storage.postgres_lease import PostgresCoordinator
+
+
+@pytest.fixture
+def stores(pg_url: str) -> Iterator[Callable[[], EventStore]]:
+    """``stores()`` opens another store on the test's database; all are closed at the end."""
+    opened: list[EventStore] = []
+
+    def make() -> EventStore:
+        opened.append(open_store(pg_url))
+        return opened[-1]
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+def coordinator(store: EventStore, name: str, lease_s: float = 30.0) -> PostgresCoordinator:
+    c = store.coordinator(name, f"http://{name}", lease_s, 0.05)
+    assert isinstance(c, PostgresCoordinator)
+    return c
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    t0 = time.monotonic()
+    while not check():
+        assert time.monotonic() - t0 < timeout, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_store_with_its_coordinator_out_writes_only_under_the_lease(stores: Callable[[], EventStore]) -> None:
+    store = stores()
+    store.create_model("m", "{}")  # before: a store of its own
+    c = coordinator(store, "a")
+    with pytest.raises(LeaseLost):
+        store.append("m", 1, ["e1"])
+    with pytest.raises(LeaseLost):
+        store.create_model("n", "{}")
+    lease = c.try_acquire()
+    assert lease is not None and lease.holder == "a" and lease.token >= 1
+    store.append("m", 1, ["e1"])
+    store.append("m", 2, ["e"] * 100)  # the COPY path
+    store.create_model("n", "{}")
+    store.delete_model("n")
+    assert [m.name for m in store.models()] == ["m"] and store.models()[0].last_seq == 101
+    c.close()
+
+
+def test_the_lease_passes_when_the_holders_session_ends_and_fences_the_old_holder(
+        stores: Callable[[], EventStore]) -> None:
+    a, b = stores(), stores()
+    ca, cb = coordinator(a, "a"), coordinator(b, "b")
+    first = ca.try_acquire()
+    assert first is not None
+    a.create_model("m", "{}")
+    assert cb.try_acquire() is None and cb.holder() == first  # alive and not expired
+    with pytest.raises(LeaseLost):
+        b.append("m", 1, ["from b"])
+    a.append("m", 1, ["from a"])
+    assert ca._conn is not None
+    ca._conn.close()  # a's process "dies": its session ends (the server needs a moment), its lease has 30 s left
+    wait_for(lambda: cb.try_acquire() is not None, timeout=2.0)
+    second = cb.holder()
+    assert second is not None and second.holder == "b" and second.token > first.token
+    with pytest.raises(LeaseLost):  # a still believes it holds the lease: the fence says otherwise
+        a.append("m", 2, ["late from a"])
+    b.append("m", 2, ["from b"])
+    assert a.read_events("m", 0, 10) == [(1, "from a"), (2, "from b")]
+    cb.close()
+
+
+def test_a_stopped_holder_keeps_its_session_and_loses_the_lease_when_it_expires(
+        stores: Callable[[], EventStore]) -> None:
+    a, b = stores(), stores()
+    ca, cb = coordinator(a, "a", lease_s=0.6), coordinator(b, "b", lease_s=0.6)
+    assert ca.try_acquire() is not None  # never renewed: as if stopped
+    a.create_model("m", "{}")
+    t0 = time.monotonic()
+    assert cb.try_acquire() is None
+    wait_for(lambda: cb.try_acquire() is not None)
+    assert time.monotonic() - t0 >= 0.5
+    with pytest.raises(LeaseLost):
+        a.append("m", 1, ["late"])
+    assert a.read_events("m", 0, 10) == []
+    cb.close()
+
+
+def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str, stores: Callable[[], EventStore]) -> None:
+    a, b = stores(), stores()
+    ca, cb = coordinator(a, "a", lease_s=0.3), coordinator(b, "b", lease_s=0.3)
+    lease = ca.try_acquire()
+    assert lease is not None
+    a.create_model("m", "{}")
+    taken: list[Any] = []
+    with psycopg.connect(pg_url) as conn:  # a write of a's in flight: the fence's lock, held
+        conn.execute("SELECT 1 FROM streamtree_lease WHERE token = %s FOR SHARE", (lease.token,))
+        conn.execute("INSERT INTO streamtree_events (model, seq, event) VALUES ('m', 1, 'in flight')")
+        time.sleep(0.4)  # a's lease expires meanwhile
+        thread = threading.Thread(target=lambda: taken.append(cb.try_acquire()))
+        thread.start()
+        time.sleep(0.3)
+        assert not taken, "the lease was taken while a write under the old token was in flight"
+        conn.commit()
+    thread.join(timeout=5)
+    assert taken and taken[0] is not None and taken[0].holder == "b"
+    assert b.models()[0].last_seq == 1  # the new writer sees the committed write before its first own
+    b.append("m", 2, ["b"])
+    cb.close()
+
+
+def test_a_clean_close_hands_the_lease_over_at_once(stores: Callable[[], EventStore]) -> None:
+    a, b = stores(), stores()
+    ca, cb = coordinator(a, "a"), coordinator(b, "b")
+    assert ca.try_acquire() is not None
+    ca.close()
+    assert cb.try_acquire() is not None
+    cb.close()
+
+
+def test_notices_of_appends_creations_and_holders(stores: Callable[[], EventStore]) -> None:
+    a, b = stores(), stores()
+    ca, cb = coordinator(a, "a"), coordinator(b, "b")
+    assert ca.try_acquire() is not None
+    notices: list[tuple[str | None, int]] = []
+    leases: list[Any] = []
+    cb.start(leases.append, lambda model, seq: notices.append((model, seq)))
+    wait_for(lambda: (None, 0) in notices)  # the first read after connecting
+    a.create_model("m", "{}")
+    a.append("m", 1, ["e1", "e2", "e3"])
+    a.append("m", 4, ["e"] * 70)
+    wait_for(lambda: ("m", 73) in notices)
+    assert ("m", 3) in notices and cb.holder() is not None and cb.holder().holder == "a"
+    ca.close()  # released: b's lease thread takes it and says so
+    wait_for(lambda: bool(leases))
+    assert leases[0].holder == "b"
+    b.append("m", 74, ["b"])
+    cb.close()

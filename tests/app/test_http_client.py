@@ -1,0 +1,105 @@
+"""The forwarding client: answers by length or chunks, kept-alive connections, and telling a
+request not sent from one whose answer did not come."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from app.http_client import HTTPPool, NoAnswer, NotSent, parse_url
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def serve(handler: Handler) -> tuple[asyncio.Server, str]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    return head + await reader.readexactly(length)
+
+
+def test_answers_by_length_and_by_chunks_over_one_kept_connection() -> None:
+    seen: list[bytes] = []
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while not reader.at_eof():
+            try:
+                seen.append(await read_request(reader))
+            except asyncio.IncompleteReadError:
+                break
+            if len(seen) % 2:
+                writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 7\r\nRetry-After: 1\r\n\r\n{\"a\":1}")
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"b\r\n4\r\n\":2}\r\n0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server, url = await serve(handler)
+        pool = HTTPPool(5.0)
+        first = await pool.request(url, "POST", "/learn?x=1", [("Idempotency-Key", "k1")], b'{"z":1}')
+        second = await pool.request(url, "PUT", "/models/m", [], b"{}")
+        assert (first.status, first.body, first.header(b"retry-after")) == (201, b'{"a":1}', b"1")
+        assert (second.status, second.body) == (200, b'{"b":2}')
+        assert seen[0].startswith(b"POST /learn?x=1 HTTP/1.1\r\n") and b"Idempotency-Key: k1\r\n" in seen[0]
+        assert seen[0].endswith(b'\r\n\r\n{"z":1}') and seen[1].startswith(b"PUT /models/m ")
+        assert connections == 1
+        pool.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_a_refused_connection_is_not_sent_and_a_cut_answer_is_no_answer() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial")
+        await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server, url = await serve(cut)
+        pool = HTTPPool(5.0)
+        with pytest.raises(NoAnswer):
+            await pool.request(url, "POST", "/learn", [], b"{}")
+        server.close()
+        await server.wait_closed()
+        with pytest.raises(NotSent):
+            await pool.request(url, "POST", "/learn", [], b"{}")
+
+    asyncio.run(main())
+
+
+def test_a_silent_server_is_no_answer_after_the_timeout() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(5)
+
+    async def main() -> None:
+        server, url = await serve(silent)
+        with pytest.raises(NoAnswer):
+            await HTTPPool(0.2).request(url, "POST", "/learn", [], b"{}")
+        server.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("url, expected", [("http://a:81", ("a", 81)), ("http://a", ("a", 80)),
+                                           ("http://[::1]:8000/", ("::1", 8000))])
+def test_parse_url(url: str, expected: tuple[str, int]) -> None:
+    assert parse_url(url) == expected
+
+
+@pytest.mark.parametrize("url", ["https://a:1", "a:1", "http://", "ftp://a"])
+def test_parse_url_refuses_other_urls(url: str) -> None:
+    with pytest.raises(ValueError):
+        parse_url(url)
