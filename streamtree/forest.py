@@ -58,8 +58,8 @@ from streamtree.kernels.forest import (
 )
 from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
-from streamtree.state import DriftArrays, TreeArrays, new_drift
-from streamtree.tree import ProbabilityTree, class_ids
+from streamtree.state import DriftArrays, TreeArrays
+from streamtree.tree import _NO_DRIFT, _NO_PROBA, _ONCE, ProbabilityTree, class_ids
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["METHODS", "ProbabilityForest"]
@@ -82,9 +82,6 @@ _FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its 
 _POISSON_CDF = np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)])
 _BAGGING, _DISJOINT = 1, 2  # the streams of draws (the third key of each hash)
 _SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
-_NO_DRIFT = new_drift(0.002)  # a member without detection is handed this (and never reads it)
-_NO_PROBA = np.zeros((0, 0))
-_ONCE = np.ones(1, dtype=np.int64)
 
 
 def _member_seed(seed: int, index: int) -> int:
