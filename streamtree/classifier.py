@@ -24,7 +24,7 @@ from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.typing import ClassLabel, FloatArray
 
-__all__ = ["Classifier", "check_label"]
+__all__ = ["Classifier", "check_label", "check_labels"]
 
 
 def check_label(y: Any) -> ClassLabel:
@@ -42,6 +42,18 @@ def check_label(y: Any) -> ClassLabel:
     if isinstance(y, float) and y.is_integer():
         return int(y)
     raise InputError(f"The label must be a str, an int or a bool. Got {y!r} instead.", field="label")
+
+
+_PLAIN_LABELS = frozenset({str, int, bool})
+
+
+def check_labels(y: Any) -> list[ClassLabel]:
+    """:func:`check_label` of each label of a batch (a sequence, numpy array or pandas Series);
+    a batch of plain labels (the common case) is checked by the set of its types alone."""
+    labels = y.tolist() if hasattr(y, "tolist") else list(y)
+    if set(map(type, labels)) <= _PLAIN_LABELS:
+        return labels  # type: ignore[no-any-return]
+    return [check_label(v) for v in labels]
 
 
 class Classifier(base.MiniBatchClassifier):
@@ -104,7 +116,7 @@ class Classifier(base.MiniBatchClassifier):
         learned, in columns following :attr:`classes_` as they are after the batch (0 for a
         class the model had not seen yet at that row).
         """
-        labels = [check_label(v) for v in (y.tolist() if hasattr(y, "tolist") else y)]
+        labels = check_labels(y)
         registry, num, nom, first_values = encode_batch(self.registry, X)
         if len(labels) != num.shape[0]:
             raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")

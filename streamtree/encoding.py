@@ -19,18 +19,19 @@ import numpy as np
 import pandas as pd
 
 from streamtree.exceptions import InputError
-from streamtree.features import _INFINITE, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
+from streamtree.features import _INFINITE, _MAX_INT, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
 
 __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 
 
-_KNOWN_FIRST = 4096  # batches of dicts up to this size first try the no-registration path
-
-
-def _as_batch(X: Any) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None]:
+def _as_batch(X: Any, registry: FeatureRegistry) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None]:
     """Row count and ``(name, values)`` per column for column-shaped inputs (``None`` for a
     list of dicts); raises :class:`InputError` for anything else."""
     if isinstance(X, pd.DataFrame):
+        if all(dtype.kind in "fiu" for dtype in X.dtypes) and registry.nominal_features.isdisjoint(X.columns):
+            # numbers only, none declared nominal: one conversion, not a Series per column
+            values = X.to_numpy(dtype=np.float64)
+            return len(X), [(name, values[:, j]) for j, name in enumerate(X.columns)]
         return len(X), [(name, X[name].to_numpy()) for name in X.columns]
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
@@ -54,13 +55,13 @@ def encode_batch(
     nominal code matrix (-1 missing), and the first value of every new numeric column.
     Raises :class:`InputError` for a bad value, leaving ``registry`` untouched.
     """
-    n, columns = _as_batch(X)
+    n, columns = _as_batch(X, registry)
     if columns is None:  # dicts whose features and values are all known: nothing to register
-        known = [registry.encode_known(x) for x in X] if n <= _KNOWN_FIRST else None
-        if known is not None and all(row is not None for row in known):
-            num = np.array([row[0] for row in known], dtype=np.float64).reshape(n, registry.n_numeric)  # type: ignore[index]
-            nom = np.array([row[1] for row in known], dtype=np.int64).reshape(n, registry.n_nominal)  # type: ignore[index]
-            return registry, num, nom, {}
+        known = registry.encode_known_many(X)
+        if known is not None:
+            return registry, known[0], known[1], {}
+    elif all(_known_numeric(registry, name, values) for name, values in columns):
+        return registry, *_encode_columns(registry, columns, n), {}  # registers nothing: no copy
     reg = copy.deepcopy(registry)
     if columns is None:
         num, nom = _fill(reg, [reg.encode(x, learn=True) for x in X])
@@ -73,11 +74,17 @@ def encode_batch(
     return reg, num, nom, first_values
 
 
+def _known_numeric(registry: FeatureRegistry, name: Hashable, values: np.ndarray) -> bool:
+    """Whether a column of numbers is a registered numeric feature's (encoding it registers nothing)."""
+    fid = registry.index.get(name)
+    return fid is not None and registry.kinds[fid] == NUMERIC and values.dtype.kind in "fiu"
+
+
 def encode_for_prediction(registry: FeatureRegistry, X: Any) -> tuple[np.ndarray, np.ndarray]:
     """Numeric (NaN missing) and nominal code (-1 missing or unseen) matrices for prediction,
     with :meth:`FeatureRegistry.encode` semantics without ``learn``: unknown features are
     ignored and unusable values count as missing. Registers nothing."""
-    n, columns = _as_batch(X)
+    n, columns = _as_batch(X, registry)
     if columns is None:
         return _fill(registry, [registry.encode(x, learn=False) for x in X])
     num = np.full((n, registry.n_numeric), np.nan)
@@ -108,7 +115,7 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
     for c, name in enumerate(numeric):
         v = x.get(name)
         t = type(v)
-        if not (t is float or t is int):
+        if not (t is float or (t is int and -_MAX_INT <= v <= _MAX_INT)):
             v = None if v is None else value_of(NUMERIC, c, v)
         values.append(math.nan if v is None or v in _INFINITE else float(v))
     codes = []

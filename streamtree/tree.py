@@ -54,14 +54,15 @@ def class_ids(classes: list[ClassLabel], index: dict[ClassLabel, int], labels: l
     """The class id of each label (int64), registering new labels in ``classes`` and ``index``
     in order of first appearance: the learning loop counts a class from its first row. A
     forest's members share one ``classes`` and ``index``, so the forest registers once."""
-    ks = np.empty(len(labels), dtype=np.int64)
-    for i, label in enumerate(labels):
-        k = index.get(label)
-        if k is None:
-            k = index[label] = len(classes)
-            classes.append(label)
-        ks[i] = k
-    return ks
+    ids = list(map(index.get, labels))
+    if None in ids:  # new labels: register them in order
+        for i, label in enumerate(labels):
+            k = index.get(label)
+            if k is None:
+                k = index[label] = len(classes)
+                classes.append(label)
+            ids[i] = k
+    return np.array(ids, dtype=np.int64)
 
 
 class ProbabilityTree(Classifier):

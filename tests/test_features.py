@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -33,7 +35,8 @@ def test_codes_in_order_of_first_appearance_and_unseen_is_minus_one() -> None:
 
 @pytest.mark.parametrize(
     ("x", "field"),
-    [({"a": float("inf")}, "a"), ({"a": [1]}, "a"), ({"a": {"b": 1}}, "a"), ({"num": "text"}, "num"), ({"nom": 3.5}, "nom")],
+    [({"a": float("inf")}, "a"), ({"a": [1]}, "a"), ({"a": {"b": 1}}, "a"), ({"num": "text"}, "num"), ({"nom": 3.5}, "nom"),
+     ({"num": 10**400}, "num"), ({"a": -(10**400)}, "a"), ({"a": np.float64("inf")}, "a")],
 )
 def test_unusable_values_raise_before_registering_anything(x: dict, field: str) -> None:
     reg = FeatureRegistry()
@@ -50,7 +53,9 @@ def test_prediction_treats_unusable_values_as_missing() -> None:
     reg.encode({"num": 1.0, "nom": "x"}, learn=True)
     row = reg.encode({"num": "text", "nom": 3.5}, learn=False)
     assert row.num_cols == [] and row.nom_cols == []
+    assert reg.encode({"num": 10**400}, learn=False).num_cols == []
     assert reg.value_of(NUMERIC, 0, "text") is None and reg.value_of(NOMINAL, 0, 3.5) is None
+    assert reg.value_of(NUMERIC, 0, 10**400) is None
     assert reg.value_of(NUMERIC, 0, 2) == 2 and reg.value_of(NOMINAL, 0, "x") == 0
 
 
@@ -75,3 +80,54 @@ def test_max_features_refuses_an_example_that_would_pass_it_and_registers_nothin
     assert reg.encode({"e": 1.0}, learn=False).num_cols == []  # predicting ignores unknown features
     with pytest.raises(InputError, match="max_features=3"):
         FeatureRegistry.from_state(reg.to_state(), 3).encode({"e": 1.0}, learn=True)
+
+
+def _registry() -> FeatureRegistry:
+    reg = FeatureRegistry(nominal_features=["zip"])
+    for x in ({"a": 1.0, "b": 2, "c": "x", "flag": True, "zip": 7}, {"c": "y", "flag": False, "zip": 8}):
+        reg.encode(x, learn=True)
+    return reg
+
+
+_BATCH_VALUES = {
+    "a": [0.5, 3, None, math.nan, 2**70, -1e308],
+    "b": [1, -2.25, None],
+    "c": ["x", "y", None],
+    "flag": [True, False, None],
+}
+
+
+@pytest.mark.parametrize("odd", [
+    None,  # only plain, registered values: the fast path answers
+    {"a": math.inf}, {"a": "x"}, {"a": True}, {"a": 10**400}, {"a": [1]},  # unusable for a numeric feature
+    {"c": "new"}, {"c": 1.0}, {"flag": 1},  # a nominal value not registered, or of another type
+    {"zip": 7},  # an int of a feature declared nominal: encode_known's slow path
+    {"new": 1.0},  # a feature not registered
+])
+def test_encode_known_many_equals_encode_known_row_by_row(odd: dict | None) -> None:
+    """The batch form gives encode_known's values and codes for every row, or None when any
+    row would need encode (to validate or register)."""
+    reg = _registry()
+    rng = np.random.default_rng(3)
+    xs = []
+    for _ in range(40):
+        x = {name: values[rng.integers(len(values))] for name, values in _BATCH_VALUES.items() if rng.random() < 0.8}
+        xs.append(x)
+    if odd is not None:
+        xs[17] = xs[17] | odd
+    rows = [reg.encode_known(x) for x in xs]
+    batch = reg.encode_known_many(xs)
+    if any(row is None for row in rows):
+        assert batch is None
+        return
+    assert batch is not None
+    num, nom = batch
+    np.testing.assert_array_equal(num, np.array([r[0] for r in rows], dtype=np.float64))  # type: ignore[index]
+    assert nom.tolist() == [r[1] for r in rows]  # type: ignore[index]
+    assert num.dtype == np.float64 and nom.dtype == np.int64
+
+
+def test_encode_known_many_refuses_what_is_not_a_batch_of_dicts() -> None:
+    reg = _registry()
+    assert reg.encode_known_many([]) is None
+    assert reg.encode_known_many([{"a": 1.0}, [("a", 1.0)]]) is None

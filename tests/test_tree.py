@@ -151,9 +151,16 @@ def test_bad_input_raises_and_changes_nothing() -> None:
     assert err.value.field == "label"
     with pytest.raises(InputError, match="mapping"):
         model.learn_one([1, 2], "pos")  # type: ignore[arg-type]
+    for learn in (lambda x: model.learn_one(x, "pos"), lambda x: model.learn_many([{"a": 0.5}, x], ["pos", "pos"])):
+        with pytest.raises(InputError, match="'b' must be a finite number") as err:  # beyond float's range
+            learn({"a": 0.5, "b": 10**400})
+        assert err.value.field == "b"
     assert model.to_bytes() == before
     # prediction treats unusable values as missing rather than failing
     assert set(model.predict_proba_one({"a": "text", "b": [1]})) == set(model.classes_)
+    missing = model.predict_proba([{"a": 0.5}])
+    np.testing.assert_array_equal(model.predict_proba([{"a": 0.5, "b": 10**400}]), missing)
+    assert list(model.predict_proba_one({"a": 0.5, "b": -(10**400)}).values()) == missing[0].tolist()
 
 
 @pytest.mark.parametrize(
