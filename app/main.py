@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -58,6 +58,10 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         registry = Registry(settings, telemetry, model_cls)
         app.state.registry = registry
         await registry.open()
+        # Everything loaded so far (modules, restored models and their metrics) lives as long as
+        # the process: move it out of the collector's generations, so the full collections
+        # that batches of thousands of new dicts trigger do not scan it again each time.
+        gc.freeze()
         logging.getLogger("streamtree.app").info(
             "streamtree ready: %d model(s) in %s", len(registry.hosts),
             redact(settings.database_url) if settings.database_url else settings.data_dir)

@@ -22,6 +22,7 @@ __all__ = [
     "Limits",
     "Loc",
     "check_costs",
+    "check_event",
     "check_features",
     "check_id",
     "check_label",
@@ -73,6 +74,27 @@ def check_length(items: Sequence[Any], loc: Loc, limits: Limits) -> None:
 def _check_int(v: int, loc: Loc) -> None:
     if not -INT_BOUND <= v < INT_BOUND:
         raise field_error(loc, "Integers must fit in 64 bits", "int_out_of_range")
+
+
+_EVENT_KEYS = frozenset({"features", "label", "id"})
+
+
+def check_event(event: Any, loc: Loc) -> tuple[Any, Any, Any]:
+    """The ``(features, label, id)`` of one event of a batch, its structure checked as the
+    schema's ``Event`` says (pydantic skips the events of a batch: one pass here is cheaper):
+    an object with ``label`` and optional ``features`` (an object or null) and ``id``, no
+    other key. Values are checked with the limits afterwards."""
+    if type(event) is not dict:
+        raise field_error(loc, "Input should be a valid dictionary", "dict_type")
+    if not _EVENT_KEYS.issuperset(event):
+        extra = next(k for k in event if k not in _EVENT_KEYS)
+        raise field_error((*loc, extra), "Extra inputs are not permitted", "extra_forbidden")
+    if "label" not in event:
+        raise field_error((*loc, "label"), "Field required", "missing")
+    features = event.get("features")
+    if features is not None and type(features) is not dict:
+        raise field_error((*loc, "features"), "Input should be a valid dictionary", "dict_type")
+    return features, event["label"], event.get("id")
 
 
 def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:

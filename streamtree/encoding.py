@@ -24,6 +24,13 @@ from streamtree.features import _INFINITE, _MAX_INT, NOMINAL, NUMERIC, EncodedRo
 __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 
 
+#: Batches of dicts of at least this many rows are encoded column by column
+#: (:meth:`FeatureRegistry.encode_known_many`: a fixed cost of a few us per feature, then
+#: about 0.13 us per feature and row), smaller ones row by row (:meth:`FeatureRegistry.encode_known`,
+#: about 0.22); measured with 10 features, the two cross at about 100 rows.
+_BY_COLUMN = 128
+
+
 def _as_batch(X: Any, registry: FeatureRegistry) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None]:
     """Row count and ``(name, values)`` per column for column-shaped inputs (``None`` for a
     list of dicts); raises :class:`InputError` for anything else."""
@@ -56,7 +63,13 @@ def encode_batch(
     Raises :class:`InputError` for a bad value, leaving ``registry`` untouched.
     """
     n, columns = _as_batch(X, registry)
-    if columns is None:  # dicts whose features and values are all known: nothing to register
+    if columns is None and n < _BY_COLUMN:  # dicts whose features and values are all known: nothing to register
+        rows = [registry.encode_known(x) for x in X]
+        if all(row is not None for row in rows):
+            num = np.array([row[0] for row in rows], dtype=np.float64).reshape(n, registry.n_numeric)  # type: ignore[index]
+            nom = np.array([row[1] for row in rows], dtype=np.int64).reshape(n, registry.n_nominal)  # type: ignore[index]
+            return registry, num, nom, {}
+    elif columns is None:
         known = registry.encode_known_many(X)
         if known is not None:
             return registry, known[0], known[1], {}

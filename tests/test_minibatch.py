@@ -23,14 +23,16 @@ def rows(n: int, seed: int = 0) -> list[tuple[dict, object]]:
         if i > n // 2:
             x["late"] = rng.random()
         y = "hi" if x["a"] > 0.6 else ("mid" if i > n // 3 and x["c"] == "p" else "lo")
+        if rng.random() < 0.05:  # missing values, as None
+            x[rng.choice(sorted(x))] = None
         out.append((x, y))
     return out
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.lists(st.integers(1, 120), min_size=1, max_size=12))
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=12))  # batches of dicts are encoded by row and by column
 def test_any_batch_boundaries_give_the_same_model(sizes: list[int]) -> None:
-    data = rows(400, seed=1)
+    data = rows(700, seed=1)
     one = ProbabilityTree(grace_period=15, refit_every=40)
     for x, y in data:
         one.learn_one(x, y)

@@ -14,7 +14,7 @@ from app.exceptions import Loc
 from app.hosting import KEY_LOC, LearnEvent, ModelHost
 from app.json_route import JSONRoute
 from app.schemas import LearnBody, LearnResult
-from app.validation import Limits, check_features, check_id, check_label, check_length, field_error
+from app.validation import Limits, check_event, check_features, check_id, check_label, check_length, field_error
 
 router = APIRouter(tags=["learn"], route_class=JSONRoute)
 
@@ -50,7 +50,7 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> Fas
         events = [_checked(body.features, body.label, body.id, ("body",), limits)]
     else:
         check_length(body.events, ("body", "events"), limits)
-        events = [_checked(e.get("features"), e["label"], e.get("id"), ("body", "events", i), limits)
+        events = [_checked(*check_event(e, ("body", "events", i)), ("body", "events", i), limits)
                   for i, e in enumerate(body.events)]
         _check_ids_once(events)
     batch = body.events is not None

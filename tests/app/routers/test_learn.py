@@ -90,6 +90,15 @@ BAD_BODIES = [
     (b'{"events": [{"features": {"a": 1}, "label": "x"}, {"features": {"a": NaN}, "label": "x"}]}',
      ["body", "events", 1, "features", "a"]),
     (b'{"events": [{"label": "x"}]}', ["body", "events", 0]),
+    # a batch's events are checked by hand (pydantic skips them), naming the same fields
+    (b'{"events": [{"features": {"a": 1}, "label": "x"}, [1]]}', ["body", "events", 1]),
+    (b'{"events": [{"features": {"a": 1}, "label": "x"}, "x"]}', ["body", "events", 1]),
+    (b'{"events": [{"features": {"a": 1}, "label": "x", "extra": 1}]}', ["body", "events", 0, "extra"]),
+    (b'{"events": [{"features": {"a": 1}}]}', ["body", "events", 0, "label"]),
+    (b'{"events": [{"features": [1, 2], "label": "x"}]}', ["body", "events", 0, "features"]),
+    (b'{"events": [{"features": {"a": 1}, "label": null}]}', ["body", "events", 0, "label"]),
+    (b'{"events": [{"features": {"a": 1}, "label": "x", "id": 1.5}]}', ["body", "events", 0, "id"]),
+    (b'{"events": {"a": 1}}', ["body", "events"]),
     (b'[1, 2]', ["body"]),
     (b'{"features": ', ["body", 13]),  # JSON decode error at character 13
 ]
