@@ -7,7 +7,9 @@ import math
 import pytest
 
 from app.exceptions import InvalidInput
-from app.validation import MAX_DECISIONS, Limits, check_costs, check_features, check_id, check_label, check_length
+from app.validation import (
+    MAX_DECISIONS, Limits, check_costs, check_event, check_features, check_id, check_label, check_length,
+)
 
 LIMITS = Limits(max_batch=3, max_features=4, max_string_length=5, max_labels=2)
 
@@ -71,3 +73,14 @@ def test_valid_costs_give_the_librarys_cost_matrix() -> None:
     matrix = check_costs({"a": {"x": 1, "y": -2.5}, "b": {"x": 0}}, ("c",), LIMITS)
     assert matrix.decisions == ("a", "b") and matrix.labels == ("x", "y")
     assert matrix.to_dict() == {"a": {"x": 1.0, "y": -2.5}, "b": {"x": 0.0}}
+
+
+
+@pytest.mark.parametrize("event, loc, kind", [
+    ([1], ("e",), "dict_type"),
+    ({"features": {}, "label": "y", "other": 1}, ("e", "other"), "extra_forbidden"),
+    ({"features": {}}, ("e", "label"), "missing"),
+    ({"features": [1], "label": "y"}, ("e", "features"), "dict_type"),
+])
+def test_check_event_names_the_field(event, loc, kind) -> None:  # type: ignore[no-untyped-def]
+    assert error(check_event, event, ("e",)) == (loc, kind)
