@@ -75,7 +75,6 @@ def test_valid_costs_give_the_librarys_cost_matrix() -> None:
     assert matrix.to_dict() == {"a": {"x": 1.0, "y": -2.5}, "b": {"x": 0.0}}
 
 
-
 @pytest.mark.parametrize("event, loc, kind", [
     ([1], ("e",), "dict_type"),
     ({"features": {}, "label": "y", "other": 1}, ("e", "other"), "extra_forbidden"),
