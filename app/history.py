@@ -15,8 +15,10 @@ arrival times, so replaying the log after a restart rebuilds exactly the same hi
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
+
+import numpy as np
 
 __all__ = ["MIN_RATE_SPAN", "History", "Point"]
 
@@ -98,6 +100,7 @@ class History:
         self.drifts: deque[tuple[int, str]] = deque(maxlen=max_points)
         self.drift_total = 0  # drift events the model had reported at the last merge
         self.origin: tuple[int, float] | None = None  # (events before the first timed one, its time)
+        self._last_rate: tuple[float, int, Point | None] | None = None  # see _rate_point
 
     def observe(self, t: float | None, window: Callable[[], Mapping[str, Any]]) -> None:
         """Count one event (scored or not) that arrived at time ``t``; take a point if one is due.
@@ -109,30 +112,100 @@ class History:
         window
             Returns the current window summary; called only when a point is taken.
         """
-        self.seq += 1
-        if t is not None and self.origin is None:
-            self.origin = (self.seq - 1, t)
-        due = self.seq % self.every == 0
-        if not due and t is not None:
-            last = self._last_time()
-            due = last is not None and t - last >= self.seconds
-        if due:
-            self.points.append(Point.from_window(self.seq, t, self._rate(t), window()))
+        self.observe_many([t], lambda due: [window() for _ in due])
+
+    def observe_many(self, times: Sequence[float | None],
+                     windows: Callable[[list[int]], Sequence[Mapping[str, Any]]]) -> None:
+        """Count consecutive events, in order; take the points that fall due among them.
+
+        The same points as :meth:`observe` called once per event, found without a Python
+        call per event (:meth:`_due`).
+
+        Parameters
+        ----------
+        times
+            Each event's arrival time (Unix seconds, as logged), or ``None`` if unknown.
+        windows
+            ``windows(due)``: the window summary just after each event ``i`` in ``due`` (indices
+            into ``times``, increasing); called once, with the events where points fall due.
+        """
+        start = self.seq
+        if self.origin is None:
+            first = next(((i, t) for i, t in enumerate(times) if t is not None), None)
+            if first is not None:
+                self.origin = (start + first[0], first[1])
+        due = self._due(times)
+        for i, window in zip(due, windows(due) if due else (), strict=True):
+            self.seq = start + i + 1
+            self.points.append(Point.from_window(self.seq, times[i], self._rate(times[i]), window))
+        self.seq = start + len(times)
+
+    def _due(self, times: Sequence[float | None]) -> list[int]:
+        """The events of ``times`` (indices; they follow the ``seq`` events counted) where points
+        fall due: after a point, the next is due at the next multiple of ``every`` events or at
+        the first event ``seconds`` after the point, whichever comes first."""
+        if not len(times):
+            return []
+        every, seconds = self.every, self.seconds
+        clock = np.array(times, dtype=np.float64)  # None as NaN: never due by time
+        # The latest time in each block of events up to a multiple of every: t - last is
+        # monotone in t, so a block whose latest time is not seconds after the last point has
+        # no point due by time, and needs no look at its events.
+        latest = np.fmax.reduceat(clock, [0, *range((-(self.seq + 1)) % every + 1, len(times), every)]).tolist()
+        due: list[int] = []
+        last = self._last_time()
+        i = 0
+        while i < len(times):
+            nxt = i + (-(self.seq + i + 1)) % every  # its sequence number is a multiple of every
+            block = (self.seq + i) // every - self.seq // every
+            if last is not None and latest[block] - last >= seconds:  # an event before it may be late enough
+                late = np.flatnonzero(clock[i:nxt] - last >= seconds)
+                nxt = i + int(late[0]) if late.size else nxt
+            if nxt >= len(times):
+                break
+            due.append(nxt)
+            last = self._time_or_origin(times[nxt])
+            i = nxt + 1
+        return due
 
     def _last_time(self) -> float | None:
-        if self.points and self.points[-1].time is not None:
-            return self.points[-1].time
+        return self._time_or_origin(self.points[-1].time if self.points else None)
+
+    def _time_or_origin(self, t: float | None) -> float | None:
+        """A point's time, or if it has none the first timed event's (``None`` if none yet)."""
+        if t is not None:
+            return t
         return self.origin[1] if self.origin is not None else None
 
     def _rate(self, t: float | None) -> float | None:
         if t is None:
             return None
-        for p in reversed(self.points):
-            if p.time is not None and t - p.time >= MIN_RATE_SPAN:
-                return (self.seq - p.seq) / (t - p.time)
+        p = self._rate_point(t)
+        if p is not None:
+            return (self.seq - p.seq) / (t - p.time)  # type: ignore[operator]  # a point with a time
         if self.origin is not None and t - self.origin[1] >= MIN_RATE_SPAN:
             return (self.seq - self.origin[0]) / (t - self.origin[1])
         return None
+
+    def _rate_point(self, t: float) -> Point | None:
+        """The newest point at least :data:`MIN_RATE_SPAN` seconds before ``t`` (``None``: none).
+
+        The points are looked at newest first; at the same ``t`` as the last call (the events
+        of a request share their time), only those taken since then.
+        """
+        newest, found = 0, None  # the points up to seq newest were looked at, found the newest fit
+        if self._last_rate is not None and self._last_rate[0] == t:
+            _, newest, found = self._last_rate
+            if found is not None and found.seq < self.points[0].seq:
+                found = None  # dropped since (max_points); none after it fits
+        for p in reversed(self.points):
+            if p.seq <= newest:
+                break
+            if p.time is not None and t - p.time >= MIN_RATE_SPAN:
+                found = p
+                break
+        self._last_rate = (t, self.points[-1].seq if self.points else 0, found)
+        return found
 
     def merge_drifts(self, model: Any) -> None:
         """Record the drift events ``model`` reported since the last merge (if it reports any).

@@ -5,14 +5,18 @@ state is plain numbers so it is stored with each snapshot. Scores are computed a
 time, yet every number depends only on the events and their order, never on how they were
 batched: each row is scored on its own and the running sums are added row by row, in order.
 So replaying a log in pages gives the same numbers, bit for bit, as the live requests did.
+
+A batch is scored once, whatever points of the history fall due inside it: a point taken at
+row ``i`` summarises the recent window as it stands after row ``i`` (the window's rows, then
+the batch's scored rows up to ``i``), so no Python runs per event. The recent window is a ring
+buffer of score rows; its sums are recomputed from its rows, oldest first, at each point.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +33,10 @@ __all__ = ["CostScores", "Prequential", "score", "scores"]
 EPS = 1e-15
 
 BoolArray = npt.NDArray[np.bool_]
+
+#: The columns of a score row in :class:`Prequential`'s window: the three summed, then whether
+#: the prediction was right (1.0 or 0.0).
+LOG_LOSS, BRIER, CONFIDENCE, CORRECT = range(4)
 
 
 def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatArray, FloatArray, BoolArray,
@@ -64,13 +72,20 @@ def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatAr
     rows = np.arange(n)
     columns = np.arange(k)
     seen = columns < known[:, None]
-    p = np.where(seen, proba, 0.0)
+    every_seen = bool(seen.all())
+    # the usual case, every column seen and float64: nothing to blank out (nor np.where's dtype to take)
+    p = proba if every_seen and proba.dtype == np.float64 else np.where(seen, proba, 0.0)
     # math.log, not np.log: numpy's vectorised log may round a value differently by its
     # position in the array, and a row's score must not depend on its batch.
-    log_loss = np.array([-math.log(max(v, EPS)) for v in p[rows, label].tolist()], dtype=np.float64)
-    squares = np.where(seen, (p - (columns == label[:, None])) ** 2, 0.0)
-    # accumulate adds left to right: class by class, as a sum over the prediction in class order
-    brier = np.add.accumulate(squares, axis=1)[:, -1] + (label >= known)  # +1: the unseen true class had 0
+    log_loss = -np.fromiter(map(math.log, np.maximum(p[rows, label], EPS).tolist()), dtype=np.float64, count=n)
+    squares = (p - (columns == label[:, None])) ** 2
+    if not every_seen:
+        squares = np.where(seen, squares, 0.0)
+    # class by class, left to right: a sum over the prediction in class order
+    brier = squares[:, 0].copy()
+    for c in range(1, k):
+        brier += squares[:, c]
+    brier += label >= known  # +1: the unseen true class had 0
     top = p.argmax(axis=1)
     return log_loss, brier, top == label, p[rows, top]
 
@@ -92,12 +107,170 @@ def score(proba: Mapping[ClassLabel, float], label: ClassLabel) -> tuple[float, 
     return float(log_loss[0]), float(brier[0]), bool(correct[0]), float(conf[0])
 
 
-def _running_sum(start: float, values: FloatArray) -> float:
-    """``start + values[0] + values[1] + ...`` added one at a time, left to right (not pairwise:
-    the result must not depend on how a stream was cut into batches)."""
-    if not values.size:
-        return start
-    return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
+def _running_sums(start: Sequence[float], target: IntArray, values: FloatArray) -> list[float]:
+    """Running sums: ``start``, then each of ``values`` added to the sum ``target`` names.
+
+    Parameters
+    ----------
+    start
+        ``(m,)`` the sums so far.
+    target
+        ``(n,)`` which sum each value goes to (``0 .. m - 1``).
+    values
+        ``(n,)`` the values, in order.
+
+    Returns
+    -------
+    list of float
+        ``(m,)`` the new sums.
+
+    Notes
+    -----
+    Each sum is ``start[j] + v_1 + v_2 + ...`` over its values, added one at a time, left to
+    right, not pairwise: so a sum does not depend on how a stream was cut into batches.
+    ``np.add.at`` adds unbuffered, element by element in index order.
+    """
+    sums = np.array(start, dtype=np.float64)
+    np.add.at(sums, target, values)
+    return sums.tolist()  # type: ignore[no-any-return]
+
+
+class _Ring:
+    """The last ``size`` rows (``width`` floats each) of a stream of rows: a ring buffer.
+
+    Parameters
+    ----------
+    size
+        Most rows kept; the oldest go first.
+    width
+        Floats per row.
+    """
+
+    def __init__(self, size: int, width: int) -> None:
+        self.data = np.zeros((size, width), dtype=np.float64)
+        self.end = 0  # the slot of the next row
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def size(self) -> int:
+        """Most rows kept."""
+        return len(self.data)
+
+    def extend(self, rows: FloatArray) -> None:
+        """Append ``(n, width)`` rows, in order."""
+        rows = rows[max(len(rows) - self.size, 0):]
+        if not len(rows):
+            return
+        before_wrap = min(len(rows), self.size - self.end)
+        self.data[self.end : self.end + before_wrap] = rows[:before_wrap]
+        self.data[: len(rows) - before_wrap] = rows[before_wrap:]
+        self.end = (self.end + len(rows)) % self.size
+        self.count = min(self.count + len(rows), self.size)
+
+    def rows(self) -> FloatArray:
+        """The rows, oldest first (a new array)."""
+        return self.data.take(np.arange(self.end - self.count, self.end), axis=0, mode="wrap")
+
+
+class _Pending:
+    """A window's rows (a :class:`_Ring`'s, oldest first), then rows not yet added to it.
+
+    Parameters
+    ----------
+    ring
+        The window.
+    pending
+        The rows to be added, in order.
+    window
+        Whether to hold the window's rows (needed for its summaries, not to add the rows).
+    """
+
+    def __init__(self, ring: _Ring, pending: FloatArray, window: bool) -> None:
+        self.rows = np.concatenate((ring.rows(), pending)) if window and len(ring) else pending
+        self.first = len(self.rows) - len(pending)  # the first pending row
+        self.size = ring.size
+
+    @property
+    def pending(self) -> FloatArray:
+        """The rows not yet added."""
+        return self.rows[self.first:]
+
+    def window(self, added: int) -> tuple[int, int]:
+        """``(lo, hi)``: the window is ``rows[lo:hi]`` once the first ``added`` pending rows are added."""
+        hi = self.first + added
+        return max(hi - self.size, 0), hi
+
+
+class _ScoreTable(_Pending):
+    """Score rows (columns :data:`LOG_LOSS` .. :data:`CORRECT`), prepared to tally runs of them.
+
+    Parameters
+    ----------
+    ring, pending, window
+        As :class:`_Pending` takes them.
+    bins
+        Equal-width confidence bins.
+    """
+
+    def __init__(self, ring: _Ring, pending: FloatArray, window: bool, bins: int) -> None:
+        super().__init__(ring, pending, window)
+        rows = self.rows
+        b = np.minimum((rows[:, CONFIDENCE] * bins).astype(np.int64), bins - 1)
+        self.bins = bins
+        self.target = np.empty((len(rows), 3), dtype=np.intp)  # the sum each summed column goes to
+        self.target[:, LOG_LOSS], self.target[:, BRIER], self.target[:, CONFIDENCE] = 0, 1, b + 2
+        self.values = np.ascontiguousarray(rows[:, :CORRECT])
+        self.cell = b + bins * (rows[:, CORRECT] > 0)  # the bins of the wrong predictions, then the right ones
+
+    def tally(self, lo: int, hi: int, start: Sequence[float]) -> tuple[list[float], list[int], list[int]]:
+        """The sums, bin counts and correct counts of rows ``lo .. hi - 1``.
+
+        Parameters
+        ----------
+        lo, hi
+            The run of rows.
+        start
+            The sums so far: log loss, Brier score, then the confidence of each bin.
+
+        Returns
+        -------
+        tuple of lists
+            The sums after the rows, added one row at a time in order (:func:`_running_sums`);
+            the rows in each bin; the correct ones in each bin.
+        """
+        sums = _running_sums(start, self.target[lo:hi].ravel(), self.values[lo:hi].ravel())
+        cells = np.bincount(self.cell[lo:hi], minlength=2 * self.bins).tolist()
+        corrects = cells[self.bins:]
+        return sums, [a + b for a, b in zip(cells[: self.bins], corrects, strict=True)], corrects
+
+
+class _CostTable(_Pending):
+    """Cost score rows (improved squared error, decision cost; NaN: not costed), prepared to
+    tally runs of them; as :class:`_Pending` takes them."""
+
+    def __init__(self, ring: _Ring, pending: FloatArray, window: bool) -> None:
+        super().__init__(ring, pending, window)
+        costed = ~np.isnan(self.rows[:, 0])
+        self.values = self.rows[costed]
+        self.before = np.concatenate(([0], np.cumsum(costed)))  # costed rows before each row
+        self.target = np.tile(np.arange(2), len(self.values))
+
+    def tally(self, lo: int, hi: int, start: Sequence[float]) -> tuple[int, float, float]:
+        """``(costed, sum of improved squared errors, sum of costs)`` of the costed rows among
+        rows ``lo .. hi - 1``, the sums from ``start`` (:func:`_running_sums`)."""
+        a, b = int(self.before[lo]), int(self.before[hi])
+        ise, cost = _running_sums(start, self.target[2 * a : 2 * b], self.values[a:b].ravel())
+        return b - a, ise, cost
+
+
+class _Tables(NamedTuple):
+    """The window's score rows, then a batch's, of :class:`Prequential` and its :class:`CostScores`."""
+
+    scores: _ScoreTable
+    costs: _CostTable | None
 
 
 def _nan_to_none(v: float) -> float | None:
@@ -128,7 +301,7 @@ class CostScores:
         self.n = 0
         self.sum_ise = 0.0
         self.sum_cost = 0.0
-        self.recent: deque[tuple[float, float]] = deque(maxlen=window)
+        self.recent = _Ring(window, 2)  # (improved squared error, decision cost), NaN: not costed
 
     def scores(self, proba: FloatArray, known: IntArray, label: IntArray,
                classes: Sequence[ClassLabel]) -> tuple[FloatArray, FloatArray]:
@@ -151,24 +324,24 @@ class CostScores:
             cost[rows] = costs.table[chosen, [costs.column[y] for y in ys]]
         return ise, cost
 
-    def add(self, ise: FloatArray, cost: FloatArray) -> None:
-        """Add the scores of consecutive rows (NaN: not costed), in order."""
-        costed = ~np.isnan(ise)
-        self.n += int(costed.sum())
-        self.sum_ise = _running_sum(self.sum_ise, ise[costed])
-        self.sum_cost = _running_sum(self.sum_cost, cost[costed])
-        w = self.window
-        self.recent.extend(zip(ise[-w:].tolist(), cost[-w:].tolist(), strict=True))
+    def table(self, pending: FloatArray, window: bool) -> _CostTable:
+        """The window's rows (if ``window``), then ``pending`` ``(n, 2)`` rows as :meth:`scores`
+        gives them."""
+        return _CostTable(self.recent, pending, window)
+
+    def add(self, table: _CostTable) -> None:
+        """Add the table's pending rows, in order."""
+        n, self.sum_ise, self.sum_cost = table.tally(table.first, len(table.rows), [self.sum_ise, self.sum_cost])
+        self.n += n
+        self.recent.extend(table.pending)
 
     def summary(self) -> dict[str, Any]:
         """``{"costed", "improved_squared_error", "decision_cost"}`` over all events."""
         return self._summary(self.n, self.sum_ise, self.sum_cost)
 
-    def recent_summary(self) -> dict[str, Any]:
-        """The same over the recent window."""
-        recent = np.array(self.recent, dtype=np.float64).reshape(-1, 2)
-        costed = recent[~np.isnan(recent[:, 0])]
-        return self._summary(len(costed), _running_sum(0.0, costed[:, 0]), _running_sum(0.0, costed[:, 1]))
+    def window_summary(self, table: _CostTable, added: int) -> dict[str, Any]:
+        """The same over the recent window once the table's first ``added`` pending rows are added."""
+        return self._summary(*table.tally(*table.window(added), [0.0, 0.0]))
 
     @staticmethod
     def _summary(n: int, ise: float, cost: float) -> dict[str, Any]:
@@ -177,7 +350,7 @@ class CostScores:
     def state(self) -> dict[str, Any]:
         """Everything needed to resume, as JSON-able data (the costs included)."""
         return {"costs": self.costs.to_dict(), "n": self.n, "sum_ise": self.sum_ise, "sum_cost": self.sum_cost,
-                "recent": [[_nan_to_none(a), _nan_to_none(b)] for a, b in self.recent]}
+                "recent": [[_nan_to_none(a), _nan_to_none(b)] for a, b in self.recent.rows().tolist()]}
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], window: int) -> CostScores:
@@ -186,8 +359,8 @@ class CostScores:
         c.n = int(state["n"])
         c.sum_ise = float(state["sum_ise"])
         c.sum_cost = float(state["sum_cost"])
-        c.recent.extend((math.nan if a is None else float(a), math.nan if b is None else float(b))
-                        for a, b in state["recent"])
+        c.recent.extend(np.array([[math.nan if a is None else float(a), math.nan if b is None else float(b)]
+                                  for a, b in state["recent"]], dtype=np.float64).reshape(-1, 2))
         return c
 
 
@@ -227,17 +400,13 @@ class Prequential:
         self.bin_count = [0] * bins
         self.bin_conf = [0.0] * bins
         self.bin_correct = [0] * bins
-        self.recent: deque[tuple[float, float, bool, float]] = deque(maxlen=window)
+        self.recent = _Ring(window, 4)  # score rows, columns LOG_LOSS .. CORRECT
         self.history = history if history is not None else History()
         self.costs = CostScores(costs, window) if costs is not None else None
 
     def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel, t: float | None = None) -> None:
         """Score the prediction made for one event just before it was learned (``t``: its
-        arrival time, the history's clock)."""
-        if not proba:
-            self.unscored += 1
-            self.history.observe(t, self.recent_summary)
-            return
+        arrival time, the history's clock; ``proba`` empty: unscored)."""
         row, known, column, classes = _one_row(proba, label)
         self.update_many(row, known, column, times=[t], classes=classes)
 
@@ -255,47 +424,54 @@ class Prequential:
         times
             Each event's arrival time (Unix seconds, as logged; ``None`` where unknown), the
             history's clock. A history point taken at row ``i`` sees exactly the rows up to
-            ``i``: rows are scored lazily, up to the row where a point falls due, so points
-            do not depend on how events were batched.
+            ``i``, so points do not depend on how events were batched.
         """
-        done = 0
-
-        def window_at(i: int) -> Mapping[str, Any]:
-            nonlocal done
-            self._score_rows(proba[done : i + 1], known[done : i + 1], label[done : i + 1], classes)
-            done = i + 1
-            return self.recent_summary()
-
-        for i, t in enumerate(times if times is not None else [None] * len(known)):
-            self.history.observe(t, lambda i=i: window_at(i))  # type: ignore[misc]
-        self._score_rows(proba[done:], known[done:], label[done:], classes)
-
-    def _score_rows(self, proba: FloatArray, known: IntArray, label: IntArray, classes: Sequence[ClassLabel]) -> None:
         scored = known > 0
-        n = int(scored.sum())
-        self.unscored += len(known) - n
-        if not n:
-            return
-        if n < len(known):
-            proba, known, label = proba[scored], known[scored], label[scored]
-        if self.costs is not None:
-            self.costs.add(*self.costs.scores(proba, known, label, classes))
-        log_loss, brier, correct, conf = scores(proba, known, label)
-        self.n += n
-        self.sum_log_loss = _running_sum(self.sum_log_loss, log_loss)
-        self.sum_brier = _running_sum(self.sum_brier, brier)
-        self.n_correct += int(np.count_nonzero(correct))
-        counts, confs, corrects = self.bin_count, self.bin_conf, self.bin_correct
-        for b, c, ok in zip(self._bins_of(conf).tolist(), conf.tolist(), correct.tolist(), strict=True):
-            counts[b] += 1
-            confs[b] += c  # row by row, in order: the same sum however the rows were batched
-            corrects[b] += ok
-        w = self.window
-        self.recent.extend(zip(log_loss[-w:].tolist(), brier[-w:].tolist(), correct[-w:].tolist(),
-                               conf[-w:].tolist(), strict=True))
+        rows, costs = self._score(proba, known, label, scored, classes)
+        windows: list[_Tables] = []  # with the window's rows: only if a point falls due
 
-    def _bins_of(self, conf: FloatArray) -> IntArray:
-        return np.minimum((conf * self.bins).astype(np.int64), self.bins - 1)
+        def summaries(due: list[int]) -> list[dict[str, Any]]:
+            windows.append(self._tables(rows, costs, window=True))
+            upto = np.cumsum(scored)  # upto[i]: the scored rows among rows 0 .. i
+            return [self._window_summary(windows[0], added) for added in upto[due].tolist()]
+
+        self.history.observe_many([None] * len(known) if times is None else times, summaries)
+        self.unscored += len(known) - len(rows)
+        self._add(windows[0] if windows else self._tables(rows, costs, window=False))
+
+    def _score(self, proba: FloatArray, known: IntArray, label: IntArray, scored: BoolArray,
+               classes: Sequence[ClassLabel]) -> tuple[FloatArray, FloatArray | None]:
+        """The score rows of the batch's scored rows (:func:`scores`), and their cost score rows
+        (:meth:`CostScores.scores`; ``None`` without cost metrics)."""
+        if not scored.all():
+            proba, known, label = proba[scored], known[scored], label[scored]
+        if not len(known):
+            return np.empty((0, 4)), None if self.costs is None else np.empty((0, 2))
+        log_loss, brier, correct, conf = scores(proba, known, label)
+        rows = np.empty((len(known), 4), dtype=np.float64)
+        rows[:, LOG_LOSS], rows[:, BRIER], rows[:, CONFIDENCE], rows[:, CORRECT] = log_loss, brier, conf, correct
+        costs = None if self.costs is None else np.column_stack(self.costs.scores(proba, known, label, classes))
+        return rows, costs
+
+    def _tables(self, rows: FloatArray, costs: FloatArray | None, window: bool) -> _Tables:
+        """The window's rows (if ``window``), then the pending score rows ``rows`` and cost score
+        rows ``costs``."""
+        return _Tables(_ScoreTable(self.recent, rows, window, self.bins),
+                       None if self.costs is None or costs is None else self.costs.table(costs, window))
+
+    def _add(self, tables: _Tables) -> None:
+        """Add the tables' pending rows to the running metrics and the window, row by row, in order."""
+        table = tables.scores
+        sums, counts, corrects = table.tally(table.first, len(table.rows),
+                                             [self.sum_log_loss, self.sum_brier, *self.bin_conf])
+        self.n += len(table.pending)
+        self.sum_log_loss, self.sum_brier, *self.bin_conf = sums
+        self.n_correct += sum(corrects)
+        self.bin_count = [a + b for a, b in zip(self.bin_count, counts, strict=True)]
+        self.bin_correct = [a + b for a, b in zip(self.bin_correct, corrects, strict=True)]
+        self.recent.extend(table.pending)
+        if self.costs is not None and tables.costs is not None:
+            self.costs.add(tables.costs)
 
     def report(self) -> dict[str, Any]:
         """The metrics as JSON-able data: ``{"all": {...}, "recent": {...}}``."""
@@ -309,16 +485,16 @@ class Prequential:
 
     def recent_summary(self) -> dict[str, Any]:
         """The metrics of the recent window: ``n``, ``log_loss``, ..., ``reliability``."""
-        recent = np.array(self.recent, dtype=np.float64).reshape(-1, 4)
-        log_loss, brier, conf = recent[:, 0], recent[:, 1], recent[:, 3]
-        correct = recent[:, 2] > 0
-        b = self._bins_of(conf)
-        counts = np.bincount(b, minlength=self.bins).tolist()
-        corrects = np.bincount(b[correct], minlength=self.bins).tolist()
-        confs = [_running_sum(0.0, conf[b == j]) for j in range(self.bins)]
-        summary = self._summary(len(self.recent), _running_sum(0.0, log_loss), _running_sum(0.0, brier),
-                                int(correct.sum()), counts, confs, corrects)
-        return summary | (self.costs.recent_summary() if self.costs is not None else {})
+        return self._window_summary(self._tables(np.empty((0, 4)), np.empty((0, 2)), window=True), 0)
+
+    def _window_summary(self, tables: _Tables, added: int) -> dict[str, Any]:
+        """:meth:`recent_summary` once the first ``added`` pending rows of ``tables`` are added."""
+        lo, hi = tables.scores.window(added)
+        (log_loss, brier, *confs), counts, corrects = tables.scores.tally(lo, hi, [0.0] * (self.bins + 2))
+        summary = self._summary(hi - lo, log_loss, brier, sum(corrects), counts, confs, corrects)
+        if self.costs is None or tables.costs is None:
+            return summary
+        return summary | self.costs.window_summary(tables.costs, added)
 
     def _summary(self, n: int, ll: float, br: float, nc: int, counts: list[int],
                  confs: list[float], corrects: list[int]) -> dict[str, Any]:
@@ -348,7 +524,7 @@ class Prequential:
             "sum_log_loss": self.sum_log_loss, "sum_brier": self.sum_brier,
             "n_correct": self.n_correct, "bin_count": self.bin_count,
             "bin_conf": self.bin_conf, "bin_correct": self.bin_correct,
-            "recent": [list(r) for r in self.recent],
+            "recent": [[r[LOG_LOSS], r[BRIER], bool(r[CORRECT]), r[CONFIDENCE]] for r in self.recent.rows().tolist()],
             "history": self.history.state(),
         } | ({"costs": self.costs.state()} if self.costs is not None else {})
 
@@ -366,7 +542,9 @@ class Prequential:
         p.bin_count = [int(v) for v in state["bin_count"]]
         p.bin_conf = [float(v) for v in state["bin_conf"]]
         p.bin_correct = [int(v) for v in state["bin_correct"]]
-        p.recent.extend((float(a), float(b), bool(c), float(d)) for a, b, c, d in state["recent"])
+        rows = np.array([[float(a), float(b), float(d), float(bool(c))] for a, b, c, d in state["recent"]],
+                        dtype=np.float64)  # [log_loss, brier, correct, conf] as columns LOG_LOSS .. CORRECT
+        p.recent.extend(rows.reshape(-1, 4))
         # a snapshot from before the cost metrics (or of a model without costs) has none
         p.costs = CostScores.from_state(state["costs"], p.window) if "costs" in state else None
         if history is None:

@@ -4,12 +4,14 @@ and that it survives a snapshot + restart and a replay of the log unchanged."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
-from app.history import History
+from app.history import MIN_RATE_SPAN, History, Point
 from app.hosting import ModelHost
 from app.prequential import Prequential
 from app.storage import DB_NAME
@@ -191,3 +193,92 @@ def test_history_survives_restart_and_is_identical_after_replay(running, tmp_pat
     # after a graceful stop (snapshot at the last event) too
     with running(**settings) as client:
         assert client.get("/models/default/metrics/history").json() == live
+
+
+# -- the batch form against the per-event rules ---------------------------------------------
+
+class ReferenceHistory:
+    """The history's rules applied one event at a time, as first written (the reference for
+    :meth:`History.observe_many`)."""
+
+    def __init__(self, every: int, seconds: float, max_points: int) -> None:
+        self.every, self.seconds, self.max_points = every, seconds, max_points
+        self.seq = 0
+        self.points: list[Point] = []
+        self.origin: tuple[int, float] | None = None
+        self.taken: list[int] = []  # the seq of every point taken, dropped or not
+
+    def observe(self, t: float | None, window: Callable[[], Mapping[str, Any]]) -> None:
+        self.seq += 1
+        if t is not None and self.origin is None:
+            self.origin = (self.seq - 1, t)
+        due = self.seq % self.every == 0
+        if not due and t is not None:
+            last = self.points[-1].time if self.points and self.points[-1].time is not None else (
+                self.origin[1] if self.origin is not None else None)
+            due = last is not None and t - last >= self.seconds
+        if due:
+            point = Point.from_window(self.seq, t, self.rate(t), window())
+            self.points = (self.points + [point])[-self.max_points:]
+            self.taken.append(self.seq)
+
+    def rate(self, t: float | None) -> float | None:
+        if t is None:
+            return None
+        for p in reversed(self.points):
+            if p.time is not None and t - p.time >= MIN_RATE_SPAN:
+                return (self.seq - p.seq) / (t - p.time)
+        if self.origin is not None and t - self.origin[1] >= MIN_RATE_SPAN:
+            return (self.seq - self.origin[0]) / (t - self.origin[1])
+        return None
+
+    def state(self) -> dict[str, Any]:
+        """As :meth:`History.state` (its format)."""
+        h = History(self.every, self.seconds, self.max_points)
+        h.seq, h.origin = self.seq, self.origin
+        h.points.extend(self.points)
+        return h.state()
+
+
+def arrival_times(n: int, seed: int) -> list[float | None]:
+    """Requests of 1 to 40 events sharing their arrival time: mostly a fraction of a second
+    apart, sometimes minutes (a slow stream), now and then without a time or a step back."""
+    rng = np.random.default_rng(seed)
+    times: list[float | None] = []
+    t = 1_000.0
+    while len(times) < n:
+        t += float(rng.choice([0.05, 0.3, 1.7, 31.0, 95.0, -2.0], p=[0.45, 0.25, 0.1, 0.08, 0.04, 0.08]))
+        times += [None if rng.random() < 0.1 else t] * int(rng.integers(1, 41))
+    return times[:n]
+
+
+def cuts_of(n: int, seed: int) -> list[int]:
+    """Random batch boundaries: batches of 1 to 150 events."""
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.integers(1, 151, size=n)).clip(max=n).tolist()
+
+
+@pytest.mark.parametrize(("every", "seconds", "max_points"), [(25, 30.0, 1000), (7, 1.5, 6), (1, 30.0, 3),
+                                                              (1000, 30.0, 4)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_observe_many_takes_the_points_observe_would(every: int, seconds: float, max_points: int, seed: int) -> None:
+    """The same points, at the same events, with the same rates, however the events are batched."""
+    n = 2000
+    times = arrival_times(n, seed)
+    times[:30] = [None] * 30  # no clock at first: the origin comes later
+    ref = ReferenceHistory(every, seconds, max_points)
+    for i, t in enumerate(times):
+        ref.observe(t, lambda i=i: window_at(i))  # type: ignore[misc]
+    assert len(ref.points) > 2 and any(p.events_per_s is not None for p in ref.points)
+    assert every == 1 or any(seq % every for seq in ref.taken)  # some points by time
+    for cuts in ([n], cuts_of(n, seed), list(range(1, n + 1))):
+        history = History(every, seconds, max_points)
+        for a, b in zip([0, *cuts], cuts, strict=False):
+            history.observe_many(times[a:b], lambda due, a=a: [window_at(a + i) for i in due])  # type: ignore[misc]
+        assert history.state() == ref.state()
+        assert orjson.dumps(history.state()) == orjson.dumps(ref.state())  # to the bit
+
+
+def window_at(i: int) -> dict[str, Any]:
+    """A stand-in window summary that names the event it was taken at."""
+    return {"n": i, "log_loss": None, "brier": None, "accuracy": None, "ece": None, "reliability": []}

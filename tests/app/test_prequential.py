@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 
-from app.prequential import EPS, Prequential, score
+from app.history import History
+from app.prequential import EPS, CostScores, Prequential, _one_row, score
+from tests.app.test_history import ReferenceHistory, arrival_times, cuts_of
 
 
 def test_score_by_hand() -> None:
@@ -213,3 +217,143 @@ def test_cost_metrics_do_not_depend_on_batch_boundaries(cuts: list[int]) -> None
     assert pieces.state() == whole.state() == one.state()
     costed = whole.report()["all"]["costed"]
     assert 0 < costed < whole.report()["all"]["n"]
+
+
+# -- the batch implementation against a plain per-event one ---------------------------------
+
+class FullReference:
+    """Everything :class:`Prequential` keeps, one event at a time in plain Python: the window a
+    list of score tuples, every sum a loop from 0.0, the history :class:`ReferenceHistory`."""
+
+    def __init__(self, window: int, bins: int, history: ReferenceHistory, costs: Any = None) -> None:
+        self.window, self.bins, self.history = window, bins, history
+        self.n = self.unscored = self.n_correct = self.costed = 0
+        self.sum_log_loss = self.sum_brier = self.sum_ise = self.sum_cost = 0.0
+        self.bin_count, self.bin_conf, self.bin_correct = [0] * bins, [0.0] * bins, [0] * bins
+        self.recent: list[tuple[float, float, bool, float]] = []
+        self.recent_costs: list[tuple[float, float]] = []
+        self.costs = CostScores(costs, window) if costs is not None else None  # its row scorer only
+        self.format = Prequential(bins=bins)._summary  # the summary's format (not its numbers)
+
+    def update(self, proba: dict[str, float], label: str, t: float | None) -> None:
+        if proba:
+            self.score(proba, label)
+        else:
+            self.unscored += 1
+        self.history.observe(t, self.recent_summary)
+
+    def score(self, proba: dict[str, float], label: str) -> None:
+        log_loss = -math.log(max(proba.get(label, 0.0), EPS))
+        brier = 0.0
+        for c, p in proba.items():
+            d = p - (c == label)
+            brier += d * d
+        brier += label not in proba
+        top = max(proba, key=proba.__getitem__)  # the first on ties
+        conf, correct = proba[top], top == label
+        b = min(int(conf * self.bins), self.bins - 1)
+        self.n += 1
+        self.sum_log_loss += log_loss
+        self.sum_brier += brier
+        self.n_correct += correct
+        self.bin_count[b] += 1
+        self.bin_conf[b] += conf
+        self.bin_correct[b] += correct
+        self.recent = (self.recent + [(log_loss, brier, correct, conf)])[-self.window:] if self.window else []
+        if self.costs is not None:
+            row, known, column, classes = _one_row(proba, label)
+            ise, cost = (float(v[0]) for v in self.costs.scores(row, known, column, classes))
+            if not math.isnan(ise):
+                self.costed += 1
+                self.sum_ise += ise
+                self.sum_cost += cost
+            self.recent_costs = (self.recent_costs + [(ise, cost)])[-self.window:] if self.window else []
+
+    def recent_summary(self) -> dict[str, Any]:
+        log_loss = brier = 0.0
+        counts, confs, corrects = [0] * self.bins, [0.0] * self.bins, [0] * self.bins
+        for ll, br, correct, conf in self.recent:
+            b = min(int(conf * self.bins), self.bins - 1)
+            log_loss += ll
+            brier += br
+            counts[b] += 1
+            confs[b] += conf
+            corrects[b] += correct
+        summary = self.format(len(self.recent), log_loss, brier, sum(corrects), counts, confs, corrects)
+        if self.costs is None:
+            return summary
+        ise = cost = 0.0
+        costed = [(i, c) for i, c in self.recent_costs if not math.isnan(i)]
+        for i, c in costed:
+            ise += i
+            cost += c
+        return summary | self.cost_summary(len(costed), ise, cost)
+
+    @staticmethod
+    def cost_summary(n: int, ise: float, cost: float) -> dict[str, Any]:
+        return {"costed": n, "improved_squared_error": ise / n if n else None, "decision_cost": cost / n if n else None}
+
+    def report(self) -> dict[str, Any]:
+        every = self.format(self.n, self.sum_log_loss, self.sum_brier, self.n_correct, self.bin_count,
+                            self.bin_conf, self.bin_correct)
+        if self.costs is not None:
+            every |= self.cost_summary(self.costed, self.sum_ise, self.sum_cost)
+        return {"unscored": self.unscored, "all": every, "recent": self.recent_summary() | {"window": self.window}}
+
+    def state(self) -> dict[str, Any]:
+        state = {
+            "window": self.window, "bins": self.bins, "n": self.n, "unscored": self.unscored,
+            "sum_log_loss": self.sum_log_loss, "sum_brier": self.sum_brier, "n_correct": self.n_correct,
+            "bin_count": self.bin_count, "bin_conf": self.bin_conf, "bin_correct": self.bin_correct,
+            "recent": [list(r) for r in self.recent], "history": self.history.state(),
+        }
+        if self.costs is None:
+            return state
+        recent = [[None if math.isnan(i) else i, None if math.isnan(c) else c] for i, c in self.recent_costs]
+        return state | {"costs": {"costs": self.costs.costs.to_dict(), "n": self.costed, "sum_ise": self.sum_ise,
+                                  "sum_cost": self.sum_cost, "recent": recent}}
+
+
+def bits(data: Any) -> bytes:
+    """JSON with every float to the bit (``-0.0`` apart from ``0.0``; ``==`` would not tell)."""
+    return orjson.dumps(data)
+
+
+@pytest.mark.parametrize(("window", "bins", "every", "seconds", "costs"), [
+    (40, 7, 25, 3.0, None),  # the window wraps many times, inside batches too
+    (300, 10, 100, 30.0, COSTS_A_TO_D),  # longer than most batches; cost metrics, "e" not costed
+    (1, 3, 1, 30.0, None),  # a window of one, a point at every event
+    (5000, 4, 64, 1.5, None),  # never full
+])
+@pytest.mark.parametrize("seed", [4, 5])
+def test_any_batching_gives_the_per_event_reference_to_the_bit(window: int, bins: int, every: int, seconds: float,
+                                                               costs: Any, seed: int) -> None:
+    """Every number, the window and the history points as the plain loop gives them, whether
+    events come one by one (:meth:`Prequential.update`) or in batches of any size, with classes
+    appearing inside batches, unscored events in the middle and points taken by time."""
+    n = 700
+    probas, labels = stream(n, seed=seed)
+    for i in range(50, n, 97):
+        probas[i] = {}  # unscored, as before the first label
+    times = arrival_times(n, seed)
+    classes = ["a", "b", "c", "d", "e"]
+    ref = FullReference(window, bins, ReferenceHistory(every, seconds, 50), costs)
+    for p, y, t in zip(probas, labels, times, strict=True):
+        ref.update(p, y, t)
+    assert ref.unscored > 1 and ref.n > 600 and ref.history.points
+    assert every == 1 or any(seq % every for seq in ref.history.taken)  # some points by time
+    rows, known, label = as_batch(probas, labels)
+    assert classes == sorted(set(labels)) and len(np.flatnonzero(np.diff(known) > 0)) >= 4
+    for cuts in ([n], cuts_of(n, seed), [25, 400, 401, n], None):
+        got = Prequential(window, bins, History(every, seconds, 50), costs=costs)
+        if cuts is None:
+            for p, y, t in zip(probas, labels, times, strict=True):
+                got.update(p, y, t)
+        else:
+            for a, b in zip([0, *cuts], cuts, strict=False):
+                got.update_many(rows[a:b], known[a:b], label[a:b], times[a:b], classes=classes)
+        assert bits(got.state()) == bits(ref.state())
+        assert bits(got.report()) == bits(ref.report())
+        assert bits(got.history.report()) == bits(Prequential.from_state(ref.state()).history.report())
+        restored = Prequential.from_state(json.loads(json.dumps(got.state())))  # as a snapshot stores it
+        assert bits(restored.state()) == bits(ref.state()) and bits(restored.report()) == bits(ref.report())
