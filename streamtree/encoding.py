@@ -126,7 +126,7 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
     value_of, codes_of = registry.value_of, registry.codes
     values = []
     for c, name in enumerate(numeric):
-        v = x.get(name)
+        v: Any = x.get(name)
         t = type(v)
         if not (t is float or (t is int and -_MAX_INT <= v <= _MAX_INT)):
             v = None if v is None else value_of(NUMERIC, c, v)
