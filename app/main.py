@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         finally:
             await registry.close()
             forwarder.close()
+            gc.unfreeze()  # collectable again (an app built and closed in a longer process, as in tests)
 
     app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
                   # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only

@@ -99,8 +99,9 @@ class Event(TypedDict):
 
     A typed dict rather than a model: a batch holds thousands, and validating each into a
     model instance would cost more than learning it. In a batch, its structure (an object of
-    these keys, ``label`` present, ``features`` an object) and that it has ``features`` or an
-    ``id`` are checked with the limits (:func:`app.validation.check_event`).
+    these keys, ``label`` present, ``features`` an object) is checked by
+    :func:`app.validation.check_event`, and that it has ``features`` or an ``id`` with the
+    limits.
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
