@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from app.history import History
-from app.prequential import EPS, CostScores, Prequential, _one_row, score
+from app.prequential import EPS, FEW, CostScores, Prequential, _one_row, _score_row, score, scores
 from tests.app.test_history import ReferenceHistory, arrival_times, cuts_of
 
 
@@ -357,3 +357,26 @@ def test_any_batching_gives_the_per_event_reference_to_the_bit(window: int, bins
         assert bits(got.history.report()) == bits(Prequential.from_state(ref.state()).history.report())
         restored = Prequential.from_state(json.loads(json.dumps(got.state())))  # as a snapshot stores it
         assert bits(restored.state()) == bits(ref.state()) and bits(restored.report()) == bits(ref.report())
+
+
+def test_a_few_rows_are_scored_as_a_batch_scores_them() -> None:
+    """The few-rows path (Python floats) gives the batch path's (numpy) scores and sums to the
+    bit, with ties, classes not seen yet at a row, an unseen true label and unscored rows."""
+    rng = np.random.default_rng(11)
+    n, k = 60, 4
+    proba = rng.dirichlet(np.ones(k), size=n)
+    proba[5] = [0.4, 0.4, 0.2, 0.0]  # a tie: the first is the top class
+    proba[9] = [0.25, 0.25, 0.25, 0.25]
+    known = rng.integers(0, k + 1, size=n)  # 0: unscored (no label seen yet)
+    label = rng.integers(0, k, size=n)  # sometimes not among the known classes
+    for i in range(n):
+        assert _score_row(proba[i].tolist(), int(known[i]) or 1, int(label[i])) == tuple(
+            float(v) for v in np.array(scores(proba[i:i + 1], np.array([known[i] or 1]), label[i:i + 1]))[[0, 1, 3, 2], 0])
+    batch = Prequential(window=25, history=History(every=7, seconds=1e9))
+    assert n > FEW
+    batch.update_many(proba, known, label)
+    few = Prequential(window=25, history=History(every=7, seconds=1e9))
+    for a in range(0, n, 3):
+        few.update_many(proba[a:a + 3], known[a:a + 3], label[a:a + 3])
+    assert bits(few.state()) == bits(batch.state()) and bits(few.report()) == bits(batch.report())
+    assert bits(few.history.report()) == bits(batch.history.report()) and few.history.points
