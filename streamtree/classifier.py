@@ -45,6 +45,16 @@ def check_label(y: Any) -> ClassLabel:
 
 
 _PLAIN_LABELS = frozenset({str, int, bool})
+#: One example's values of a model without numeric (or nominal) features: never written (the
+#: kernels only read their inputs), shared instead of built per call (0.6 us each, measured).
+_NO_VALUES = np.empty((1, 0), dtype=np.float64)
+_NO_CODES = np.empty((1, 0), dtype=np.int64)
+
+
+def _one_row(values: list[float], codes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """One example's ``(1, n_numeric)`` values and ``(1, n_nominal)`` codes for the kernels."""
+    return (np.array([values], dtype=np.float64) if values else _NO_VALUES,
+            np.array([codes], dtype=np.int64) if codes else _NO_CODES)
 
 
 def check_labels(y: Any) -> list[ClassLabel]:
@@ -89,7 +99,7 @@ class Classifier(base.MiniBatchClassifier):
         reg = self.registry
         known = reg.encode_known(x)  # the steady state: nothing new to validate or register
         if known is not None:
-            num, nom = np.array([known[0]], dtype=np.float64), np.array([known[1]], dtype=np.int64)
+            num, nom = _one_row(*known)
             self._learn(num, nom, [y], {}, want_proba=False)
             return
         n_numeric = reg.n_numeric
@@ -129,9 +139,7 @@ class Classifier(base.MiniBatchClassifier):
         check_mapping(x)
         if not self.classes_:
             return {}
-        values, codes = encode_one(self.registry, x)
-        num = np.array([values], dtype=np.float64)
-        nom = np.array([codes], dtype=np.int64)
+        num, nom = _one_row(*encode_one(self.registry, x))
         return dict(zip(self.classes_, self._predict(num, nom)[0].tolist()))
 
     def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
