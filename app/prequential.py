@@ -452,8 +452,9 @@ class Prequential:
             history's clock. A history point taken at row ``i`` sees exactly the rows up to
             ``i``, so points do not depend on how events were batched.
         """
+        times = [None] * len(known) if times is None else times
         if len(known) <= FEW and self.costs is None:
-            self._update_few(proba, known, label, [None] * len(known) if times is None else times)
+            self._update_few(proba, known, label, times)
             return
         scored = known > 0
         rows, costs = self._score(proba, known, label, scored, classes)
@@ -464,7 +465,7 @@ class Prequential:
             upto = np.cumsum(scored)  # upto[i]: the scored rows among rows 0 .. i
             return [self._window_summary(windows[0], added) for added in upto[due].tolist()]
 
-        self.history.observe_many([None] * len(known) if times is None else times, summaries)
+        self.history.observe_many(times, summaries)
         self.unscored += len(known) - len(rows)
         self._add(windows[0] if windows else self._tables(rows, costs, window=False))
 
@@ -475,7 +476,6 @@ class Prequential:
         a history point falls due. Single learns come this way."""
         rows = [_score_row(p, k, y) for p, k, y in zip(proba.tolist(), known.tolist(), label.tolist(), strict=True)
                 if k > 0]
-        upto = np.cumsum(known > 0).tolist()  # upto[i]: the scored rows among rows 0 .. i
         added = 0
 
         def add(until: int) -> None:
@@ -495,6 +495,7 @@ class Prequential:
             added = until
 
         def summaries(due: list[int]) -> list[dict[str, Any]]:
+            upto = np.cumsum(known > 0).tolist()  # upto[i]: the scored rows among rows 0 .. i
             out = []
             for i in due:
                 add(upto[i])
