@@ -87,6 +87,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "drift_delta": _float(0.0, 1.0, low_open=True, high_open=True, none=True),
     "drift_patience": _int(1, EXAMPLES),
     "naive_bayes": (lambda v: isinstance(v, bool), "a bool"),
+    "linear": (lambda v: isinstance(v, bool), "a bool"),
     "splitter": _choice("hoeffding", "subspace", "random"),
     "subspace_size": _int(1, MAX_FEATURES_LIMIT, none=True),
     "seed": _int(0, 2**63 - 1),

@@ -4,13 +4,15 @@ Layout: the magic bytes ``b"STREAMTREE"``, a big-endian uint32 header length, th
 header (format version, configuration, classes, feature registry, example count), then an
 ``.npz`` archive of the arrays, read back with ``allow_pickle=False``.
 
-Version 3 stores exactly the model's arrays (:mod:`streamtree.state`): ``tree.<name>`` for
+Version 4 stores exactly the model's arrays (:mod:`streamtree.state`): ``tree.<name>`` for
 every :class:`~streamtree.state.TreeArrays` field, ``background.<name>`` for a background tree
 being compared, ``drift.<name>`` for the change detector and its history. Node arrays are cut
 to the nodes in use and class, column and value axes to their logical sizes (capacity depends
 on growth history, not on data); slot arrays keep every slot, so the free-slot stack reloads as
 it was; a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it 0 (no detection
-on record). Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
+on record). Version 3 is version 4 without the linear component's arrays (``lr_*``,
+``mix_*``): such a file was written by a model without it, and its configuration loads with
+``linear=False`` whatever today's default. Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
 statistics, smoother, naive-Bayes and detector states) still load, converted to the arrays.
 Loading a file written by a newer format version, or anything else, raises
 :class:`~streamtree.exceptions.FormatError`.
@@ -44,8 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "dump", "dump_forest", "load", "load_any", "load_forest"]
 
 MAGIC = b"STREAMTREE"
-FORMAT_VERSION = 3
-_READS = (1, 2, 3)
+FORMAT_VERSION = 4
+_READS = (1, 2, 3, 4)
+_LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y")  # new in version 4
 TREE, FOREST = "streamtree.ProbabilityTree", "streamtree.ProbabilityForest"
 FOREST_VERSION = 1
 _EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
@@ -57,6 +60,7 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
     f, c, v = int(t.meta[M_NUMERIC]), int(t.meta[M_NOMINAL]), int(t.meta[M_VALUES])
     nb = t.nb_seen.shape[0]
     nb_v = int(t.meta[M_NB_VALUES]) + 1
+    lin = 1 if t.mix_y.shape[0] else 0
     return {
         "node": t.node[:n], "thr": t.thr[:n], "counts": t.counts[:n, :k], "inherited": t.inherited[:n, :k],
         "hgs": t.hgs[:n], "num_stats": t.num_stats[:, :f, :k], "num_range": t.num_range[:, :f],
@@ -65,7 +69,9 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
         "nb_nom": t.nb_nom[:, :c, :v, :k], "nb_seen": t.nb_seen, "nb_mean": t.nb_mean[: f * nb, : k * nb],
         "nb_inv2var": t.nb_inv2var[: f * nb, : k * nb], "nb_const": t.nb_const[: f * nb, : k * nb],
         "nb_table": t.nb_table[: c * nb, : nb_v * nb, : k * nb], "nb_a": t.nb_a[:, : k * nb], "nb_b": t.nb_b[:, : k * nb],
-        "nb_y": t.nb_y, "meta": t.meta, "meta_f": t.meta_f,
+        "nb_y": t.nb_y, "lr_w": t.lr_w[: k * lin, : f * lin], "lr_bias": t.lr_bias[: k * lin],
+        "lr_scale": t.lr_scale[: f * lin], "mix_a": t.mix_a[:, : k * lin], "mix_b": t.mix_b[:, : k * lin],
+        "mix_y": t.mix_y, "meta": t.meta, "meta_f": t.meta_f,
     }
 
 
@@ -73,12 +79,14 @@ def _capacity(t: TreeArrays) -> list[int]:
     return [t.node.shape[0], t.counts.shape[1], t.shift.shape[0], t.nom_stats.shape[1], t.nom_stats.shape[2]]
 
 
-def _restore(arrays: dict[str, np.ndarray], capacity: list[int], naive_bayes: bool, prior_weight: float) -> TreeArrays:
-    """The inverse of :func:`_logical`: arrays at the saved capacities with the saved values."""
+def _restore(arrays: dict[str, np.ndarray], capacity: list[int], model: ProbabilityTree) -> TreeArrays:
+    """The inverse of :func:`_logical`: arrays at the saved capacities with the saved values
+    (a version-3 file has no linear arrays: its model has no linear component)."""
     nodes, classes, numeric, nominal, values = capacity
     t = new_arrays(nodes=nodes, slots=arrays["slot_seen"].shape[0], classes=classes, numeric=numeric, nominal=nominal,
-                   values=values, naive_bayes=naive_bayes, prior_weight=prior_weight)
-    for name in TreeArrays._fields:  # every one must be there (KeyError: a corrupt file)
+                   values=values, naive_bayes=model.naive_bayes, prior_weight=model.prior_weight, linear=model.linear)
+    fields = TreeArrays._fields if "lr_w" in arrays else [f for f in TreeArrays._fields if f not in _LINEAR_FIELDS]
+    for name in fields:  # every one must be there (KeyError: a corrupt file)
         saved = arrays[name]
         getattr(t, name)[tuple(slice(0, s) for s in saved.shape)] = saved
     return t
@@ -149,18 +157,20 @@ def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
 def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     """Rebuild a model written by :func:`dump` (any version this streamtree reads)."""
     header, arrays = _read(data)
-    model = cls(**header["config"])
+    config = header["config"]
+    if header["version"] < 4 and isinstance(config, dict):
+        config = {**config, "linear": False}  # written before the linear component existed
+    model = cls(**config)
     model.registry = FeatureRegistry.from_state(header["registry"], model.max_features)
     model.classes_ = list(header["classes"])
     model._class_index = {c: i for i, c in enumerate(model.classes_)}
     model.n_examples = int(header["n_examples"])
     try:
-        if header["version"] == FORMAT_VERSION:
+        if header["version"] >= 3:
             capacity = header["capacity"]
-            model._tree = _restore(_prefixed(arrays, "tree."), capacity["tree"], model.naive_bayes, model.prior_weight)
+            model._tree = _restore(_prefixed(arrays, "tree."), capacity["tree"], model)
             if "background.meta" in arrays:
-                model._background = _restore(_prefixed(arrays, "background."), capacity["background"], model.naive_bayes,
-                                             model.prior_weight)
+                model._background = _restore(_prefixed(arrays, "background."), capacity["background"], model)
             if model._drift is not None and "drift.drift_s" in arrays:
                 model._drift = _drift_arrays(_prefixed(arrays, "drift."))
         else:

@@ -36,6 +36,11 @@ The naive-Bayes factor's statistics use the same layout with one slot (``nb_num`
 probabilities, last row: unseen values; NaN rows: a column with no statistics); the scored
 examples that fit ``gamma`` are ``nb_a``, ``nb_b`` (``BUFFER`` rows) and ``nb_y``.
 
+The linear component (:mod:`streamtree.kernels.linear`; empty arrays without it): the
+regression's weights ``lr_w[k, f] = (w, G)`` and intercepts ``lr_bias[k] = (w, G)`` with their
+AdaGrad accumulators, the running scales ``lr_scale[f] = (n, mean, m2)``, and the pool's
+prequential window ``mix_a``, ``mix_b`` (``WINDOW`` rows) and ``mix_y``.
+
 ``meta`` (int64) and ``meta_f`` (float64) hold the logical sizes, counters and fitted scalars
 (``M_*`` and ``F_*`` indexes). ``meta[M_EXAMPLES]`` counts the examples *this* tree learned: it
 schedules its refits and naive-Bayes samples.
@@ -74,10 +79,10 @@ ADWIN_SCALARS = 11  # models saved with 10 (before A_DETECTED_AT) load with it 0
 
 # meta (int64): logical sizes and counters
 (M_NODES, M_EXAMPLES, M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES, M_FREE, M_STOPPED, M_REFITS,
- M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES) = range(14)
+ M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES, M_MIX_SCORED) = range(15)
 META_INTS = 16
 # meta_f (float64): fitted scalars
-(F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA) = range(5)
+(F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA, F_MIX_A, F_MIX_B) = range(7)
 META_FLOATS = 8
 # drift_s (float64): the drift policy's counters
 (D_GAP, D_COMPARED, D_DETECTIONS, D_SWAPS, D_DROPPED, D_TREE_SINCE, D_N_EVENTS, D_ACTIVE) = range(8)
@@ -85,6 +90,7 @@ DRIFT_SCALARS = 8
 EVENTS_KEPT = 20  # drift_ev rows: (kind, at)
 DETECTION, SWAP, DROPPED = range(3)  # event kinds
 BUFFER = 512  # naive-Bayes scored examples kept for fitting gamma
+WINDOW = 1000  # the linear component's prequential window (kernels.linear.WINDOW)
 MIN_PROBA = 1e-15  # the floor of a served probability (only MLE needs it)
 LOG_MIN_PROBA = float(np.log(MIN_PROBA))
 
@@ -114,6 +120,12 @@ class TreeArrays(NamedTuple):
     nb_a: np.ndarray
     nb_b: np.ndarray
     nb_y: np.ndarray
+    lr_w: np.ndarray
+    lr_bias: np.ndarray
+    lr_scale: np.ndarray
+    mix_a: np.ndarray
+    mix_b: np.ndarray
+    mix_y: np.ndarray
     meta: np.ndarray
     meta_f: np.ndarray
 
@@ -130,9 +142,10 @@ class DriftArrays(NamedTuple):
 
 def new_arrays(
     *, nodes: int = 16, slots: int = 4, classes: int = 2, numeric: int = 1, nominal: int = 1, values: int = 1,
-    naive_bayes: bool = False, prior_weight: float = 1.0,
+    naive_bayes: bool = False, prior_weight: float = 1.0, linear: bool = False,
 ) -> TreeArrays:
     """An empty tree (a root leaf owning slot 0) with the given capacities."""
+    lin = 1 if linear else 0
     nb_slots = 1 if naive_bayes else 0
     nb_k = classes if naive_bayes else 0
     node = np.full((nodes, NODE_COLUMNS), -1, dtype=np.int64)
@@ -164,6 +177,12 @@ def new_arrays(
         nb_a=np.full((BUFFER * nb_slots, nb_k), LOG_MIN_PROBA),
         nb_b=np.zeros((BUFFER * nb_slots, nb_k)),
         nb_y=np.zeros(BUFFER * nb_slots, dtype=np.int64),
+        lr_w=np.zeros((classes * lin, numeric * lin, 2)),
+        lr_bias=np.zeros((classes * lin, 2)),
+        lr_scale=np.zeros((numeric * lin, 3)),
+        mix_a=np.full((WINDOW * lin, classes * lin), LOG_MIN_PROBA),
+        mix_b=np.full((WINDOW * lin, classes * lin), LOG_MIN_PROBA),
+        mix_y=np.zeros(WINDOW * lin, dtype=np.int64),
         meta=np.zeros(META_INTS, dtype=np.int64),
         meta_f=np.zeros(META_FLOATS),
     )
@@ -172,6 +191,7 @@ def new_arrays(
     arrays.free_slots[: slots - 1] = np.arange(slots - 1, 0, -1)
     arrays.meta_f[F_THETA0] = np.log(prior_weight)
     arrays.meta_f[F_STEP0] = 0.1
+    arrays.meta_f[F_MIX_A] = 1.0  # the pool starts as the tree alone
     return arrays
 
 
@@ -230,6 +250,7 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
     if (N, M, K, F, C, V) == (n_cap, m_cap, k_cap, f_cap, c_cap, v_cap):
         return t
     nb = t.nb_seen.shape[0]  # 1 with the naive-Bayes factor, else 0
+    lin = 1 if t.mix_y.shape[0] else 0  # 1 with the linear component
     node = _fit(t.node, (N, NODE_COLUMNS), -1)
     node[n_cap:, COL] = 0
     node[n_cap:, DEPTH] = 0
@@ -265,6 +286,12 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
         nb_a=_fit(t.nb_a, (BUFFER * nb, K * nb), LOG_MIN_PROBA),
         nb_b=_fit(t.nb_b, (BUFFER * nb, K * nb), 0.0),
         nb_y=t.nb_y,
+        lr_w=_fit(t.lr_w, (K * lin, F * lin, 2), 0.0),
+        lr_bias=_fit(t.lr_bias, (K * lin, 2), 0.0),
+        lr_scale=_fit(t.lr_scale, (F * lin, 3), 0.0),
+        mix_a=_fit(t.mix_a, (WINDOW * lin, K * lin), LOG_MIN_PROBA),
+        mix_b=_fit(t.mix_b, (WINDOW * lin, K * lin), LOG_MIN_PROBA),
+        mix_y=t.mix_y,
         meta=meta,
         meta_f=t.meta_f.copy(),
     )

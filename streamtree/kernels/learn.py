@@ -53,6 +53,7 @@ from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.hgs import refit_online
+from streamtree.kernels.linear import MIX_EVERY, lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise
 from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
 from streamtree.kernels.randomness import mix, uniform
 from streamtree.kernels.route import route
@@ -61,8 +62,8 @@ from streamtree.kernels.split import best_split, random_split, split_decision, s
 from streamtree.state import (
     A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
-    F_GAMMA, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
-    M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_STOPPED,
+    F_GAMMA, F_MIX_A, F_MIX_B, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
+    M_MIX_SCORED, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_STOPPED,
     M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA, DriftArrays, TreeArrays,
 )
 
@@ -73,8 +74,9 @@ __all__ = [
 
 # cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
 (C_GRACE, C_MAX_DEPTH, C_MAX_NODES, C_SPLIT_POINTS, C_CRITERION, C_INHERIT, C_HONEST, C_REFIT_EVERY,
- C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE, C_SPLITTER, C_SEED, C_SUBSPACE) = range(17)
-CONFIG_INTS = 17
+ C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE, C_SPLITTER, C_SEED, C_SUBSPACE,
+ C_LINEAR) = range(18)
+CONFIG_INTS = 18
 (C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
 CONFIG_FLOATS = 4
 
@@ -91,9 +93,11 @@ SCRATCH_ROWS = 5  # per-class working arrays of the learning loop (scratch)
 @njit(cache=True)
 def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
     """What the model serves at the end of ``path``: the smoother's probabilities (floored at
-    ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros), tempered by
-    the naive-Bayes factor ``smoothed * exp(gamma * loglik)`` renormalised when ``gamma > 0``.
-    Writes ``out[:K]`` and leaves the untempered probabilities in ``smoothed[:K]``."""
+    ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros), pooled with
+    the linear component (:func:`~streamtree.kernels.linear.mix_pool`) when it is on and its
+    weights are not the tree's alone, then tempered by the naive-Bayes factor
+    ``smoothed * exp(gamma * loglik)`` renormalised when ``gamma > 0``. Writes ``out[:K]`` and
+    leaves the untempered probabilities in ``smoothed[:K]``."""
     k = t.meta[M_CLASSES]
     path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, smoothed)
     if cfg_i[C_SMOOTHER] == MLE:
@@ -104,6 +108,14 @@ def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, log
             total += smoothed[j]
         for j in range(k):
             smoothed[j] /= total
+    if cfg_i[C_LINEAR]:
+        a, b = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B]
+        if a != 1.0 or b != 0.0:
+            n_numeric = t.meta[M_NUMERIC]
+            z = np.empty(max(n_numeric, 1))
+            standardise(t.lr_scale, num_row, n_numeric, z)
+            lr_proba(t.lr_w, t.lr_bias, z, n_numeric, k, loglik)
+            mix_pool(smoothed, loglik, a, b, k, smoothed)
     gamma = t.meta_f[F_GAMMA]
     if cfg_i[C_NB] and gamma != 0.0:
         _loglik(t, num_row, nom_row, k, loglik)
@@ -355,10 +367,33 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr) -> None:  # type: ignore[no-untyped-def]
+    """The linear component's share of learning one example of class ``k``: score the tree's
+    smoothed probabilities and the regression's before either learns it into the pool's
+    window, refit the pool every ``MIX_EVERY`` scored examples, and take the regression's
+    step (:mod:`streamtree.kernels.linear`). ``p_tree`` and ``p_lr`` are scratch."""
+    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, n_classes, p_tree)
+    z = np.empty(n_numeric)
+    standardise(t.lr_scale, num_row, n_numeric, z)
+    lr_proba(t.lr_w, t.lr_bias, z, n_numeric, n_classes, p_lr)
+    mix_score(t.mix_a, t.mix_b, t.mix_y, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
+    t.meta[M_MIX_SCORED] += 1
+    if t.meta[M_MIX_SCORED] % MIX_EVERY == 0:
+        a, b = mix_fit(t.mix_a, t.mix_b, t.mix_y, t.meta[M_MIX_SCORED], n_classes, t.meta_f[F_MIX_A],
+                       t.meta_f[F_MIX_B])
+        t.meta_f[F_MIX_A] = a
+        t.meta_f[F_MIX_B] = b
+    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)
+
+
+@njit(cache=True)
 def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right) -> None:  # type: ignore[no-untyped-def]
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
     of the module docstring)."""
     n_classes = t.meta[M_CLASSES]
+    n_numeric = t.meta[M_NUMERIC]
+    if cfg_i[C_LINEAR] and n_numeric > 0:
+        _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left)
     if cfg_i[C_NB]:
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
             # the factor's fitting sample: the untempered prediction and the log likelihoods
@@ -555,6 +590,10 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
                 # the feature models describe the concept that just failed: until the next
                 # refit (or a swap), predict from the counts alone
                 t.meta_f[F_GAMMA] = 0.0
+            if cfg_i[C_LINEAR]:  # likewise the regression: the pool restarts from the tree alone
+                t.meta_f[F_MIX_A] = 1.0
+                t.meta_f[F_MIX_B] = 0.0
+                t.meta[M_MIX_SCORED] = 0
             d.drift_s[D_DETECTIONS] += 1.0
             _event(d, DETECTION, at)
             if not active:
