@@ -90,7 +90,7 @@ DRIFT_SCALARS = 8
 EVENTS_KEPT = 20  # drift_ev rows: (kind, at)
 DETECTION, SWAP, DROPPED = range(3)  # event kinds
 BUFFER = 512  # naive-Bayes scored examples kept for fitting gamma
-WINDOW = 1000  # the linear component's prequential window (kernels.linear.WINDOW)
+WINDOW = 1000  # prequential examples the linear component's pool is fitted on (kernels.linear)
 MIN_PROBA = 1e-15  # the floor of a served probability (only MLE needs it)
 LOG_MIN_PROBA = float(np.log(MIN_PROBA))
 

@@ -39,12 +39,13 @@ import math
 import numpy as np
 from numba import njit
 
+from streamtree.state import WINDOW
+
 __all__ = [
     "CLIP", "ETA", "L2", "MIX_EVERY", "PRIOR", "WINDOW", "lr_learn", "lr_proba", "mix_fit", "mix_pool", "mix_score",
     "standardise",
 ]
 
-WINDOW = 1000  # prequential examples the pool's weights are fitted on
 MIX_EVERY = 100  # the pool is refitted every this many scored examples
 NEWTON_STEPS = 5
 PRIOR = 5.0  # strength of the pull toward (a, b) = (1, 0), in examples
