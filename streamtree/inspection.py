@@ -10,13 +10,14 @@ import numpy as np
 
 from streamtree.encoding import encode_one
 from streamtree.features import NUMERIC
-from streamtree.kernels.learn import C_NB, proba_at
+from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at
+from streamtree.kernels.linear import lr_proba, standardise
 from streamtree.kernels.naive_bayes import nb_loglik
 from streamtree.kernels.route import route
 from streamtree.state import (
     COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
-    F_GAMMA, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
-    M_NB_VALUES, M_NODES, M_STOPPED, PARENT, RIGHT, TreeArrays,
+    F_GAMMA, F_MIX_A, F_MIX_B, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
+    M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ def summary(model: ProbabilityTree) -> dict[str, Any]:
         out[model._smoother.name] = extra
     if model.naive_bayes:
         out["naive_bayes"] = {"gamma": float(t.meta_f[F_GAMMA]), "n_scored": int(t.meta[M_NB_SCORED])}
+    if model.linear:
+        out["linear"] = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]),
+                         "n_scored": int(t.meta[M_MIX_SCORED])}
     return out
 
 
@@ -128,6 +132,7 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
     smoothed: dict[Any, float] = {}
     proba: dict[Any, float] = {}
     factor = None
+    linear = None
     if k:
         out, untempered, loglik = np.empty(k), np.empty(k), np.empty(k)
         proba_at(t, model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
@@ -137,6 +142,14 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
             nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES],
                       t.meta[M_NB_NUMERIC], t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num, nom, k, loglik)
             factor = {"gamma": float(t.meta_f[F_GAMMA]), "loglik": dict(zip(model.classes_, loglik.tolist()))}
+        if model._cfg_i[C_LINEAR]:
+            n_numeric = int(t.meta[M_NUMERIC])
+            z, regression = np.empty(max(n_numeric, 1)), np.full(k, 1.0 / k)
+            if n_numeric:
+                standardise(t.lr_scale, num, n_numeric, z)
+                lr_proba(t.lr_w, t.lr_bias, z, n_numeric, k, regression)
+            linear = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]),
+                      "regression": dict(zip(model.classes_, regression.tolist()))}
     nodes = [
         {
             "node": node,
@@ -156,6 +169,7 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
         "prior_share": prior_share,
         "smoothed": smoothed,
         "naive_bayes": factor,
+        "linear": linear,
         "proba": proba,
         "drift": drift_summary(model),
     }

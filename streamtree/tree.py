@@ -424,8 +424,11 @@ class ProbabilityTree(Classifier):
         With HGS the leaf's probability (``smoothed``) is a mixture: the leaf's own relative
         frequencies with share ``n_l / Z``, each ancestor's with share ``alpha_p / Z`` and the
         uniform pseudo-node with share ``alpha0 / Z``, ``Z = n_l + sum alpha_p + alpha0``; the
-        shares sum to one. With ``naive_bayes=True``, ``naive_bayes`` holds ``gamma`` and each
-        class's log likelihood ``ll``, and ``proba`` is ``smoothed * exp(gamma * ll)``
+        shares sum to one. With ``linear=True``, ``linear`` holds the pool's weights ``a``,
+        ``b`` and the regression's probabilities ``regression``, and ``smoothed`` is the pool
+        ``tree**a * regression**b`` renormalised (the tree's own probabilities when ``(a, b)``
+        is still ``(1, 0)``). With ``naive_bayes=True``, ``naive_bayes`` holds ``gamma`` and
+        each class's log likelihood ``ll``, and ``proba`` is ``smoothed * exp(gamma * ll)``
         renormalised; otherwise ``proba`` is ``smoothed``.
         """
         check_mapping(x)

@@ -1,0 +1,121 @@
+"""The linear component's kernels against their oracle,
+:class:`tests.reference.linear.LinearComponent`, bit for bit (both are scalar ``math``
+arithmetic in the same order), and what the pool's fit must do."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise
+from streamtree.state import LOG_MIN_PROBA, WINDOW
+from tests.reference.linear import LinearComponent
+
+
+class Arrays:
+    """The component's arrays, with capacities larger than the logical sizes."""
+
+    def __init__(self, n_numeric: int, n_classes: int) -> None:
+        self.w = np.zeros((n_classes + 2, n_numeric + 3, 2))
+        self.bias = np.zeros((n_classes + 2, 2))
+        self.scale = np.zeros((n_numeric + 3, 3))
+        self.mix_a = np.full((WINDOW, n_classes + 2), LOG_MIN_PROBA)
+        self.mix_b = np.full((WINDOW, n_classes + 2), LOG_MIN_PROBA)
+        self.mix_y = np.zeros(WINDOW, dtype=np.int64)
+        self.n_scored = 0
+        self.a, self.b = 1.0, 0.0
+
+
+def _stream(n: int, n_numeric: int, n_classes: int, seed: int) -> list[tuple[list[float], int]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        x = [rng.gauss(3.0 * f, 1.0 + f) for f in range(n_numeric)]
+        y = min(n_classes - 1, max(0, int(x[0] - x[1] / 3.0 + 1.5 + rng.gauss(0.0, 0.5))))
+        if rng.random() < 0.05:
+            x[rng.randrange(n_numeric)] = math.nan
+        out.append((x, y))
+    return out
+
+
+def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
+    n_numeric, n_classes = 3, 3
+    arrays, oracle = Arrays(n_numeric, n_classes), LinearComponent(n_numeric, n_classes)
+    rng = random.Random(5)
+    z, q, p_lr, p_tree = np.empty(n_numeric), np.empty(n_classes), np.empty(n_classes), np.empty(n_classes)
+    for x, y in _stream(2500, n_numeric, n_classes, seed=1):
+        row = np.array(x)
+        tree = [rng.random() + 0.01 for _ in range(n_classes)]
+        p_tree[:] = np.array(tree) / sum(tree)
+        # predict before learning: the regression, then the pool with the current weights
+        standardise(arrays.scale, row, n_numeric, z)
+        assert z.tolist() == oracle.standardise(x)
+        lr_proba(arrays.w, arrays.bias, z, n_numeric, n_classes, p_lr)
+        assert p_lr.tolist() == oracle.proba(x)
+        pooled = np.empty(n_classes)
+        mix_pool(p_tree, p_lr, arrays.a, arrays.b, n_classes, pooled)
+        assert pooled.tolist() == LinearComponent.pool(p_tree.tolist(), p_lr.tolist(), oracle.a, oracle.b)
+        # score, refit on schedule, learn
+        mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, p_tree, p_lr, n_classes, y)
+        arrays.n_scored += 1
+        if arrays.n_scored % 100 == 0:
+            arrays.a, arrays.b = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, n_classes, arrays.a,
+                                         arrays.b)
+        oracle.score(p_tree.tolist(), p_lr.tolist(), y)
+        assert (arrays.a, arrays.b) == (oracle.a, oracle.b)
+        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, q)
+        oracle.learn(x, y)
+    assert arrays.w[:n_classes, :n_numeric, 0].tolist() == oracle.w
+    assert arrays.w[:n_classes, :n_numeric, 1].tolist() == oracle.g
+    assert arrays.bias[:n_classes, 0].tolist() == oracle.bias
+    assert arrays.scale[:n_numeric].tolist() == oracle.scale
+    # the window wrapped (2,500 examples in 1,000 rows) and the fit moved off the tree alone
+    assert arrays.n_scored > WINDOW and arrays.b > 0.0
+    # nothing past the logical sizes was written
+    assert not arrays.w[n_classes:].any() and not arrays.w[:, n_numeric:].any()
+    assert (arrays.mix_a[:, n_classes:] == LOG_MIN_PROBA).all()
+
+
+def test_standardise_leaves_missing_and_constant_columns_at_zero_and_clips() -> None:
+    scale = np.array([[10.0, 2.0, 9.0], [10.0, 1.0, 0.0], [1.0, 5.0, 0.0]])  # sd 1; constant; seen once
+    z = np.empty(3)
+    standardise(scale, np.array([100.0, 7.0, 3.0]), 3, z)
+    assert z.tolist() == [5.0, 0.0, 0.0]
+    standardise(scale, np.array([math.nan, 7.0, 3.0]), 3, z)
+    assert z[0] == 0.0
+    standardise(scale, np.array([1.0, 7.0, 3.0]), 3, z)
+    assert z[0] == -1.0
+
+
+def _window(n: int, informative: bool, seed: int) -> Arrays:
+    """A window where the tree says nothing (uniform) and the regression is right 90% of the
+    time with confidence 0.9 (``informative``), or says the same confident things at random."""
+    rng = random.Random(seed)
+    arrays = Arrays(1, 2)
+    for _ in range(n):
+        y = rng.randrange(2)
+        guess = y if (rng.random() < 0.9 if informative else rng.random() < 0.5) else 1 - y
+        p_lr = np.array([0.9, 0.1]) if guess == 0 else np.array([0.1, 0.9])
+        mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, np.array([0.5, 0.5]), p_lr, 2, y)
+        arrays.n_scored += 1
+    return arrays
+
+
+def test_the_pool_trusts_a_regression_that_predicts_and_ignores_one_that_does_not() -> None:
+    good = _window(WINDOW, informative=True, seed=0)
+    a, b = mix_fit(good.mix_a, good.mix_b, good.mix_y, good.n_scored, 2, 1.0, 0.0)
+    assert 0.8 < b < 1.2  # the regression is calibrated: its own probabilities, weight ~1
+    noise = _window(WINDOW, informative=False, seed=0)
+    a, b = mix_fit(noise.mix_a, noise.mix_b, noise.mix_y, noise.n_scored, 2, 1.0, 0.0)
+    assert b < 0.05 and a == pytest.approx(1.0)
+
+
+def test_the_pool_with_the_tree_alone_is_the_tree() -> None:
+    p_tree, p_lr, out = np.array([0.2, 0.7, 0.1]), np.array([0.6, 0.2, 0.2]), np.empty(3)
+    mix_pool(p_tree, p_lr, 1.0, 0.0, 3, out)
+    np.testing.assert_allclose(out, p_tree, rtol=1e-15)
+    mix_pool(p_tree, p_lr, 0.0, 1.0, 3, out)
+    np.testing.assert_allclose(out, p_lr, rtol=1e-15)
