@@ -367,13 +367,12 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr) -> None:  # type: ignore[no-untyped-def]
+def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z) -> None:  # type: ignore[no-untyped-def]
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window, refit the pool every ``MIX_EVERY`` scored examples, and take the regression's
-    step (:mod:`streamtree.kernels.linear`). ``p_tree`` and ``p_lr`` are scratch."""
+    step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z`` are scratch."""
     path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, n_classes, p_tree)
-    z = np.empty(n_numeric)
     standardise(t.lr_scale, num_row, n_numeric, z)
     lr_proba(t.lr_w, t.lr_bias, z, n_numeric, n_classes, p_lr)
     mix_score(t.mix_a, t.mix_b, t.mix_y, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
@@ -383,17 +382,17 @@ def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeri
                        t.meta_f[F_MIX_B])
         t.meta_f[F_MIX_A] = a
         t.meta_f[F_MIX_B] = b
-    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)
+    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
 
 
 @njit(cache=True)
-def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right) -> None:  # type: ignore[no-untyped-def]
+def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z) -> None:  # type: ignore[no-untyped-def]
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
-    of the module docstring)."""
+    of the module docstring); ``z`` is scratch of at least the tree's numeric columns."""
     n_classes = t.meta[M_CLASSES]
     n_numeric = t.meta[M_NUMERIC]
     if cfg_i[C_LINEAR] and n_numeric > 0:
-        _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left)
+        _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
     if cfg_i[C_NB]:
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
             # the factor's fitting sample: the untempered prediction and the log likelihoods
@@ -543,6 +542,7 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
     out, smoothed, loglik, left, right = work[0], work[1], work[2], work[3], work[4]
     drift = cfg_i[C_DRIFT] == 1
     n = num.shape[0]
+    z = np.empty(max(t.lr_scale.shape[0], bg.lr_scale.shape[0], 1))  # the linear component's scratch
     for r in range(start, n):
         w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0
@@ -574,14 +574,14 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
                 p_bg = out[k]
                 d.drift_s[D_GAP] += math.log(max(p_bg, MIN_PROBA)) - math.log(max(p_tree, MIN_PROBA))
                 d.drift_s[D_COMPARED] += 1.0
-        learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right)
+        learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z)
         for _ in range(1, w):  # again, on the path as it is now (the leaf may have split)
             length = route(t.node, t.thr, num[r], nom[r], path)
-            learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right)
+            learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z)
         if active:
             for _ in range(w):
                 bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
-                learn_in_tree(bg, cfg_i, cfg_f, fkeys, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right)
+                learn_in_tree(bg, cfg_i, cfg_f, fkeys, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right, z)
         if not drift:
             continue
         detected = adwin_update(d.adwin_b, d.adwin_n, d.adwin_s, error) and d.adwin_s[A_CHANGE] > 0.0

@@ -96,13 +96,13 @@ def lr_proba(w, bias, z, n_numeric, n_classes, out) -> None:  # type: ignore[no-
 @njit(cache=True)
 def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q) -> None:  # type: ignore[no-untyped-def]
     """One AdaGrad step of the regression on an example of class ``y`` whose standardised
-    values are ``z``, then add its raw values to the running scales (Welford).
+    values are ``z`` and whose current prediction is ``q = softmax(bias + w z)``
+    (:func:`lr_proba`), then add its raw values to the running scales (Welford).
 
-    With ``q = softmax(bias + w z)`` (written to ``q``) and ``r_k = q_k - [k = y]``, the
+    With ``r_k = q_k - [k = y]``, the
     gradient of the log loss plus ``L2 / 2 |w|^2`` is ``g_kf = r_k z_f + L2 w_kf`` (``r_k``
     for the intercept); each coordinate accumulates ``G += g^2`` and moves by
     ``-ETA g / sqrt(G + 1e-8)``."""
-    lr_proba(w, bias, z, n_numeric, n_classes, q)
     for k in range(n_classes):
         r = q[k] - (1.0 if k == y else 0.0)
         bias[k, 1] += r * r

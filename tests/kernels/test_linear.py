@@ -45,7 +45,7 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
     n_numeric, n_classes = 3, 3
     arrays, oracle = Arrays(n_numeric, n_classes), LinearComponent(n_numeric, n_classes)
     rng = random.Random(5)
-    z, q, p_lr, p_tree = np.empty(n_numeric), np.empty(n_classes), np.empty(n_classes), np.empty(n_classes)
+    z, p_lr, p_tree = np.empty(n_numeric), np.empty(n_classes), np.empty(n_classes)
     for x, y in _stream(2500, n_numeric, n_classes, seed=1):
         row = np.array(x)
         tree = [rng.random() + 0.01 for _ in range(n_classes)]
@@ -66,7 +66,7 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
                                          arrays.b)
         oracle.score(p_tree.tolist(), p_lr.tolist(), y)
         assert (arrays.a, arrays.b) == (oracle.a, oracle.b)
-        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, q)
+        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, p_lr)
         oracle.learn(x, y)
     assert arrays.w[:n_classes, :n_numeric, 0].tolist() == oracle.w
     assert arrays.w[:n_classes, :n_numeric, 1].tolist() == oracle.g
