@@ -10,7 +10,7 @@ import numpy as np
 
 from streamtree.encoding import encode_one
 from streamtree.features import NUMERIC
-from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at
+from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at, tree_proba
 from streamtree.kernels.linear import lr_proba, standardise
 from streamtree.kernels.naive_bayes import nb_loglik
 from streamtree.kernels.route import route
@@ -134,9 +134,10 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
     factor = None
     linear = None
     if k:
-        out, untempered, loglik = np.empty(k), np.empty(k), np.empty(k)
+        out, untempered, loglik, own = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
         proba_at(t, model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
-        smoothed = dict(zip(model.classes_, untempered.tolist()))
+        tree_proba(t, model._cfg_i, model._cfg_f, path_array, length, k, own)
+        smoothed = dict(zip(model.classes_, own.tolist()))
         proba = dict(zip(model.classes_, out.tolist()))
         if model._cfg_i[C_NB]:
             nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES],
@@ -144,12 +145,13 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
             factor = {"gamma": float(t.meta_f[F_GAMMA]), "loglik": dict(zip(model.classes_, loglik.tolist()))}
         if model._cfg_i[C_LINEAR]:
             n_numeric = int(t.meta[M_NUMERIC])
-            z, regression = np.empty(max(n_numeric, 1)), np.full(k, 1.0 / k)
+            standardised, regression = np.empty(max(n_numeric, 1)), np.full(k, 1.0 / k)
             if n_numeric:
-                standardise(t.lr_scale, num, n_numeric, z)
-                lr_proba(t.lr_w, t.lr_bias, z, n_numeric, k, regression)
+                standardise(t.lr_scale, num, n_numeric, standardised)
+                lr_proba(t.lr_w, t.lr_bias, standardised, n_numeric, k, regression)
             linear = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]),
-                      "regression": dict(zip(model.classes_, regression.tolist()))}
+                      "regression": dict(zip(model.classes_, regression.tolist())),
+                      "pooled": dict(zip(model.classes_, untempered.tolist()))}
     nodes = [
         {
             "node": node,

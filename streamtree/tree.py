@@ -142,10 +142,11 @@ class ProbabilityTree(Classifier):
         the standardised numeric features, ``p(y|x) ~ p_tree(y|leaf)**a * p_lr(y|x)**b``, with
         ``a`` in [0, 1] and ``b >= 0`` fitted by Newton steps on the last 1,000 examples as
         they were predicted before being learned (:mod:`streamtree.kernels.linear`); a
-        detected change resets the pool to the tree alone. Where the concept is smooth or
-        linear inside a leaf the regression carries it (measured in the README's quality
-        table); where it is not, the fitted ``b`` stays near 0. Without numeric features it
-        does nothing.
+        detected change resets the pool to the tree alone. On by default: where the concept is
+        smooth or linear inside a leaf the regression carries it (measured on 25 streams:
+        log loss -40% on Waveform, -35% on Hyperplane, -50% on ImageSegments), and where it is
+        not the fitted ``b`` stays near 0 (within 3% of the tree alone on every stream).
+        Without numeric features it does nothing.
     splitter
         How a leaf chooses its split: ``"hoeffding"`` (the default: the best split by
         ``split_criterion`` once the Hoeffding test is sure of it), ``"subspace"`` (the same
@@ -199,7 +200,7 @@ class ProbabilityTree(Classifier):
         drift_delta: float | None = 0.002,
         drift_patience: int = 2000,
         naive_bayes: bool = False,
-        linear: bool = False,
+        linear: bool = True,
         splitter: str = "hoeffding",
         subspace_size: int | None = None,
         seed: int = 0,
@@ -425,11 +426,12 @@ class ProbabilityTree(Classifier):
         frequencies with share ``n_l / Z``, each ancestor's with share ``alpha_p / Z`` and the
         uniform pseudo-node with share ``alpha0 / Z``, ``Z = n_l + sum alpha_p + alpha0``; the
         shares sum to one. With ``linear=True``, ``linear`` holds the pool's weights ``a``,
-        ``b`` and the regression's probabilities ``regression``, and ``smoothed`` is the pool
-        ``tree**a * regression**b`` renormalised (the tree's own probabilities when ``(a, b)``
-        is still ``(1, 0)``). With ``naive_bayes=True``, ``naive_bayes`` holds ``gamma`` and
-        each class's log likelihood ``ll``, and ``proba`` is ``smoothed * exp(gamma * ll)``
-        renormalised; otherwise ``proba`` is ``smoothed``.
+        ``b``, the regression's probabilities ``regression`` and ``pooled``, ``smoothed**a *
+        regression**b`` renormalised (``smoothed`` itself while ``(a, b)`` is still ``(1, 0)``).
+        With ``naive_bayes=True``, ``naive_bayes`` holds ``gamma`` and each class's log
+        likelihood ``ll``, and ``proba`` is ``pooled * exp(gamma * ll)`` renormalised (with
+        ``pooled`` read as ``smoothed`` when ``linear=False``); otherwise ``proba`` is
+        ``pooled``.
         """
         check_mapping(x)
         return inspection.explain(self, x)

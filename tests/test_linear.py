@@ -55,9 +55,16 @@ def test_a_linear_concept_is_learned_better_with_the_component() -> None:
     assert with_component < 0.9 * plain
     pool = linear.summary()["linear"]
     assert pool["b"] > 0.2 and 0.0 <= pool["a"] <= 1.0
-    explained = linear.explain_one(data[-1][0])["linear"]
+    explanation = linear.explain_one(data[-1][0])
+    explained = explanation["linear"]
     assert set(explained["regression"]) == set(linear.classes_)
     assert math.isclose(sum(explained["regression"].values()), 1.0)
+    assert explanation["proba"] == explained["pooled"]  # no naive-Bayes factor: the pool is served
+    for label in linear.classes_:  # the pool, recomputed from its parts
+        expected = explanation["smoothed"][label] ** pool["a"] * explained["regression"][label] ** pool["b"]
+        total = sum(explanation["smoothed"][c] ** pool["a"] * explained["regression"][c] ** pool["b"]
+                    for c in linear.classes_)
+        assert math.isclose(explained["pooled"][label], expected / total, rel_tol=1e-9)
 
 
 def test_without_numeric_features_the_component_changes_nothing() -> None:

@@ -269,7 +269,8 @@ def test_explain_one_shares_reconstruct_the_probability() -> None:
     for label in model.classes_:
         mixture = sum(n["share"] * n["mle"][label] for n in path if n["mle"]) + explained["prior_share"] / k
         assert mixture == pytest.approx(explained["smoothed"][label])
-    assert explained["proba"] == explained["smoothed"] and explained["naive_bayes"] is None
+    # served: the linear component's pool of these probabilities (no naive-Bayes factor)
+    assert explained["proba"] == explained["linear"]["pooled"] and explained["naive_bayes"] is None
 
 
 def test_summary_and_tree_are_plain_data() -> None:
@@ -315,8 +316,9 @@ def test_half_life_forgets_an_old_concept() -> None:
     """After the concept flips, a forgetting tree follows the new one; counts stay consistent."""
     rng = random.Random(2)
     stream_ = [({"a": v, "b": rng.random()}, (v > 0.5) != (i >= 3000)) for i, v in enumerate(rng.random() for _ in range(5000))]
-    plain = ProbabilityTree(refit_every=200, drift_delta=None)
-    forgetting = ProbabilityTree(refit_every=200, half_life=500, drift_delta=None)
+    # the counts alone: the linear component's regression follows the flip for both
+    plain = ProbabilityTree(refit_every=200, drift_delta=None, linear=False)
+    forgetting = ProbabilityTree(refit_every=200, half_life=500, drift_delta=None, linear=False)
     for model in (plain, forgetting):
         for x, y in stream_:
             model.learn_one(x, y)

@@ -91,23 +91,30 @@ SCRATCH_ROWS = 5  # per-class working arrays of the learning loop (scratch)
 
 
 @njit(cache=True)
-def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
-    """What the model serves at the end of ``path``: the smoother's probabilities (floored at
-    ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros), pooled with
-    the linear component (:func:`~streamtree.kernels.linear.mix_pool`) when it is on and its
-    weights are not the tree's alone, then tempered by the naive-Bayes factor
-    ``smoothed * exp(gamma * loglik)`` renormalised when ``gamma > 0``. Writes ``out[:K]`` and
-    leaves the untempered probabilities in ``smoothed[:K]``."""
-    k = t.meta[M_CLASSES]
-    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, smoothed)
+def tree_proba(t, cfg_i, cfg_f, path, length, k, out) -> None:  # type: ignore[no-untyped-def]
+    """The tree's own probabilities at the end of ``path`` (``out[:k]``): the smoother's,
+    floored at ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros."""
+    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, out)
     if cfg_i[C_SMOOTHER] == MLE:
         total = 0.0
         for j in range(k):
-            if smoothed[j] < MIN_PROBA:
-                smoothed[j] = MIN_PROBA
-            total += smoothed[j]
+            if out[j] < MIN_PROBA:
+                out[j] = MIN_PROBA
+            total += out[j]
         for j in range(k):
-            smoothed[j] /= total
+            out[j] /= total
+
+
+@njit(cache=True)
+def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
+    """What the model serves at the end of ``path``: the tree's own probabilities
+    (:func:`tree_proba`), pooled with the linear component
+    (:func:`~streamtree.kernels.linear.mix_pool`) when it is on and its weights are not the
+    tree's alone, then tempered by the naive-Bayes factor ``smoothed * exp(gamma * loglik)``
+    renormalised when ``gamma > 0``. Writes ``out[:K]`` and leaves the untempered
+    probabilities (the pool) in ``smoothed[:K]``."""
+    k = t.meta[M_CLASSES]
+    tree_proba(t, cfg_i, cfg_f, path, length, k, smoothed)
     if cfg_i[C_LINEAR]:
         a, b = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B]
         if a != 1.0 or b != 0.0:
@@ -372,7 +379,7 @@ def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeri
     smoothed probabilities and the regression's before either learns it into the pool's
     window, refit the pool every ``MIX_EVERY`` scored examples, and take the regression's
     step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z`` are scratch."""
-    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, n_classes, p_tree)
+    tree_proba(t, cfg_i, cfg_f, path, length, n_classes, p_tree)
     standardise(t.lr_scale, num_row, n_numeric, z)
     lr_proba(t.lr_w, t.lr_bias, z, n_numeric, n_classes, p_lr)
     mix_score(t.mix_a, t.mix_b, t.mix_y, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)

@@ -29,31 +29,10 @@ from streamtree.kernels.naive_bayes import (
     nb_temper,
 )
 from tests.reference.naive_bayes import NaiveBayesFactor
+from tests.kernels.exact import assert_close
 from streamtree.state import MAX, MIN, N_, Q_, S_, SEEN
 
 LOG_FLOOR = math.log(1e-15)
-
-
-def _numpy_matches_libm() -> bool:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=4096) * 20
-    y = np.abs(x) + 1e-9
-    return bool(
-        (np.exp(x) == np.array([math.exp(v) for v in x])).all()
-        and (np.log(y) == np.array([math.log(v) for v in y])).all()
-    )
-
-
-BIT_EXACT = _numpy_matches_libm()
-
-
-def assert_close(got: np.ndarray, expected: np.ndarray, exact: bool = BIT_EXACT) -> None:
-    """Within 1e-12 (NaN where NaN); identical bits when ``exact``."""
-    got, expected = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    assert got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, equal_nan=True)
-    if exact:
-        np.testing.assert_array_equal(got, expected)
 
 
 # -- the arrays, with capacities larger than the logical sizes -------------------------------
