@@ -16,7 +16,7 @@ from streamtree.kernels.naive_bayes import nb_loglik
 from streamtree.kernels.route import route
 from streamtree.state import (
     COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
-    F_GAMMA, F_MIX_A, F_MIX_B, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
+    F_GAMMA, F_MIX_A, F_MIX_B, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
     M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
 )
 
@@ -136,7 +136,7 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
     if k:
         out, untempered, loglik, own = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
         proba_at(t, model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
-        tree_proba(t, model._cfg_i, model._cfg_f, path_array, length, k, own)
+        tree_proba(model._cfg_i, model._cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path_array, length, k, own)
         smoothed = dict(zip(model.classes_, own.tolist()))
         proba = dict(zip(model.classes_, out.tolist()))
         if model._cfg_i[C_NB]:

@@ -91,10 +91,11 @@ SCRATCH_ROWS = 5  # per-class working arrays of the learning loop (scratch)
 
 
 @njit(cache=True)
-def tree_proba(t, cfg_i, cfg_f, path, length, k, out) -> None:  # type: ignore[no-untyped-def]
+def tree_proba(cfg_i, cfg_f, counts, hgs, theta0, path, length, k, out) -> None:  # type: ignore[no-untyped-def]
     """The tree's own probabilities at the end of ``path`` (``out[:k]``): the smoother's,
-    floored at ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros."""
-    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, out)
+    floored at ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros.
+    (It takes the arrays it reads, not the tree: see :func:`_has_room`.)"""
+    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], counts, hgs, theta0, path, length, k, out)
     if cfg_i[C_SMOOTHER] == MLE:
         total = 0.0
         for j in range(k):
@@ -114,7 +115,7 @@ def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, log
     renormalised when ``gamma > 0``. Writes ``out[:K]`` and leaves the untempered
     probabilities (the pool) in ``smoothed[:K]``."""
     k = t.meta[M_CLASSES]
-    tree_proba(t, cfg_i, cfg_f, path, length, k, smoothed)
+    tree_proba(cfg_i, cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, smoothed)
     if cfg_i[C_LINEAR]:
         a, b = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B]
         if a != 1.0 or b != 0.0:
@@ -374,22 +375,23 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z) -> None:  # type: ignore[no-untyped-def]
+def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, meta, meta_f, num_row, k, path,  # type: ignore[no-untyped-def]
+                  length, n_classes, n_numeric, p_tree, p_lr, z) -> None:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window, refit the pool every ``MIX_EVERY`` scored examples, and take the regression's
-    step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z`` are scratch."""
-    tree_proba(t, cfg_i, cfg_f, path, length, n_classes, p_tree)
-    standardise(t.lr_scale, num_row, n_numeric, z)
-    lr_proba(t.lr_w, t.lr_bias, z, n_numeric, n_classes, p_lr)
-    mix_score(t.mix_a, t.mix_b, t.mix_y, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
-    t.meta[M_MIX_SCORED] += 1
-    if t.meta[M_MIX_SCORED] % MIX_EVERY == 0:
-        a, b = mix_fit(t.mix_a, t.mix_b, t.mix_y, t.meta[M_MIX_SCORED], n_classes, t.meta_f[F_MIX_A],
-                       t.meta_f[F_MIX_B])
-        t.meta_f[F_MIX_A] = a
-        t.meta_f[F_MIX_B] = b
-    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
+    step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z`` are scratch. It
+    takes the tree's arrays it uses, not the tree (see :func:`_has_room`)."""
+    tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
+    standardise(lr_scale, num_row, n_numeric, z)
+    lr_proba(lr_w, lr_bias, z, n_numeric, n_classes, p_lr)
+    mix_score(mix_a, mix_b, mix_y, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
+    meta[M_MIX_SCORED] += 1
+    if meta[M_MIX_SCORED] % MIX_EVERY == 0:
+        a, b = mix_fit(mix_a, mix_b, mix_y, meta[M_MIX_SCORED], n_classes, meta_f[F_MIX_A], meta_f[F_MIX_B])
+        meta_f[F_MIX_A] = a
+        meta_f[F_MIX_B] = b
+    lr_learn(lr_w, lr_bias, lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
 
 
 @njit(cache=True)
@@ -399,7 +401,8 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
     n_classes = t.meta[M_CLASSES]
     n_numeric = t.meta[M_NUMERIC]
     if cfg_i[C_LINEAR] and n_numeric > 0:
-        _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
+        _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y, t.meta,
+                      t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
     if cfg_i[C_NB]:
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
             # the factor's fitting sample: the untempered prediction and the log likelihoods
