@@ -104,12 +104,21 @@ def _window(n: int, informative: bool, seed: int) -> Arrays:
     return arrays
 
 
+def _refits(arrays: Arrays, times: int) -> tuple[float, float]:
+    """``times`` warm-started refits on the same window (the model refits every 100 examples)."""
+    a, b = 1.0, 0.0
+    for _ in range(times):
+        a, b = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, 2, a, b)
+    return a, b
+
+
 def test_the_pool_trusts_a_regression_that_predicts_and_ignores_one_that_does_not() -> None:
     good = _window(WINDOW, informative=True, seed=0)
-    a, b = mix_fit(good.mix_a, good.mix_b, good.mix_y, good.n_scored, 2, 1.0, 0.0)
-    assert 0.8 < b < 1.2  # the regression is calibrated: its own probabilities, weight ~1
+    first = _refits(good, 1)
+    a, b = _refits(good, 20)
+    assert 0.0 < first[1] < b and 0.8 < b < 1.2  # the regression is calibrated: its own probabilities, weight ~1
     noise = _window(WINDOW, informative=False, seed=0)
-    a, b = mix_fit(noise.mix_a, noise.mix_b, noise.mix_y, noise.n_scored, 2, 1.0, 0.0)
+    a, b = _refits(noise, 20)
     assert b < 0.05 and a == pytest.approx(1.0)
 
 
