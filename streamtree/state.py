@@ -37,8 +37,8 @@ probabilities, last row: unseen values; NaN rows: a column with no statistics); 
 examples that fit ``gamma`` are ``nb_a``, ``nb_b`` (``BUFFER`` rows) and ``nb_y``.
 
 The linear component (:mod:`streamtree.kernels.linear`; empty arrays without it): the
-regression's weights ``lr_w[k, f] = (w, G)`` and intercepts ``lr_bias[k] = (w, G)`` with their
-AdaGrad accumulators, the running scales ``lr_scale[f] = (n, mean, m2)``, and the pool's
+regression's weights ``lr_w[k, f]`` and intercepts ``lr_bias[k] = (w, G)``, the running scales and
+AdaGrad accumulators ``lr_scale[f] = (n, mean, m2, G)``, and the pool's
 prequential window ``mix_a``, ``mix_b`` (``WINDOW`` rows) and ``mix_y``.
 
 ``meta`` (int64) and ``meta_f`` (float64) hold the logical sizes, counters and fitted scalars
@@ -177,9 +177,9 @@ def new_arrays(
         nb_a=np.full((BUFFER * nb_slots, nb_k), LOG_MIN_PROBA),
         nb_b=np.zeros((BUFFER * nb_slots, nb_k)),
         nb_y=np.zeros(BUFFER * nb_slots, dtype=np.int64),
-        lr_w=np.zeros((classes * lin, numeric * lin, 2)),
+        lr_w=np.zeros((classes * lin, numeric * lin)),
         lr_bias=np.zeros((classes * lin, 2)),
-        lr_scale=np.zeros((numeric * lin, 3)),
+        lr_scale=np.zeros((numeric * lin, 4)),
         mix_a=np.full((WINDOW * lin, classes * lin), LOG_MIN_PROBA),
         mix_b=np.full((WINDOW * lin, classes * lin), LOG_MIN_PROBA),
         mix_y=np.zeros(WINDOW * lin, dtype=np.int64),
@@ -286,9 +286,9 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
         nb_a=_fit(t.nb_a, (BUFFER * nb, K * nb), LOG_MIN_PROBA),
         nb_b=_fit(t.nb_b, (BUFFER * nb, K * nb), 0.0),
         nb_y=t.nb_y,
-        lr_w=_fit(t.lr_w, (K * lin, F * lin, 2), 0.0),
+        lr_w=_fit(t.lr_w, (K * lin, F * lin), 0.0),
         lr_bias=_fit(t.lr_bias, (K * lin, 2), 0.0),
-        lr_scale=_fit(t.lr_scale, (F * lin, 3), 0.0),
+        lr_scale=_fit(t.lr_scale, (F * lin, 4), 0.0),
         mix_a=_fit(t.mix_a, (WINDOW * lin, K * lin), LOG_MIN_PROBA),
         mix_b=_fit(t.mix_b, (WINDOW * lin, K * lin), LOG_MIN_PROBA),
         mix_y=t.mix_y,

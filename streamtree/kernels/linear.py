@@ -20,10 +20,11 @@ sets ``(a, b) = (1, 0)`` and empties the window (the regression fitted the old c
 
 Arrays (per tree; :mod:`streamtree.state`):
 
-- ``lr_scale[f] = (n, mean, m2)``: Welford's running count, mean and sum of squared
-  deviations of numeric column ``f`` (missing values skipped);
-- ``lr_w[k, f] = (w, G)``: the weight of column ``f`` for class ``k`` and its AdaGrad
-  accumulator; ``lr_bias[k] = (w, G)`` likewise for the intercept;
+- ``lr_scale[f] = (n, mean, m2, G)``: Welford's running count, mean and sum of squared
+  deviations of numeric column ``f`` (missing values skipped), and the AdaGrad accumulator
+  its weights share;
+- ``lr_w[k, f]``: the weight of column ``f`` for class ``k``; ``lr_bias[k] = (w, G)`` the
+  intercept of class ``k`` and its own accumulator;
 - ``mix_a[i, k] = log p^{tree}_k``, ``mix_b[i, k] = log p^{lr}_k`` and ``mix_y[i]`` of the
   window's row ``i = n_scored % WINDOW`` (floored at ``1e-15``; columns of classes unknown
   when the row was scored keep ``log 1e-15``).
@@ -81,7 +82,7 @@ def lr_proba(w, bias, z, n_numeric, n_classes, out) -> None:  # type: ignore[no-
     for k in range(n_classes):
         s = bias[k, 0]
         for f in range(n_numeric):
-            s += w[k, f, 0] * z[f]
+            s += w[k, f] * z[f]
         out[k] = s
         if s > top:
             top = s
@@ -99,18 +100,25 @@ def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q) -> None:  #
     values are ``z`` and whose current prediction is ``q = softmax(bias + w z)``
     (:func:`lr_proba`), then add its raw values to the running scales (Welford).
 
-    With ``r_k = q_k - [k = y]``, the
-    gradient of the log loss plus ``L2 / 2 |w|^2`` is ``g_kf = r_k z_f + L2 w_kf`` (``r_k``
-    for the intercept); each coordinate accumulates ``G += g^2`` and moves by
-    ``-ETA g / sqrt(G + 1e-8)``."""
+    With ``r_k = q_k - [k = y]``, the gradient of the log loss plus ``L2 / 2 |w|^2`` is
+    ``g_kf = r_k z_f + L2 w_kf`` (``r_k`` for the intercept). The weights of one column share
+    one accumulator, ``G_f += (1/K) sum_k g_kf^2``, and move by ``-ETA g_kf / sqrt(G_f + 1e-8)``
+    (one square root a column, not one a weight: a per-weight accumulator took 1 us an
+    example at 10 classes and 24 columns, and gave the same log losses on the 25 bench
+    streams within 2%); an intercept keeps its own."""
     for k in range(n_classes):
         r = q[k] - (1.0 if k == y else 0.0)
         bias[k, 1] += r * r
         bias[k, 0] -= ETA * r / math.sqrt(bias[k, 1] + 1e-8)
-        for f in range(n_numeric):
-            g = r * z[f] + L2 * w[k, f, 0]
-            w[k, f, 1] += g * g
-            w[k, f, 0] -= ETA * g / math.sqrt(w[k, f, 1] + 1e-8)
+    for f in range(n_numeric):
+        total = 0.0
+        for k in range(n_classes):
+            g = (q[k] - (1.0 if k == y else 0.0)) * z[f] + L2 * w[k, f]
+            total += g * g
+        scale[f, 3] += total / n_classes
+        step = ETA / math.sqrt(scale[f, 3] + 1e-8)
+        for k in range(n_classes):
+            w[k, f] -= step * ((q[k] - (1.0 if k == y else 0.0)) * z[f] + L2 * w[k, f])
     for f in range(n_numeric):
         x = num_row[f]
         if x != x:

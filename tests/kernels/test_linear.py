@@ -19,9 +19,9 @@ class Arrays:
     """The component's arrays, with capacities larger than the logical sizes."""
 
     def __init__(self, n_numeric: int, n_classes: int) -> None:
-        self.w = np.zeros((n_classes + 2, n_numeric + 3, 2))
+        self.w = np.zeros((n_classes + 2, n_numeric + 3))
         self.bias = np.zeros((n_classes + 2, 2))
-        self.scale = np.zeros((n_numeric + 3, 3))
+        self.scale = np.zeros((n_numeric + 3, 4))
         self.mix_a = np.full((WINDOW, n_classes + 2), LOG_MIN_PROBA)
         self.mix_b = np.full((WINDOW, n_classes + 2), LOG_MIN_PROBA)
         self.mix_y = np.zeros(WINDOW, dtype=np.int64)
@@ -68,10 +68,10 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
         assert (arrays.a, arrays.b) == (oracle.a, oracle.b)
         lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, p_lr)
         oracle.learn(x, y)
-    assert arrays.w[:n_classes, :n_numeric, 0].tolist() == oracle.w
-    assert arrays.w[:n_classes, :n_numeric, 1].tolist() == oracle.g
+    assert arrays.w[:n_classes, :n_numeric].tolist() == oracle.w
+    assert arrays.scale[:n_numeric, 3].tolist() == oracle.g
     assert arrays.bias[:n_classes, 0].tolist() == oracle.bias
-    assert arrays.scale[:n_numeric].tolist() == oracle.scale
+    assert arrays.scale[:n_numeric, :3].tolist() == oracle.scale
     # the window wrapped (2,500 examples in 1,000 rows) and the fit moved off the tree alone
     assert arrays.n_scored > WINDOW and arrays.b > 0.0
     # nothing past the logical sizes was written
@@ -80,7 +80,7 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
 
 
 def test_standardise_leaves_missing_and_constant_columns_at_zero_and_clips() -> None:
-    scale = np.array([[10.0, 2.0, 9.0], [10.0, 1.0, 0.0], [1.0, 5.0, 0.0]])  # sd 1; constant; seen once
+    scale = np.array([[10.0, 2.0, 9.0, 0.0], [10.0, 1.0, 0.0, 0.0], [1.0, 5.0, 0.0, 0.0]])  # sd 1; constant; seen once
     z = np.empty(3)
     standardise(scale, np.array([100.0, 7.0, 3.0]), 3, z)
     assert z.tolist() == [5.0, 0.0, 0.0]

@@ -36,7 +36,7 @@ class LinearComponent:
     def __init__(self, n_numeric: int, n_classes: int) -> None:
         self.n_numeric, self.n_classes = n_numeric, n_classes
         self.w = [[0.0] * n_numeric for _ in range(n_classes)]
-        self.g = [[0.0] * n_numeric for _ in range(n_classes)]
+        self.g = [0.0] * n_numeric  # one AdaGrad accumulator a column
         self.bias = [0.0] * n_classes
         self.bias_g = [0.0] * n_classes
         self.scale = [[0.0, 0.0, 0.0] for _ in range(n_numeric)]  # n, mean, m2
@@ -78,10 +78,15 @@ class LinearComponent:
             r = q[k] - (1.0 if k == y else 0.0)
             self.bias_g[k] += r * r
             self.bias[k] -= ETA * r / math.sqrt(self.bias_g[k] + 1e-8)
-            for f in range(self.n_numeric):
-                g = r * z[f] + L2 * self.w[k][f]
-                self.g[k][f] += g * g
-                self.w[k][f] -= ETA * g / math.sqrt(self.g[k][f] + 1e-8)
+        for f in range(self.n_numeric):
+            grads = [(q[k] - (1.0 if k == y else 0.0)) * z[f] + L2 * self.w[k][f] for k in range(self.n_classes)]
+            total = 0.0
+            for g in grads:
+                total += g * g
+            self.g[f] += total / self.n_classes
+            step = ETA / math.sqrt(self.g[f] + 1e-8)
+            for k in range(self.n_classes):
+                self.w[k][f] -= step * grads[k]
         for f in range(self.n_numeric):
             if math.isnan(x[f]):
                 continue
