@@ -11,12 +11,12 @@ import numpy as np
 from streamtree.encoding import encode_one
 from streamtree.features import NUMERIC
 from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at, tree_proba
-from streamtree.kernels.linear import lr_proba, standardise
+from streamtree.kernels.linear import lr_proba, standardise, uncertainty
 from streamtree.kernels.naive_bayes import nb_loglik
 from streamtree.kernels.route import route
 from streamtree.state import (
     COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
-    F_GAMMA, F_MIX_A, F_MIX_B, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
+    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
     M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
 )
 
@@ -61,7 +61,7 @@ def summary(model: ProbabilityTree) -> dict[str, Any]:
     if model.naive_bayes:
         out["naive_bayes"] = {"gamma": float(t.meta_f[F_GAMMA]), "n_scored": int(t.meta[M_NB_SCORED])}
     if model.linear:
-        out["linear"] = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]),
+        out["linear"] = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]), "c": float(t.meta_f[F_MIX_C]),
                          "n_scored": int(t.meta[M_MIX_SCORED])}
     return out
 
@@ -149,7 +149,10 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
             if n_numeric:
                 standardise(t.lr_scale, num, n_numeric, standardised)
                 lr_proba(t.lr_w, t.lr_bias, standardised, n_numeric, k, regression)
-            linear = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]),
+            b, c = float(t.meta_f[F_MIX_B]), float(t.meta_f[F_MIX_C])
+            linear = {"a": float(t.meta_f[F_MIX_A]), "b": b, "c": c,
+                      "uncertainty": float(uncertainty(own, k)),
+                      "weight": b + c * float(uncertainty(own, k)),
                       "regression": dict(zip(model.classes_, regression.tolist())),
                       "pooled": dict(zip(model.classes_, untempered.tolist()))}
     nodes = [

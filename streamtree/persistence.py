@@ -48,7 +48,7 @@ __all__ = ["FORMAT_VERSION", "dump", "dump_forest", "load", "load_any", "load_fo
 MAGIC = b"STREAMTREE"
 FORMAT_VERSION = 4
 _READS = (1, 2, 3, 4)
-_LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y")  # new in version 4
+_LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y", "mix_u")  # new in version 4
 TREE, FOREST = "streamtree.ProbabilityTree", "streamtree.ProbabilityForest"
 FOREST_VERSION = 1
 _EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
@@ -71,7 +71,7 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
         "nb_table": t.nb_table[: c * nb, : nb_v * nb, : k * nb], "nb_a": t.nb_a[:, : k * nb], "nb_b": t.nb_b[:, : k * nb],
         "nb_y": t.nb_y, "lr_w": t.lr_w[: k * lin, : f * lin], "lr_bias": t.lr_bias[: k * lin],
         "lr_scale": t.lr_scale[: f * lin], "mix_a": t.mix_a[:, : k * lin], "mix_b": t.mix_b[:, : k * lin],
-        "mix_y": t.mix_y, "meta": t.meta, "meta_f": t.meta_f,
+        "mix_y": t.mix_y, "mix_u": t.mix_u, "meta": t.meta, "meta_f": t.meta_f,
     }
 
 

@@ -39,7 +39,7 @@ examples that fit ``gamma`` are ``nb_a``, ``nb_b`` (``BUFFER`` rows) and ``nb_y`
 The linear component (:mod:`streamtree.kernels.linear`; empty arrays without it): the
 regression's weights ``lr_w[k, f]`` and intercepts ``lr_bias[k] = (w, G)``, the running scales and
 AdaGrad accumulators ``lr_scale[f] = (n, mean, m2, G)``, and the pool's
-prequential window ``mix_a``, ``mix_b`` (``WINDOW`` rows) and ``mix_y``.
+prequential window ``mix_a``, ``mix_b`` (``WINDOW`` rows), ``mix_y`` and ``mix_u``.
 
 ``meta`` (int64) and ``meta_f`` (float64) hold the logical sizes, counters and fitted scalars
 (``M_*`` and ``F_*`` indexes). ``meta[M_EXAMPLES]`` counts the examples *this* tree learned: it
@@ -82,7 +82,7 @@ ADWIN_SCALARS = 11  # models saved with 10 (before A_DETECTED_AT) load with it 0
  M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES, M_MIX_SCORED) = range(15)
 META_INTS = 16
 # meta_f (float64): fitted scalars
-(F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA, F_MIX_A, F_MIX_B) = range(7)
+(F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C) = range(8)
 META_FLOATS = 8
 # drift_s (float64): the drift policy's counters
 (D_GAP, D_COMPARED, D_DETECTIONS, D_SWAPS, D_DROPPED, D_TREE_SINCE, D_N_EVENTS, D_ACTIVE) = range(8)
@@ -126,6 +126,7 @@ class TreeArrays(NamedTuple):
     mix_a: np.ndarray
     mix_b: np.ndarray
     mix_y: np.ndarray
+    mix_u: np.ndarray
     meta: np.ndarray
     meta_f: np.ndarray
 
@@ -183,6 +184,7 @@ def new_arrays(
         mix_a=np.full((WINDOW * lin, classes * lin), LOG_MIN_PROBA),
         mix_b=np.full((WINDOW * lin, classes * lin), LOG_MIN_PROBA),
         mix_y=np.zeros(WINDOW * lin, dtype=np.int64),
+        mix_u=np.zeros(WINDOW * lin),
         meta=np.zeros(META_INTS, dtype=np.int64),
         meta_f=np.zeros(META_FLOATS),
     )
@@ -292,6 +294,7 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
         mix_a=_fit(t.mix_a, (WINDOW * lin, K * lin), LOG_MIN_PROBA),
         mix_b=_fit(t.mix_b, (WINDOW * lin, K * lin), LOG_MIN_PROBA),
         mix_y=t.mix_y,
+        mix_u=t.mix_u,
         meta=meta,
         meta_f=t.meta_f.copy(),
     )

@@ -139,10 +139,11 @@ class ProbabilityTree(Classifier):
         -16% on Hyperplane, -17% on Waveform) and costs where they do not (+38% on Shuttle).
     linear
         Pool the smoothed leaf probabilities with an online multinomial logistic regression on
-        the standardised numeric features, ``p(y|x) ~ p_tree(y|leaf)**a * p_lr(y|x)**b``, with
-        ``a`` in [0, 1] and ``b >= 0`` fitted by Newton steps on the last 1,000 examples as
-        they were predicted before being learned (:mod:`streamtree.kernels.linear`); a
-        detected change resets the pool to the tree alone. On by default: where the concept is
+        the standardised numeric features, ``p(y|x) ~ p_tree(y|leaf)**a * p_lr(y|x)**(b + c u)``
+        with ``u = 1 - max p_tree`` the leaf's uncertainty, ``a`` in [0, 1] and ``b, c >= 0``
+        fitted by Newton steps on the last 1,000 examples as they were predicted before being
+        learned (:mod:`streamtree.kernels.linear`); a detected change resets the pool to the
+        tree alone. On by default: where the concept is
         smooth or linear inside a leaf the regression carries it (measured on 25 streams:
         log loss -40% on Waveform, -35% on Hyperplane, -50% on ImageSegments), and where it is
         not the fitted ``b`` stays near 0 (within 3% of the tree alone on every stream).
@@ -426,8 +427,10 @@ class ProbabilityTree(Classifier):
         frequencies with share ``n_l / Z``, each ancestor's with share ``alpha_p / Z`` and the
         uniform pseudo-node with share ``alpha0 / Z``, ``Z = n_l + sum alpha_p + alpha0``; the
         shares sum to one. With ``linear=True``, ``linear`` holds the pool's weights ``a``,
-        ``b``, the regression's probabilities ``regression`` and ``pooled``, ``smoothed**a *
-        regression**b`` renormalised (``smoothed`` itself while ``(a, b)`` is still ``(1, 0)``).
+        ``b``, ``c``, the leaf's ``uncertainty`` ``u = 1 - max(smoothed)``, the regression's
+        ``weight`` ``b + c u`` here, its probabilities ``regression`` and ``pooled``,
+        ``smoothed**a * regression**weight`` renormalised (``smoothed`` itself while
+        ``(a, b, c)`` is still ``(1, 0, 0)``).
         With ``naive_bayes=True``, ``naive_bayes`` holds ``gamma`` and each class's log
         likelihood ``ll``, and ``proba`` is ``pooled * exp(gamma * ll)`` renormalised (with
         ``pooled`` read as ``smoothed`` when ``linear=False``); otherwise ``proba`` is

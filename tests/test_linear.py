@@ -54,16 +54,18 @@ def test_a_linear_concept_is_learned_better_with_the_component() -> None:
     with_component = prequential_log_loss(linear, data)
     assert with_component < 0.9 * plain
     pool = linear.summary()["linear"]
-    assert pool["b"] > 0.2 and 0.0 <= pool["a"] <= 1.0
+    assert pool["b"] + pool["c"] > 0.2 and 0.0 <= pool["a"] <= 1.0
     explanation = linear.explain_one(data[-1][0])
     explained = explanation["linear"]
     assert set(explained["regression"]) == set(linear.classes_)
     assert math.isclose(sum(explained["regression"].values()), 1.0)
     assert explanation["proba"] == explained["pooled"]  # no naive-Bayes factor: the pool is served
+    u = 1.0 - max(explanation["smoothed"].values())
+    assert explained["uncertainty"] == pytest.approx(u) and explained["weight"] == pytest.approx(pool["b"] + pool["c"] * u)
+    w = explained["weight"]
     for label in linear.classes_:  # the pool, recomputed from its parts
-        expected = explanation["smoothed"][label] ** pool["a"] * explained["regression"][label] ** pool["b"]
-        total = sum(explanation["smoothed"][c] ** pool["a"] * explained["regression"][c] ** pool["b"]
-                    for c in linear.classes_)
+        expected = explanation["smoothed"][label] ** pool["a"] * explained["regression"][label] ** w
+        total = sum(explanation["smoothed"][c] ** pool["a"] * explained["regression"][c] ** w for c in linear.classes_)
         assert math.isclose(explained["pooled"][label], expected / total, rel_tol=1e-9)
 
 
@@ -78,7 +80,7 @@ def test_without_numeric_features_the_component_changes_nothing() -> None:
         assert with_component.predict_proba_one(x) == without.predict_proba_one(x)
         with_component.learn_one(x, y)
         without.learn_one(x, y)
-    assert with_component.summary()["linear"] == {"a": 1.0, "b": 0.0, "n_scored": 0}
+    assert with_component.summary()["linear"] == {"a": 1.0, "b": 0.0, "c": 0.0, "n_scored": 0}
 
 
 @pytest.mark.parametrize("naive_bayes", [False, True])
@@ -133,6 +135,6 @@ def test_a_detected_change_resets_the_pool_to_the_tree_alone() -> None:
         if summary["drift"]["n_detections"] > detections:
             detections = summary["drift"]["n_detections"]
             assert i >= 3000
-            assert summary["linear"] == {"a": 1.0, "b": 0.0, "n_scored": 0}
+            assert summary["linear"] == {"a": 1.0, "b": 0.0, "c": 0.0, "n_scored": 0}
     assert detections >= 1
-    assert model.summary()["linear"]["b"] > 0.0  # and refitted on the new concept since
+    assert model.summary()["linear"]["b"] + model.summary()["linear"]["c"] > 0.0  # refitted on the new concept since

@@ -53,7 +53,9 @@ from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.hgs import refit_online
-from streamtree.kernels.linear import MIX_EVERY, lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise
+from streamtree.kernels.linear import (
+    MIX_EVERY, lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise, uncertainty,
+)
 from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
 from streamtree.kernels.randomness import mix, uniform
 from streamtree.kernels.route import route
@@ -62,7 +64,7 @@ from streamtree.kernels.split import best_split, random_split, split_decision, s
 from streamtree.state import (
     A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
-    F_GAMMA, F_MIX_A, F_MIX_B, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
+    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
     M_MIX_SCORED, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_STOPPED,
     M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA, DriftArrays, TreeArrays,
 )
@@ -117,8 +119,9 @@ def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, log
     k = t.meta[M_CLASSES]
     tree_proba(cfg_i, cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, smoothed)
     if cfg_i[C_LINEAR]:
-        a, b = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B]
-        if a != 1.0 or b != 0.0:
+        a, b, c = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B], t.meta_f[F_MIX_C]
+        if a != 1.0 or b != 0.0 or c != 0.0:
+            b = b + c * uncertainty(smoothed, k)  # the regression's weight at this leaf
             n_numeric = t.meta[M_NUMERIC]
             z = np.empty(max(n_numeric, 1))
             standardise(t.lr_scale, num_row, n_numeric, z)
@@ -375,7 +378,7 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, meta, meta_f, num_row, k, path,  # type: ignore[no-untyped-def]
+def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f, num_row, k, path,  # type: ignore[no-untyped-def]
                   length, n_classes, n_numeric, p_tree, p_lr, z) -> None:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
@@ -386,12 +389,14 @@ def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix
     standardise(lr_scale, num_row, n_numeric, z)
     lr_proba(lr_w, lr_bias, z, n_numeric, n_classes, p_lr)
     tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
-    mix_score(mix_a, mix_b, mix_y, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
+    mix_score(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
     meta[M_MIX_SCORED] += 1
     if meta[M_MIX_SCORED] % MIX_EVERY == 0:
-        a, b = mix_fit(mix_a, mix_b, mix_y, meta[M_MIX_SCORED], n_classes, meta_f[F_MIX_A], meta_f[F_MIX_B])
+        a, b, c = mix_fit(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], n_classes, meta_f[F_MIX_A], meta_f[F_MIX_B],
+                          meta_f[F_MIX_C])
         meta_f[F_MIX_A] = a
         meta_f[F_MIX_B] = b
+        meta_f[F_MIX_C] = c
     lr_learn(lr_w, lr_bias, lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
 
 
@@ -402,7 +407,7 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
     n_classes = t.meta[M_CLASSES]
     n_numeric = t.meta[M_NUMERIC]
     if cfg_i[C_LINEAR] and n_numeric > 0:
-        _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y, t.meta,
+        _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta,
                       t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
     if cfg_i[C_NB]:
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
@@ -604,6 +609,7 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
             if cfg_i[C_LINEAR]:  # likewise the regression: the pool restarts from the tree alone
                 t.meta_f[F_MIX_A] = 1.0
                 t.meta_f[F_MIX_B] = 0.0
+                t.meta_f[F_MIX_C] = 0.0
                 t.meta[M_MIX_SCORED] = 0
             d.drift_s[D_DETECTIONS] += 1.0
             _event(d, DETECTION, at)

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise
+from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise, uncertainty
 from streamtree.state import LOG_MIN_PROBA, WINDOW
 from tests.reference.linear import LinearComponent
 
@@ -25,8 +25,9 @@ class Arrays:
         self.mix_a = np.full((WINDOW, n_classes + 2), LOG_MIN_PROBA)
         self.mix_b = np.full((WINDOW, n_classes + 2), LOG_MIN_PROBA)
         self.mix_y = np.zeros(WINDOW, dtype=np.int64)
+        self.mix_u = np.zeros(WINDOW)
         self.n_scored = 0
-        self.a, self.b = 1.0, 0.0
+        self.a, self.b, self.c = 1.0, 0.0, 0.0
 
 
 def _stream(n: int, n_numeric: int, n_classes: int, seed: int) -> list[tuple[list[float], int]]:
@@ -56,16 +57,17 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
         lr_proba(arrays.w, arrays.bias, z, n_numeric, n_classes, p_lr)
         assert p_lr.tolist() == oracle.proba(x)
         pooled = np.empty(n_classes)
-        mix_pool(p_tree, p_lr, arrays.a, arrays.b, n_classes, pooled)
-        assert pooled.tolist() == LinearComponent.pool(p_tree.tolist(), p_lr.tolist(), oracle.a, oracle.b)
+        weight = arrays.b + arrays.c * uncertainty(p_tree, n_classes) if arrays.c else arrays.b  # as proba_at
+        mix_pool(p_tree, p_lr, arrays.a, weight, n_classes, pooled)
+        assert pooled.tolist() == oracle.pool(p_tree.tolist(), p_lr.tolist())
         # score, refit on schedule, learn
-        mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, p_tree, p_lr, n_classes, y)
+        mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored, p_tree, p_lr, n_classes, y)
         arrays.n_scored += 1
         if arrays.n_scored % 100 == 0:
-            arrays.a, arrays.b = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, n_classes, arrays.a,
-                                         arrays.b)
+            arrays.a, arrays.b, arrays.c = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored,
+                                                   n_classes, arrays.a, arrays.b, arrays.c)
         oracle.score(p_tree.tolist(), p_lr.tolist(), y)
-        assert (arrays.a, arrays.b) == (oracle.a, oracle.b)
+        assert (arrays.a, arrays.b, arrays.c) == (oracle.a, oracle.b, oracle.c)
         lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, p_lr)
         oracle.learn(x, y)
     assert arrays.w[:n_classes, :n_numeric].tolist() == oracle.w
@@ -90,36 +92,53 @@ def test_standardise_leaves_missing_and_constant_columns_at_zero_and_clips() -> 
     assert z[0] == -1.0
 
 
-def _window(n: int, informative: bool, seed: int) -> Arrays:
-    """A window where the tree says nothing (uniform) and the regression is right 90% of the
-    time with confidence 0.9 (``informative``), or says the same confident things at random."""
+def _window(n: int, informative: bool, seed: int, tree: str = "uniform") -> Arrays:
+    """A window where the regression is right 90% of the time with confidence 0.9
+    (``informative``), or says the same confident things at random; the tree says nothing
+    (``"uniform"``), or is sure and right on half the rows and says nothing on the others
+    (``"half"``: the regression matters only where the tree is unsure)."""
     rng = random.Random(seed)
     arrays = Arrays(1, 2)
-    for _ in range(n):
+    for i in range(n):
         y = rng.randrange(2)
         guess = y if (rng.random() < 0.9 if informative else rng.random() < 0.5) else 1 - y
         p_lr = np.array([0.9, 0.1]) if guess == 0 else np.array([0.1, 0.9])
-        mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, np.array([0.5, 0.5]), p_lr, 2, y)
+        p_tree = np.array([0.5, 0.5])
+        if tree == "half" and i % 2:
+            p_tree = np.array([0.99, 0.01]) if y == 0 else np.array([0.01, 0.99])
+        mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored, p_tree, p_lr, 2, y)
         arrays.n_scored += 1
     return arrays
 
 
-def _refits(arrays: Arrays, times: int) -> tuple[float, float]:
+def _refits(arrays: Arrays, times: int) -> tuple[float, float, float]:
     """``times`` warm-started refits on the same window (the model refits every 100 examples)."""
-    a, b = 1.0, 0.0
+    a, b, c = 1.0, 0.0, 0.0
     for _ in range(times):
-        a, b = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.n_scored, 2, a, b)
-    return a, b
+        a, b, c = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored, 2, a, b, c)
+    return a, b, c
 
 
 def test_the_pool_trusts_a_regression_that_predicts_and_ignores_one_that_does_not() -> None:
     good = _window(WINDOW, informative=True, seed=0)
     first = _refits(good, 1)
-    a, b = _refits(good, 20)
-    assert 0.0 < first[1] < b and 0.8 < b < 1.2  # the regression is calibrated: its own probabilities, weight ~1
+    a, b, c = _refits(good, 20)
+    weight = b + 0.5 * c  # the tree is uniform: u = 1/2 on every row
+    assert 0.0 < first[1] + 0.5 * first[2] < weight and 0.8 < weight < 1.2  # calibrated: weight ~1
     noise = _window(WINDOW, informative=False, seed=0)
-    a, b = _refits(noise, 20)
-    assert b < 0.05 and a == pytest.approx(1.0)
+    a, b, c = _refits(noise, 20)
+    assert b < 0.05 and c < 0.05 and a == pytest.approx(1.0)
+
+
+def test_the_regression_weighs_more_where_the_tree_is_unsure() -> None:
+    arrays = _window(WINDOW, informative=True, seed=1, tree="half")
+    a, b, c = _refits(arrays, 30)
+    # the weight b + c u is larger on the unsure rows (u = 1/2) than on the sure ones (u = 0.01)
+    assert c > 0.2 and 0.8 < b + c / 2 < 1.2
+
+
+def test_uncertainty_is_one_minus_the_top_probability() -> None:
+    assert uncertainty(np.array([0.2, 0.7, 0.1, 9.0]), 3) == pytest.approx(0.3)
 
 
 def test_the_pool_with_the_tree_alone_is_the_tree() -> None:

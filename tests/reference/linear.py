@@ -5,10 +5,10 @@ from every example, and a log-linear pool of the tree's probabilities with the r
 
 .. math::
 
-    p_k \\propto \\exp(a \\log p^{tree}_k + b \\log p^{lr}_k),
+    p_k \\propto \\exp(a \\log p^{tree}_k + (b + c u) \\log p^{lr}_k), \\qquad u = 1 - \\max_j p^{tree}_j,
 
 whose weights are fitted by projected Newton steps on the last ``WINDOW`` examples as they were
-predicted before being learned, pulled toward ``(1, 0)`` (the tree alone). Lists of floats and
+predicted before being learned, pulled toward ``(1, 0, 0)`` (the tree alone). Lists of floats and
 ``math`` only, operation for operation as the kernels do them, so the two agree bit for bit.
 
 Examples
@@ -40,9 +40,9 @@ class LinearComponent:
         self.bias = [0.0] * n_classes
         self.bias_g = [0.0] * n_classes
         self.scale = [[0.0, 0.0, 0.0] for _ in range(n_numeric)]  # n, mean, m2
-        self.window: list[tuple[list[float], list[float], int] | None] = [None] * WINDOW
+        self.window: list[tuple[list[float], list[float], int, float] | None] = [None] * WINDOW
         self.n_scored = 0
-        self.a, self.b = 1.0, 0.0
+        self.a, self.b, self.c = 1.0, 0.0, 0.0
 
     def standardise(self, x: list[float]) -> list[float]:
         z = []
@@ -97,7 +97,13 @@ class LinearComponent:
             self.scale[f][2] += d * (x[f] - self.scale[f][1])
 
     @staticmethod
-    def pool(p_tree: list[float], p_lr: list[float], a: float, b: float) -> list[float]:
+    def uncertainty(p_tree: list[float]) -> float:
+        return 1.0 - max([0.0, *p_tree])
+
+    def pool(self, p_tree: list[float], p_lr: list[float]) -> list[float]:
+        a, b = self.a, self.b
+        if (a, b, self.c) != (1.0, 0.0, 0.0):
+            b = b + self.c * self.uncertainty(p_tree)
         s = [a * math.log(max(pt, 1e-15)) + b * math.log(max(pl, 1e-15)) for pt, pl in zip(p_tree, p_lr)]
         top = max(s)
         e = [math.exp(v - top) for v in s]
@@ -109,44 +115,58 @@ class LinearComponent:
     def score(self, p_tree: list[float], p_lr: list[float], y: int) -> None:
         """Keep a prequential example in the window; refit every ``MIX_EVERY``."""
         self.window[self.n_scored % WINDOW] = ([math.log(max(p, 1e-15)) for p in p_tree],
-                                               [math.log(max(p, 1e-15)) for p in p_lr], y)
+                                               [math.log(max(p, 1e-15)) for p in p_lr], y, self.uncertainty(p_tree))
         self.n_scored += 1
         if self.n_scored % MIX_EVERY == 0:
-            self.a, self.b = self.fit(self.a, self.b)
+            self.a, self.b, self.c = self.fit(self.a, self.b, self.c)
 
-    def fit(self, a: float, b: float) -> tuple[float, float]:
+    def fit(self, a: float, b: float, c: float) -> tuple[float, float, float]:
+        """Newton steps over the features ``(A, B, u B)``; the 3x3 system by cofactors."""
         rows = [r for r in self.window[: min(self.n_scored, WINDOW)] if r is not None]
         m = len(rows)
         if m == 0:
-            return a, b
+            return a, b, c
         for _ in range(NEWTON_STEPS):
-            ga = gb = haa = hab = hbb = 0.0
-            for la, lb, y in rows:
-                s = [a * u + b * v for u, v in zip(la, lb)]
+            g0 = g1 = g2 = h00 = h01 = h02 = h11 = h12 = h22 = 0.0
+            for la, lb, y, unc in rows:
+                s = [a * u + (b + c * unc) * v for u, v in zip(la, lb)]
                 top = max(s)
                 e = [math.exp(v - top) for v in s]
                 total = 0.0
                 for v in e:
                     total += v
-                ea = eb = eaa = eab = ebb = 0.0
+                e0 = e1 = e00 = e01 = e11 = 0.0
                 for k in range(len(s)):
                     p = e[k] / total
-                    ea += p * la[k]
-                    eb += p * lb[k]
-                    eaa += p * la[k] * la[k]
-                    eab += p * la[k] * lb[k]
-                    ebb += p * lb[k] * lb[k]
-                ga += ea - la[y]
-                gb += eb - lb[y]
-                haa += eaa - ea * ea
-                hab += eab - ea * eb
-                hbb += ebb - eb * eb
-            ga += PRIOR * (a - 1.0)
-            gb += PRIOR * b
-            haa += PRIOR + RIDGE * m
-            hbb += PRIOR + RIDGE * m
-            det = haa * hbb - hab * hab
-            a, b = a - (hbb * ga - hab * gb) / det, b - (haa * gb - hab * ga) / det
+                    e0 += p * la[k]
+                    e1 += p * lb[k]
+                    e00 += p * la[k] * la[k]
+                    e01 += p * la[k] * lb[k]
+                    e11 += p * lb[k] * lb[k]
+                g0 += e0 - la[y]
+                g1 += e1 - lb[y]
+                g2 += unc * (e1 - lb[y])
+                v00, v01, v11 = e00 - e0 * e0, e01 - e0 * e1, e11 - e1 * e1
+                h00 += v00
+                h01 += v01
+                h02 += unc * v01
+                h11 += v11
+                h12 += unc * v11
+                h22 += unc * unc * v11
+            g0 += PRIOR * (a - 1.0)
+            g1 += PRIOR * b
+            g2 += PRIOR * c
+            ridge = PRIOR + RIDGE * m
+            h00 += ridge
+            h11 += ridge
+            h22 += ridge
+            c00, c01, c02 = h11 * h22 - h12 * h12, h02 * h12 - h01 * h22, h01 * h12 - h11 * h02
+            c11, c12, c22 = h00 * h22 - h02 * h02, h01 * h02 - h00 * h12, h00 * h11 - h01 * h01
+            det = h00 * c00 + h01 * c01 + h02 * c02
+            a = a - (c00 * g0 + c01 * g1 + c02 * g2) / det
+            b = b - (c01 * g0 + c11 * g1 + c12 * g2) / det
+            c = c - (c02 * g0 + c12 * g1 + c22 * g2) / det
             a = min(max(a, 0.0), 1.0)
             b = max(b, 0.0)
-        return a, b
+            c = max(c, 0.0)
+        return a, b, c
