@@ -4,8 +4,9 @@ Every model sees each stream's examples in the same order, prequentially (predic
 :mod:`bench.scoring`, then learn); time counts ``predict_proba_one`` and ``learn_one`` only
 (CPU time, so the ratios hold on a shared machine). Models:
 
-- ours: ``streamtree-tree`` (the default ``ProbabilityTree``) and ``forest-<method>``, a
-  10-tree ``ProbabilityForest`` of each method;
+- ours: ``streamtree-tree`` (the default ``ProbabilityTree``), ``streamtree-counts`` (the same
+  with ``linear=False``: the counts alone) and ``forest-<method>``, a 10-tree
+  ``ProbabilityForest`` of each method;
 - peers: river's ``HoeffdingTreeClassifier`` (``river-HT-nba``), ``HoeffdingAdaptiveTreeClassifier``
   (``river-HAT``), ``ARFClassifier(n_models=10)``, ``forest.AMFClassifier(n_estimators=10)``
   and an online logistic regression (``river-LR``: numbers standardised, strings one-hot,
@@ -124,7 +125,11 @@ def logistic_regression() -> Any:
 
 
 def model_factories(tree_config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
-    ours: dict[str, Callable[[], Any]] = {"streamtree-tree": lambda: ProbabilityTree(**tree_config)}
+    ours: dict[str, Callable[[], Any]] = {
+        "streamtree-tree": lambda: ProbabilityTree(**tree_config),
+        # the counts alone (no linear component): what the component adds
+        "streamtree-counts": lambda: ProbabilityTree(**{**tree_config, "linear": False}),
+    }
     for method in METHODS:
         ours[f"forest-{method}"] = lambda m=method: ProbabilityForest(n_trees=10, method=m, seed=42, tree=tree_config)
     ours["forest-bt+nb"] = lambda: ProbabilityForest(n_trees=10, method="bt+", seed=42,

@@ -100,7 +100,9 @@ def test_a_stopped_holder_keeps_its_session_and_loses_the_lease_when_it_expires(
 
 def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str, stores: Callable[[], EventStore]) -> None:
     a, b = stores(), stores()
-    ca, cb = coordinator(a, "a", lease_s=0.3), coordinator(b, "b", lease_s=0.3)
+    # the lease connection's statement timeout is the lease (0.6 s): the takeover must be
+    # released well within it (with 0.3 s and a 0.3 s wait, a loaded machine timed it out)
+    ca, cb = coordinator(a, "a", lease_s=0.6), coordinator(b, "b", lease_s=0.6)
     lease = ca.try_acquire()
     assert lease is not None
     a.create_model("m", "{}")
@@ -108,10 +110,10 @@ def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str, s
     with psycopg.connect(pg_url) as conn:  # a write of a's in flight: the fence's lock, held
         conn.execute("SELECT 1 FROM streamtree_lease WHERE token = %s FOR SHARE", (lease.token,))
         conn.execute("INSERT INTO streamtree_events (model, seq, event) VALUES ('m', 1, 'in flight')")
-        time.sleep(0.4)  # a's lease expires meanwhile
+        time.sleep(0.7)  # a's lease expires meanwhile
         thread = threading.Thread(target=lambda: taken.append(cb.try_acquire()))
         thread.start()
-        time.sleep(0.3)
+        time.sleep(0.2)
         assert not taken, "the lease was taken while a write under the old token was in flight"
         conn.commit()
     thread.join(timeout=5)
