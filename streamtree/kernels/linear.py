@@ -81,22 +81,29 @@ def standardise(scale, num_row, n_numeric, z) -> None:  # type: ignore[no-untype
 
 
 @njit(cache=True)
+def _softmax(out, n) -> None:  # type: ignore[no-untyped-def]
+    """``out[:n] = softmax(out[:n])``, shifted by the largest score."""
+    top = -math.inf
+    for k in range(n):
+        if out[k] > top:
+            top = out[k]
+    total = 0.0
+    for k in range(n):
+        out[k] = math.exp(out[k] - top)
+        total += out[k]
+    for k in range(n):
+        out[k] /= total
+
+
+@njit(cache=True)
 def lr_proba(w, bias, z, n_numeric, n_classes, out) -> None:  # type: ignore[no-untyped-def]
     """``out[k] = softmax_k(bias_k + sum_f w_kf z_f)`` for ``k < n_classes``."""
-    top = -math.inf
     for k in range(n_classes):
         s = bias[k, 0]
         for f in range(n_numeric):
             s += w[k, f] * z[f]
         out[k] = s
-        if s > top:
-            top = s
-    total = 0.0
-    for k in range(n_classes):
-        out[k] = math.exp(out[k] - top)
-        total += out[k]
-    for k in range(n_classes):
-        out[k] /= total
+    _softmax(out, n_classes)
 
 
 @njit(cache=True)
@@ -139,18 +146,9 @@ def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q) -> None:  #
 def mix_pool(p_tree, p_lr, a, b, n_classes, out) -> None:  # type: ignore[no-untyped-def]
     """``out[k] = softmax_k(a log p_tree_k + b log p_lr_k)`` (probabilities floored at
     ``1e-15`` inside the logarithms); ``out`` may be ``p_tree``."""
-    top = -math.inf
     for k in range(n_classes):
-        s = a * math.log(max(p_tree[k], 1e-15)) + b * math.log(max(p_lr[k], 1e-15))
-        out[k] = s
-        if s > top:
-            top = s
-    total = 0.0
-    for k in range(n_classes):
-        out[k] = math.exp(out[k] - top)
-        total += out[k]
-    for k in range(n_classes):
-        out[k] /= total
+        out[k] = a * math.log(max(p_tree[k], 1e-15)) + b * math.log(max(p_lr[k], 1e-15))
+    _softmax(out, n_classes)
 
 
 @njit(cache=True)

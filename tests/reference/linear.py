@@ -30,6 +30,15 @@ from streamtree.kernels.linear import CLIP, ETA, L2, MIX_EVERY, NEWTON_STEPS, PR
 from streamtree.state import WINDOW
 
 
+def softmax(s: list[float]) -> list[float]:
+    top = max(s)
+    e = [math.exp(v - top) for v in s]
+    total = 0.0
+    for v in e:
+        total += v
+    return [v / total for v in e]
+
+
 class LinearComponent:
     """The regression's weights, the running scales and the pool's window."""
 
@@ -63,12 +72,7 @@ class LinearComponent:
             for f in range(self.n_numeric):
                 v += self.w[k][f] * z[f]
             s.append(v)
-        top = max(s)
-        e = [math.exp(v - top) for v in s]
-        total = 0.0
-        for v in e:
-            total += v
-        return [v / total for v in e]
+        return softmax(s)
 
     def learn(self, x: list[float], y: int) -> None:
         """One AdaGrad step on ``(x, y)``, then Welford's update of the scales."""
@@ -104,13 +108,7 @@ class LinearComponent:
         a, b = self.a, self.b
         if (a, b, self.c) != (1.0, 0.0, 0.0):
             b = b + self.c * self.uncertainty(p_tree)
-        s = [a * math.log(max(pt, 1e-15)) + b * math.log(max(pl, 1e-15)) for pt, pl in zip(p_tree, p_lr)]
-        top = max(s)
-        e = [math.exp(v - top) for v in s]
-        total = 0.0
-        for v in e:
-            total += v
-        return [v / total for v in e]
+        return softmax([a * math.log(max(pt, 1e-15)) + b * math.log(max(pl, 1e-15)) for pt, pl in zip(p_tree, p_lr)])
 
     def score(self, p_tree: list[float], p_lr: list[float], y: int) -> None:
         """Keep a prequential example in the window; refit every ``MIX_EVERY``."""
@@ -129,15 +127,10 @@ class LinearComponent:
         for _ in range(NEWTON_STEPS):
             g0 = g1 = g2 = h00 = h01 = h02 = h11 = h12 = h22 = 0.0
             for la, lb, y, unc in rows:
-                s = [a * u + (b + c * unc) * v for u, v in zip(la, lb)]
-                top = max(s)
-                e = [math.exp(v - top) for v in s]
-                total = 0.0
-                for v in e:
-                    total += v
+                q = softmax([a * u + (b + c * unc) * v for u, v in zip(la, lb)])
                 e0 = e1 = e00 = e01 = e11 = 0.0
-                for k in range(len(s)):
-                    p = e[k] / total
+                for k in range(len(q)):
+                    p = q[k]
                     e0 += p * la[k]
                     e1 += p * lb[k]
                     e00 += p * la[k] * la[k]
