@@ -101,10 +101,14 @@ class Registry:
 
     async def _load(self, stored: StoredModel) -> None:
         """Host a stored model, restored from its snapshot and log."""
-        restored = await self.db.run(restore, self.db.store, stored.name, orjson.loads(stored.config), self.model_cls,
-                                     self.settings)
-        # complete, as a config created now is: parameters added since it was stored take their defaults
-        config = _canonical(config_of(self.model_cls, restored.model) | split_config(orjson.loads(stored.config))[1])[0]
+        stored_config = orjson.loads(stored.config)
+        from_stored = getattr(self.model_cls, "from_stored", None)
+        if from_stored is not None:  # parameters added since: the values that rebuild the stored model
+            stored_config = from_stored(stored_config)
+        restored = await self.db.run(restore, self.db.store, stored.name, stored_config, self.model_cls, self.settings)
+        # complete, as a config created now is: parameters added since it was stored take the
+        # values that rebuild it (ESTIMATORS.from_stored), the others their defaults
+        config = _canonical(config_of(self.model_cls, restored.model) | split_config(stored_config)[1])[0]
         self._host(stored.name, config, restored, stored.generation)
         log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq, restored.snapshot_seq)
 

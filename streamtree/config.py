@@ -14,7 +14,7 @@ from typing import Any
 
 from streamtree.exceptions import ConfigError
 
-__all__ = ["CONSTRAINTS", "MAX_FEATURES_LIMIT", "validate_config"]
+__all__ = ["ADDED", "CONSTRAINTS", "MAX_FEATURES_LIMIT", "validate_config"]
 
 
 def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
@@ -92,6 +92,12 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "subspace_size": _int(1, MAX_FEATURES_LIMIT, none=True),
     "seed": _int(0, 2**63 - 1),
 }
+
+
+#: Parameters added after models were first stored, with the value that rebuilds a model whose
+#: complete config was stored before the parameter existed (its default may differ: the
+#: linear component is on by default, but a model stored without the parameter had none).
+ADDED: dict[str, Any] = {"linear": False}
 
 
 def validate_config(config: Mapping[str, Any]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamtree.config import CONSTRAINTS
+from streamtree.config import ADDED, CONSTRAINTS
 from streamtree.exceptions import ConfigError
 from streamtree.forest import ProbabilityForest
 from streamtree.persistence import load_any
@@ -52,6 +52,23 @@ class Estimators:
         config stays what it always was)."""
         config = model.get_config()
         return {"estimator": "forest", **config} if isinstance(model, ProbabilityForest) else config
+
+    @staticmethod
+    def from_stored(config: dict[str, Any]) -> dict[str, Any]:
+        """A *complete* config as a service stored it (:meth:`config_of` at creation), with each
+        parameter added since it was stored set to the value that rebuilds the same model
+        (:data:`~streamtree.config.ADDED`), so that a model rebuilt from its log equals the one
+        its snapshots hold. Not for partial configs: a missing parameter there means its default.
+
+        >>> ESTIMATORS.from_stored({"grace_period": 30})["linear"]
+        False
+        >>> ESTIMATORS.from_stored({"linear": True})["linear"]
+        True
+        """
+        if config.get("estimator") == "forest":
+            tree = config.get("tree")
+            return {**config, "tree": {**ADDED, **tree}} if isinstance(tree, dict) else dict(config)
+        return {**ADDED, **config}
 
     @staticmethod
     def param_names(config: dict[str, Any]) -> frozenset[str]:

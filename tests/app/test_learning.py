@@ -97,6 +97,29 @@ def test_restore_with_costs_replays_the_cost_metrics(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_config_stored_before_the_linear_component_rebuilds_the_model_it_described(tmp_path: Path) -> None:
+    """A model created before ``linear`` existed has a complete stored config without it; its
+    snapshots load with ``linear=False`` (format 3), and so must its log alone, or a restart
+    from a snapshot and a replay from the log would give two different models."""
+    from streamtree.estimators import ESTIMATORS
+
+    events = make_stream(300, seed=9)
+    legacy = {k: v for k, v in ESTIMATORS.config_of(ProbabilityTree(grace_period=20)).items() if k != "linear"}
+    store = open_store(tmp_path)
+    store.create_model("m", "{}")
+    store.append("m", 1, [encode_event(x, y) for x, y in events])
+    settings = Settings(data_dir=tmp_path, metrics_window=100)
+    restored = restore(store, "m", ESTIMATORS.from_stored(legacy), ESTIMATORS, settings)
+    model = ProbabilityTree(grace_period=20, linear=False)
+    for x, y in events:
+        model.learn_one(x, y)
+    assert restored.model.to_bytes() == model.to_bytes()
+    forest = {"estimator": "forest", "n_trees": 2, "method": "bt+", "seed": 0, "tree": dict(legacy)}
+    assert ESTIMATORS.from_stored(forest)["tree"]["linear"] is False
+    assert ESTIMATORS.from_stored({**legacy, "linear": True})["linear"] is True  # a stored value is kept
+    store.close()
+
+
 def test_split_config() -> None:
     assert split_config({"grace_period": 5, "costs": COSTS}) == ({"grace_period": 5}, {"costs": COSTS})
     assert split_config({"grace_period": 5}) == ({"grace_period": 5}, {})
