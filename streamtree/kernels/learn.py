@@ -54,7 +54,7 @@ from numba import njit
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.linear import (
-    MIX_EVERY, lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise, uncertainty,
+    MIX_EVERY, lr_learn, lr_proba, lr_proba_row, mix_fit, mix_pool, mix_score, standardise, uncertainty,
 )
 from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
 from streamtree.kernels.randomness import mix, uniform
@@ -122,10 +122,7 @@ def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, log
         a, b, c = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B], t.meta_f[F_MIX_C]
         if a != 1.0 or b != 0.0 or c != 0.0:
             b = b + c * uncertainty(smoothed, k)  # the regression's weight at this leaf
-            n_numeric = t.meta[M_NUMERIC]
-            z = np.empty(max(n_numeric, 1))
-            standardise(t.lr_scale, num_row, n_numeric, z)
-            lr_proba(t.lr_w, t.lr_bias, z, n_numeric, k, loglik)
+            lr_proba_row(t.lr_w, t.lr_bias, t.lr_scale, num_row, t.meta[M_NUMERIC], k, loglik)
             mix_pool(smoothed, loglik, a, b, k, smoothed)
     gamma = t.meta_f[F_GAMMA]
     if cfg_i[C_NB] and gamma != 0.0:

@@ -49,7 +49,7 @@ from streamtree.state import WINDOW
 
 __all__ = [
     "CLIP", "ETA", "L2", "MIX_EVERY", "PRIOR", "WINDOW", "lr_learn", "lr_proba", "mix_fit", "mix_pool", "mix_score",
-    "standardise", "uncertainty",
+    "lr_proba_row", "standardise", "uncertainty",
 ]
 
 MIX_EVERY = 100  # the pool is refitted every this many scored examples
@@ -63,21 +63,40 @@ LOG_FLOOR = math.log(1e-15)
 
 
 @njit(cache=True)
+def _standard(scale, x, f) -> float:  # type: ignore[no-untyped-def]
+    """``clip((x - mean_f) / sd_f, -CLIP, CLIP)`` with ``sd_f = sqrt(m2_f / (n_f - 1))``; 0 for a
+    missing value, a column seen fewer than twice or one that never varied."""
+    n = scale[f, 0]
+    if x != x or n <= 1.0 or scale[f, 2] <= 0.0:
+        return 0.0
+    v = (x - scale[f, 1]) / math.sqrt(scale[f, 2] / (n - 1.0))
+    if v > CLIP:
+        return CLIP
+    if v < -CLIP:
+        return -CLIP
+    return v
+
+
+@njit(cache=True)
 def standardise(scale, num_row, n_numeric, z) -> None:  # type: ignore[no-untyped-def]
-    """``z[f] = clip((x_f - mean_f) / sd_f, -CLIP, CLIP)`` for ``f < n_numeric``, with
-    ``sd_f = sqrt(m2_f / (n_f - 1))``; 0 for a missing value, a column seen fewer than twice
-    or one that never varied."""
+    """``z[f]``, the standardised value of ``num_row[f]`` (:func:`_standard`), for
+    ``f < n_numeric``."""
     for f in range(n_numeric):
-        x = num_row[f]
-        n = scale[f, 0]
-        v = 0.0
-        if x == x and n > 1.0 and scale[f, 2] > 0.0:
-            v = (x - scale[f, 1]) / math.sqrt(scale[f, 2] / (n - 1.0))
-            if v > CLIP:
-                v = CLIP
-            elif v < -CLIP:
-                v = -CLIP
-        z[f] = v
+        z[f] = _standard(scale, num_row[f], f)
+
+
+@njit(cache=True)
+def lr_proba_row(w, bias, scale, num_row, n_numeric, n_classes, out) -> None:  # type: ignore[no-untyped-def]
+    """:func:`lr_proba` of a raw row, standardising each value as it goes (no working array:
+    this is the prediction path, row after row). The same sums in the same order, so the same
+    bits as :func:`standardise` then :func:`lr_proba`."""
+    for k in range(n_classes):
+        out[k] = bias[k, 0]
+    for f in range(n_numeric):
+        v = _standard(scale, num_row[f], f)
+        for k in range(n_classes):
+            out[k] += w[k, f] * v
+    _softmax(out, n_classes)
 
 
 @njit(cache=True)

@@ -147,3 +147,20 @@ def test_the_pool_with_the_tree_alone_is_the_tree() -> None:
     np.testing.assert_allclose(out, p_tree, rtol=1e-15)
     mix_pool(p_tree, p_lr, 0.0, 1.0, 3, out)
     np.testing.assert_allclose(out, p_lr, rtol=1e-15)
+
+
+def test_a_raw_row_is_predicted_as_its_standardised_values_are() -> None:
+    """The prediction path standardises as it goes: the same bits as standardise + lr_proba."""
+    from streamtree.kernels.linear import lr_proba_row
+
+    n_numeric, n_classes = 4, 3
+    arrays = Arrays(n_numeric, n_classes)
+    z, q = np.empty(n_numeric), np.empty(n_classes)
+    for x, y in _stream(300, n_numeric, n_classes, seed=3):
+        row = np.array(x)
+        standardise(arrays.scale, row, n_numeric, z)
+        lr_proba(arrays.w, arrays.bias, z, n_numeric, n_classes, q)
+        direct = np.empty(n_classes)
+        lr_proba_row(arrays.w, arrays.bias, arrays.scale, row, n_numeric, n_classes, direct)
+        assert direct.tolist() == q.tolist()
+        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, q)
