@@ -11,13 +11,13 @@ import numpy as np
 from streamtree.encoding import encode_one
 from streamtree.features import NUMERIC
 from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at, tree_proba
-from streamtree.kernels.linear import lr_proba, standardise, uncertainty
+from streamtree.kernels.linear import lr_proba_row, uncertainty
 from streamtree.kernels.naive_bayes import nb_loglik
 from streamtree.kernels.route import route
 from streamtree.state import (
     COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
-    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED,
-    M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
+    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED,
+    M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
 )
 
 if TYPE_CHECKING:
@@ -145,10 +145,9 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
             factor = {"gamma": float(t.meta_f[F_GAMMA]), "loglik": dict(zip(model.classes_, loglik.tolist()))}
         if model._cfg_i[C_LINEAR]:
             n_numeric = int(t.meta[M_NUMERIC])
-            standardised, regression = np.empty(max(n_numeric, 1)), np.full(k, 1.0 / k)
+            regression = np.full(k, 1.0 / k)
             if n_numeric:
-                standardise(t.lr_scale, num, n_numeric, standardised)
-                lr_proba(t.lr_w, t.lr_bias, standardised, n_numeric, k, regression)
+                lr_proba_row(t.lr_w, t.lr_bias, t.lr_scale, num, n_numeric, k, regression)
             b, c = float(t.meta_f[F_MIX_B]), float(t.meta_f[F_MIX_C])
             linear = {"a": float(t.meta_f[F_MIX_A]), "b": b, "c": c,
                       "uncertainty": float(uncertainty(own, k)),

@@ -9,10 +9,12 @@ path and its replay. For each row in order it does what one example does:
    metrics), the drift detector's 0/1 error (is the leaf's most counted class wrong?), both
    trees' probabilities of its label while a background tree is compared, and every
    ``SAMPLE_EVERY``-th example the naive-Bayes factor's fitting sample;
-3. learn it in each tree (:func:`learn_in_tree`): add 1 to its class count at every node of
-   its path, add it to the naive-Bayes statistics and to its leaf's split statistics, attempt
-   a split when the leaf has seen ``grace_period`` examples since its last attempt, and refit
-   the smoothing (and ``gamma``, and forget) every ``refit_every`` examples of that tree;
+3. learn it in each tree (:func:`learn_in_tree`): score it into the linear component's
+   window and take the regression's step (:mod:`streamtree.kernels.linear`), add 1 to its
+   class count at every node of its path, add it to the naive-Bayes statistics and to its
+   leaf's split statistics, attempt a split when the leaf has seen ``grace_period`` examples
+   since its last attempt, and refit the smoothing (and ``gamma``, and forget) every
+   ``refit_every`` examples of that tree;
 4. feed the error to ADWIN and apply the drift policy (below).
 
 It returns to Python (which orchestrates: growing arrays, making or swapping the background
@@ -64,9 +66,10 @@ from streamtree.kernels.split import best_split, random_split, split_decision, s
 from streamtree.state import (
     A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
-    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_FREE, M_NB_CLASSES,
-    M_MIX_SCORED, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_STOPPED,
-    M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA, DriftArrays, TreeArrays,
+    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES,
+    M_FREE, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
+    M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA,
+    DriftArrays, TreeArrays,
 )
 
 __all__ = [
@@ -375,14 +378,14 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f, num_row, k, path,  # type: ignore[no-untyped-def]
-                  length, n_classes, n_numeric, p_tree, p_lr, z) -> None:
+def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f,  # type: ignore[no-untyped-def]
+                  num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z) -> None:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
     ImageSegments 0.41 -> 0.47), refit the pool every ``MIX_EVERY`` scored examples, and take
-    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z`` are scratch. It
-    takes the tree's arrays it uses, not the tree (see :func:`_has_room`)."""
+    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z``
+    are scratch. It takes the tree's arrays it uses, not the tree (see :func:`_has_room`)."""
     standardise(lr_scale, num_row, n_numeric, z)
     lr_proba(lr_w, lr_bias, z, n_numeric, n_classes, p_lr)
     tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
@@ -404,8 +407,8 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
     n_classes = t.meta[M_CLASSES]
     n_numeric = t.meta[M_NUMERIC]
     if cfg_i[C_LINEAR] and n_numeric > 0:
-        _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta,
-                      t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
+        _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y, t.mix_u,
+                      t.meta, t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
     if cfg_i[C_NB]:
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
             # the factor's fitting sample: the untempered prediction and the log likelihoods
