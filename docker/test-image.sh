@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Build and run the real streamtree image, learn, restart the container on the same volume
-# (gracefully, then with SIGKILL) and check the model survived, prediction for prediction.
+# (gracefully, then with SIGKILL) and check the model survived, prediction for prediction;
+# then run compose's topology with the image (a writer and two replicas on PostgreSQL behind
+# HAProxy, the writer killed: docker/test-cluster.py).
 #
 # Self-contained for a clean machine (CI): installs docker.io and debootstrap with apt if
 # missing, builds a stand-in for python:3.11-slim-bookworm with debootstrap (no registry can
 # be reached here; see shared/docs/docker-here.md) and caches its tarball under
 # $STREAMTREE_CACHE (default /var/cache/streamtree), starts a private dockerd, and stops and
 # removes everything it started on exit. Network: loopback only (--network host, 127.0.0.1).
-# Needs root.
+# Needs root, the PostgreSQL server binaries and haproxy (.ci/run installs both).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -185,3 +187,11 @@ AFTER=$(state)
 [ "$AFTER" = "$BEFORE" ] || fail "model changed across SIGKILL + start"
 echo "$AFTER" | grep -q '"seq": 2200' || fail "seq after SIGKILL restart"
 log "model survived both restarts on the same volume: seq 2200, predictions identical"
+
+# 6. The compose deployment's topology with this image: a writer and two replicas on one
+# PostgreSQL behind docker/haproxy.cfg, learns through the balancer, the writer killed
+# (docker/test-cluster.py; PostgreSQL and HAProxy from the host's packages, as no registry
+# can be reached for their images).
+PY=$ROOT/.venv/bin/python
+[ -x "$PY" ] || make -C "$ROOT" .venv/bin/.installed >/dev/null
+"$PY" "$ROOT/docker/test-cluster.py" "$IMAGE" "$NAME-cluster" || fail "compose topology with the image"
