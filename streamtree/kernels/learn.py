@@ -56,7 +56,7 @@ from numba import njit
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.linear import (
-    MIX_EVERY, lr_learn, lr_proba, lr_proba_row, mix_fit, mix_pool, mix_score, standardise, uncertainty,
+    lr_learn, lr_proba, lr_proba_row, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty,
 )
 from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
 from streamtree.kernels.randomness import mix, uniform
@@ -383,7 +383,7 @@ def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
-    ImageSegments 0.41 -> 0.47), refit the pool every ``MIX_EVERY`` scored examples, and take
+    ImageSegments 0.41 -> 0.47), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
     the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z``
     are scratch. It takes the tree's arrays it uses, not the tree (see :func:`_has_room`)."""
     standardise(lr_scale, num_row, n_numeric, z)
@@ -391,7 +391,7 @@ def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix
     tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
     mix_score(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
     meta[M_MIX_SCORED] += 1
-    if meta[M_MIX_SCORED] % MIX_EVERY == 0:
+    if refit_due(meta[M_MIX_SCORED]):
         a, b, c = mix_fit(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], n_classes, meta_f[F_MIX_A], meta_f[F_MIX_B],
                           meta_f[F_MIX_C])
         meta_f[F_MIX_A] = a

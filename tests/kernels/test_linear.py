@@ -10,7 +10,9 @@ import random
 import numpy as np
 import pytest
 
-from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, standardise, uncertainty
+from streamtree.kernels.linear import (
+    MIX_SETTLE, lr_learn, lr_proba, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty,
+)
 from streamtree.state import LOG_MIN_PROBA, WINDOW
 from tests.reference.linear import LinearComponent
 
@@ -63,7 +65,7 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
         # score, refit on schedule, learn
         mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored, p_tree, p_lr, n_classes, y)
         arrays.n_scored += 1
-        if arrays.n_scored % 100 == 0:
+        if refit_due(arrays.n_scored):
             arrays.a, arrays.b, arrays.c = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored,
                                                    n_classes, arrays.a, arrays.b, arrays.c)
         oracle.score(p_tree.tolist(), p_lr.tolist(), y)
@@ -135,6 +137,12 @@ def test_the_regression_weighs_more_where_the_tree_is_unsure() -> None:
     a, b, c = _refits(arrays, 30)
     # the weight b + c u is larger on the unsure rows (u = 1/2) than on the sure ones (u = 0.01)
     assert c > 0.2 and 0.8 < b + c / 2 < 1.2
+
+
+def test_the_pool_is_refitted_every_100_examples_while_it_settles_then_every_500() -> None:
+    due = [n for n in range(1, 4001) if refit_due(n)]
+    assert MIX_SETTLE == 2000
+    assert due == [*range(100, 2001, 100), 2500, 3000, 3500, 4000]
 
 
 def test_uncertainty_is_one_minus_the_top_probability() -> None:

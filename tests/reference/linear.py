@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from streamtree.kernels.linear import CLIP, ETA, L2, MIX_EVERY, NEWTON_STEPS, PRIOR, RIDGE
+from streamtree.kernels.linear import CLIP, ETA, L2, MIX_EVERY, MIX_EVERY_SETTLED, MIX_SETTLE, NEWTON_STEPS, PRIOR, RIDGE
 from streamtree.state import WINDOW
 
 
@@ -111,11 +111,13 @@ class LinearComponent:
         return softmax([a * math.log(max(pt, 1e-15)) + b * math.log(max(pl, 1e-15)) for pt, pl in zip(p_tree, p_lr)])
 
     def score(self, p_tree: list[float], p_lr: list[float], y: int) -> None:
-        """Keep a prequential example in the window; refit every ``MIX_EVERY``."""
+        """Keep a prequential example in the window; refit every ``MIX_EVERY`` for the first
+        ``MIX_SETTLE``, then every ``MIX_EVERY_SETTLED``."""
         self.window[self.n_scored % WINDOW] = ([math.log(max(p, 1e-15)) for p in p_tree],
                                                [math.log(max(p, 1e-15)) for p in p_lr], y, self.uncertainty(p_tree))
         self.n_scored += 1
-        if self.n_scored % MIX_EVERY == 0:
+        every = MIX_EVERY if self.n_scored <= MIX_SETTLE else MIX_EVERY_SETTLED
+        if self.n_scored % every == 0:
             self.a, self.b, self.c = self.fit(self.a, self.b, self.c)
 
     def fit(self, a: float, b: float, c: float) -> tuple[float, float, float]:
