@@ -6,7 +6,8 @@ models (``PUT``/``DELETE /models/{name}``) and predictions or decisions that car
 whichever instance receives it). On the writer, and for every other request, this middleware
 only checks the role. A forwarded request keeps its method, path, query, body and the
 headers that matter (``Content-Type``, ``Authorization``, ``Idempotency-Key``); the writer's
-answer is returned as it is, so the writer checks the body and the key.
+answer is returned as it is, so the writer checks the body and the key. Small learns
+forwarded at the same time are merged into one request (:mod:`app.coalescing`).
 
 Through a failover the replica waits for a writer to forward to (``forward_wait_seconds``):
 while no instance holds the lease, while the writer cannot be reached (the request was not
@@ -27,6 +28,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.cluster import Cluster
+from app.coalescing import LOCAL, Coalescer, mergeable_events
 from app.errors import NOT_WRITER, NOT_WRITER_HEADER
 from app.http_client import Answer, HTTPPool, NoAnswer, NotSent
 
@@ -180,6 +182,7 @@ class ForwardingMiddleware:
         self.app = app
         self.forwarder = forwarder
         self.cluster_of = cluster_of
+        self.coalescer = Coalescer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         cluster = self.cluster_of() if scope["type"] == "http" else None
@@ -200,8 +203,16 @@ class ForwardingMiddleware:
             await _respond(send, 503, _detail(NOT_WRITER), [(NOT_WRITER_HEADER.encode(), b"1")])
             return
         query = scope.get("query_string", b"").decode("latin-1")
-        answer = await self.forwarder.forward(cluster, method, path + (f"?{query}" if query else ""), headers, body)
-        if answer is None:  # this instance is the writer now
+        target = path + (f"?{query}" if query else "")
+        events = mergeable_events(body) if method == "POST" and _LEARN.match(path) and not any(
+            k == "idempotency-key" for k, _ in headers) else None
+        if events is not None:  # merged with the learns forwarded meanwhile (app.coalescing)
+            answer = await self.coalescer.learn(
+                (target, *sorted(headers)), events, body,
+                lambda merged: self.forwarder.forward(cluster, method, target, headers, merged))
+        else:
+            answer = await self.forwarder.forward(cluster, method, target, headers, body)
+        if answer is LOCAL:  # this instance is the writer now
             await self.app(scope, _replay(body, receive), send)
             return
         await _respond(send, *answer)

@@ -150,6 +150,48 @@ def test_instances_converge_bit_identically_and_share_models_labels_and_seqs(tmp
             fresh.wait(timeout=30)
 
 
+def learns_counted(port: int) -> float:
+    """Learn requests the instance answered 200 (its Prometheus counter)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text(port, "/metrics").splitlines()
+               if line.startswith("streamtree_http_requests_total{") and 'route="/learn"' in line
+               and 'status="200"' in line)
+
+
+def test_concurrent_small_learns_through_a_replica_are_merged_and_each_answered_as_its_own(
+        tmp_path: Path, pg_url: str) -> None:
+    events = make_stream(240, seed=77)
+    bad = {"features": {"x0": "a" * 10_000}, "label": events[0][1]}  # longer than max_string_length
+    with instances(tmp_path, pg_url, 2) as [(_, w), (_, r)]:
+        answers: dict[int, tuple[int, Any]] = {}
+
+        def client(t: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", r, timeout=30)
+            for i in range(t, len(events), 8):
+                x, y = events[i]
+                answers[i] = request(r, "POST", "/learn", {"features": x, "label": y}, conn=conn)
+                if i == 101:
+                    answers[-1] = request(r, "POST", "/learn", bad, conn=conn)
+
+        before = learns_counted(w)
+        threads = [threading.Thread(target=client, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=120)
+        status, out = answers.pop(-1)
+        assert status == 422 and out["detail"][0]["loc"] == ["body", "features", "x0"], out
+        assert all(status == 200 and out["learned"] == 1 for status, out in answers.values())
+        seqs = {out["seq"]: i for i, (_, out) in answers.items()}
+        assert sorted(seqs) == list(range(1, len(events) + 1))  # each its own seq, none lost or shared
+        # each answered seq is that learn's event in the log
+        status, out = request(w, "GET", f"/models/default/events?after=0&limit={len(events)}")
+        assert status == 200
+        assert {e["seq"]: (e["features"], e["label"]) for e in out["events"]} == {
+            seq: tuple(events[i]) for seq, i in seqs.items()}
+        # fewer requests reached the writer than learns were sent: merged
+        assert 0 < learns_counted(w) - before < len(events)
+
+
 def test_sigkill_of_the_writer_under_load_loses_no_acknowledged_event(tmp_path: Path, pg_url: str) -> None:
     engine = Engine(tmp_path, pg_url)
     with instances(tmp_path, pg_url, 2, snapshot_every="500") as [(writer, w), (_, r)]:
