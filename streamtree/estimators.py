@@ -28,7 +28,10 @@ __all__ = ["ESTIMATORS", "Estimators"]
 
 Model = ProbabilityTree | ProbabilityForest
 _KINDS: dict[str, type[ProbabilityTree] | type[ProbabilityForest]] = {"tree": ProbabilityTree, "forest": ProbabilityForest}
-_FOREST_PARAMS = frozenset({"n_trees", "method", "seed", "tree"})
+_FOREST_PARAMS = frozenset({"n_trees", "method", "seed", "tree", "weighted"})
+#: Forest parameters added since forests were first stored, with the value that rebuilds a
+#: forest stored before (see :meth:`Estimators.from_stored`).
+_FOREST_ADDED: dict[str, Any] = {"weighted": False}
 
 
 class Estimators:
@@ -67,7 +70,8 @@ class Estimators:
         """
         if config.get("estimator") == "forest":
             tree = config.get("tree")
-            return {**config, "tree": {**ADDED, **tree}} if isinstance(tree, dict) else dict(config)
+            config = {**_FOREST_ADDED, **config}
+            return {**config, "tree": {**ADDED, **tree}} if isinstance(tree, dict) else config
         return {**ADDED, **config}
 
     @staticmethod

@@ -50,7 +50,7 @@ FORMAT_VERSION = 4
 _READS = (1, 2, 3, 4)
 _LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y", "mix_u")  # new in version 4
 TREE, FOREST = "streamtree.ProbabilityTree", "streamtree.ProbabilityForest"
-FOREST_VERSION = 1
+FOREST_VERSION = 2  # 2: the members' losses (weighted forests); 1 is still read
 _EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
 
 
@@ -200,7 +200,9 @@ def dump_forest(forest: ProbabilityForest) -> bytes:
     as a ``uint8`` array ``member.<i>``, in the same safe layout."""
     header = {"format": FOREST, "version": FOREST_VERSION, "config": forest.get_config(),
               "n_examples": forest.n_examples}
-    arrays = {f"member.{i}": np.frombuffer(m.to_bytes(), dtype=np.uint8) for i, m in enumerate(forest.members)}
+    arrays: dict[str, np.ndarray] = {f"member.{i}": np.frombuffer(m.to_bytes(), dtype=np.uint8)
+                                     for i, m in enumerate(forest.members)}
+    arrays["loss"] = forest.loss_
     return _pack(header, arrays)
 
 
@@ -208,12 +210,18 @@ def load_forest(cls: type[ProbabilityForest], data: bytes) -> ProbabilityForest:
     """Rebuild a forest written by :func:`dump_forest`."""
     from streamtree.tree import ProbabilityTree
 
-    header, arrays = _read(data, FOREST, (FOREST_VERSION,))
+    header, arrays = _read(data, FOREST, (1, FOREST_VERSION))
     try:
-        forest = cls(**header["config"])
+        # a version-1 forest averaged its members: it is read as one that still does
+        forest = cls(**({"weighted": False} | header["config"]))
         members = [ProbabilityTree.from_bytes(arrays[f"member.{i}"].tobytes()) for i in range(forest.n_trees)]
         forest.members = members
         forest.n_examples = int(header["n_examples"])
+        if "loss" in arrays:
+            loss = np.array(arrays["loss"], dtype=np.float64)
+            if loss.shape != (forest.n_trees,):
+                raise TypeError(f"loss has shape {loss.shape}, not ({forest.n_trees},)")
+            forest.loss_ = loss
     except (KeyError, TypeError) as err:
         raise FormatError(f"Corrupt streamtree forest: {err!r}.") from None
     # one registry and one list of classes again, as the forest had them

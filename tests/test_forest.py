@@ -4,6 +4,7 @@ persistence, configuration errors."""
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import pickle
 from typing import Any
@@ -20,7 +21,7 @@ from streamtree.state import M_EXAMPLES
 
 from tests.batches import learn_in_batches
 from tests.reference.forest import LoopForest
-from tests.test_drift import flipping_stream, noisier_stream
+from tests.test_drift import flipping_stream, noisier_stream, prequential_losses
 from tests.test_tree import stream
 
 FAST = {"grace_period": 20, "refit_every": 50}
@@ -74,17 +75,22 @@ def test_same_seed_same_forest_and_another_seed_another(method: str) -> None:
         assert probas(fitted(method, seed=3)) != probas(fitted(method, seed=4))
 
 
-def test_members_differ_and_their_mean_is_the_forest() -> None:
-    forest = fitted("rd")
+@pytest.mark.parametrize("weighted", [True, False])
+def test_members_differ_and_their_weighted_mean_is_the_forest(weighted: bool) -> None:
+    forest = fitted("rd", weighted=weighted)
     x = stream(5, seed=9)[0][0]
     member_probas = [m.predict_proba_one(x) for m in forest.members]
     assert len({tuple(sorted(p.items())) for p in member_probas}) > 1
-    mean = {c: sum(p[c] for p in member_probas) / len(member_probas) for c in forest.classes_}
+    shares = forest.weights()
+    assert math.isclose(sum(shares), 1.0)
+    assert (len(set(shares)) > 1) is weighted  # the members' losses differ; unweighted, equal shares
+    mean = {c: sum(w * p[c] for w, p in zip(shares, member_probas)) for c in forest.classes_}
     assert forest.predict_proba_one(x) == pytest.approx(mean, rel=1e-12)
     explained = forest.explain_one(x)
     assert explained["proba"] == forest.predict_proba_one(x)
     assert [m["proba"] for m in explained["members"]] == member_probas
-    assert math.isclose(sum(m["share"] for m in explained["members"]), 1.0)
+    assert [m["share"] for m in explained["members"]] == shares
+    assert forest.summary()["weights"] == shares
 
 
 def test_dst_gives_each_example_to_exactly_one_member() -> None:
@@ -305,3 +311,40 @@ def test_a_copy_learns_on_exactly_as_the_original(copier: Any) -> None:
         model.learn_one(x, y)
         twin.learn_one(x, y)
     assert twin.to_bytes() == model.to_bytes()
+
+
+def test_weighing_the_members_learns_a_crisp_concept_and_its_change_sooner_than_their_mean() -> None:
+    """Members find a crisp concept's splits at different times, and after a change adapt at
+    different times: weighing them by their recent log loss follows the ones that did (on
+    river's Agrawal, rule 0 then rule 2; about 3x lower log loss after the change)."""
+    from river.datasets import synth
+
+    data = (list(itertools.islice(synth.Agrawal(classification_function=0, seed=42), 3000))
+            + list(itertools.islice(synth.Agrawal(classification_function=2, seed=43), 3000)))
+    weighted = prequential_losses(ProbabilityForest(n_trees=5, seed=1), data)  # type: ignore[arg-type]
+    plain = prequential_losses(ProbabilityForest(n_trees=5, seed=1, weighted=False), data)  # type: ignore[arg-type]
+    assert weighted[:3000].mean() < 0.8 * plain[:3000].mean()
+    assert weighted[4500:].mean() < 0.5 * plain[4500:].mean()
+
+
+def test_a_forest_written_before_weighting_is_read_as_the_mean_it_was() -> None:
+    from streamtree.persistence import FOREST, _pack
+
+    forest = fitted("bt+", weighted=False)
+    config = {k: v for k, v in forest.get_config().items() if k != "weighted"}
+    legacy = _pack({"format": FOREST, "version": 1, "config": config, "n_examples": forest.n_examples},
+                   {f"member.{i}": np.frombuffer(m.to_bytes(), dtype=np.uint8) for i, m in enumerate(forest.members)})
+    loaded = ProbabilityForest.from_bytes(legacy)
+    assert loaded.weighted is False and loaded.loss_.tolist() == [0.0] * forest.n_trees
+    assert probas(loaded) == probas(forest)
+    for x, y in stream(100, seed=5):
+        loaded.learn_one(x, y)
+        forest.learn_one(x, y)
+    assert loaded.to_bytes() == forest.to_bytes()
+
+
+def test_the_members_losses_survive_a_round_trip() -> None:
+    forest = fitted("bt+")
+    assert len(set(forest.loss_.tolist())) > 1
+    loaded = ProbabilityForest.from_bytes(forest.to_bytes())
+    assert loaded.loss_.tolist() == forest.loss_.tolist() and loaded.weights() == forest.weights()

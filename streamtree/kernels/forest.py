@@ -22,11 +22,15 @@ five times one tree). Here one call serves every member:
 - :func:`predict_forest_rows` averages the members' probabilities;
 - :func:`sample_reps` draws every member's repetitions of the next rows at once.
 
-Sums are taken member by member in order (``((p_0 + p_1) + p_2) + ...``, then divided by
+The members' probabilities are weighted by their recent log loss (:func:`weigh_rows`,
+:func:`member_weights`; all weights 1.0 while the losses are equal). Sums are taken member by
+member in order (``((p_0 + p_1) + p_2) + ...``, then divided by
 ``T``), as the per-member loop did, so the forest's probabilities are the same bits.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -37,8 +41,8 @@ from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES, DriftArrays, TreeArrays
 
-__all__ = ["ALL", "BAGGING", "DISJOINT", "learn_forest_rows", "member_list", "predict_forest_rows", "put_member",
-           "sample_reps"]
+__all__ = ["ALL", "BAGGING", "DISJOINT", "learn_forest_rows", "member_list", "member_weights", "predict_forest_rows",
+           "put_member", "sample_reps", "weigh_rows"]
 
 ALL, BAGGING, DISJOINT = range(3)  # the samplings (sample_reps)
 
@@ -67,7 +71,7 @@ def put_member(members, i, item):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, start_row, start_member, totals,
-                      proba_out, want_proba):  # type: ignore[no-untyped-def]
+                      proba_out, want_proba, scores):  # type: ignore[no-untyped-def]
     """Learn the rows in every member, member after member, from ``(start_member, start_row)``.
 
     Parameters
@@ -91,8 +95,13 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     totals
         Examples each member had learned before row 0 (its drift events are dated by it).
     proba_out
-        With ``want_proba``, receives the *sum* of the members' predictions of each row
-        before it was learned (zeros to start with; the caller divides).
+        With ``want_proba``, ``(members, rows, classes)``: member ``m``'s prediction of each
+        row before it was learned is added to ``proba_out[m]`` (zeros to start with;
+        :func:`weigh_rows` combines them).
+    scores
+        ``(members, rows)`` (NaN to start with), or ``(members, 0)``: each member's
+        probability of each row's class, for the rows it learns (see
+        :func:`~streamtree.kernels.learn.learn_tree_rows`).
 
     Returns
     -------
@@ -112,22 +121,76 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
                               paths, work)
         first = start_row if m == start_member else 0
         stop, reason = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
-                                       totals[m] + first, proba_out, want_proba, paths, work)
+                                       totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)
         if reason != DONE:
             return m, stop, reason
     return len(members), n, DONE
 
 
 @njit(cache=True)
-def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, out):  # type: ignore[no-untyped-def]
-    """``out[r, :]``: the mean of the members' probabilities for each encoded row (as
-    :func:`~streamtree.kernels.learn.predict_rows` serves them), summed in member order and
-    divided by the number of members. ``out`` starts at zeros; its width is the model's
-    classes (a member's columns beyond it are not read). Working arrays are reused from
-    member to member (:func:`~streamtree.kernels.learn.scratch`)."""
+def member_weights(loss, eta, out):  # type: ignore[no-untyped-def]
+    """``out[m] = exp(-eta (loss[m] - min loss))``, the members' weights (unnormalised);
+    all 1.0 when the losses are equal (or ``eta`` is 0), so the weighted mean is then the
+    plain mean, bit for bit. Returns their sum, added in member order."""
+    low = loss[0]
+    for m in range(loss.shape[0]):
+        if loss[m] < low:
+            low = loss[m]
+    total = 0.0
+    for m in range(loss.shape[0]):
+        out[m] = math.exp(-eta * (loss[m] - low))
+        total += out[m]
+    return total
+
+
+@njit(cache=True)
+def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  # type: ignore[no-untyped-def]
+    """After the members learned a batch: row after row, the forest's prequential prediction
+    (with ``want_proba``) from the members' weights before the row, then each member's loss
+    updated by its score of the row.
+
+    With ``p_m`` member ``m``'s probability of a row's class (``scores``, NaN for a row it did
+    not learn, which leaves its loss as it was), the loss is an exponential moving average
+    of its log loss over the rows it learns,
+
+    .. math::
+
+        L_m \\leftarrow \\lambda L_m + (1 - \\lambda)\\,(-\\ln \\max(p_m, 10^{-15})),
+
+    ``lambda = decay``, and the forest serves ``sum_m w_m p_m(y|x) / sum_m w_m`` with
+    ``w_m = exp(-eta (L_m - min_j L_j))`` (:func:`member_weights`): an exponentially
+    weighted average forecaster whose memory is about ``1 / (1 - decay)`` rows. Members
+    summed in member order, as :func:`predict_forest_rows` does.
+    """
+    n_members = loss.shape[0]
+    weights = np.empty(n_members)
+    for r in range(proba_out.shape[0] if want_proba else scores.shape[1]):
+        if want_proba:
+            total = member_weights(loss, eta, weights)
+            for c in range(proba_out.shape[1]):
+                acc = 0.0
+                for m in range(n_members):
+                    acc += weights[m] * member_proba[m, r, c]
+                proba_out[r, c] = acc / total
+        for m in range(n_members if scores.shape[1] > 0 else 0):
+            p = scores[m, r]
+            if p == p:
+                loss[m] = decay * loss[m] + (1.0 - decay) * -math.log(max(p, 1e-15))
+
+
+@njit(cache=True)
+def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out):  # type: ignore[no-untyped-def]
+    """``out[r, :]``: the members' probabilities for each encoded row (as
+    :func:`~streamtree.kernels.learn.predict_rows` serves them), weighted by
+    :func:`member_weights` of their ``loss`` (summed in member order, then divided by the
+    weights' sum: with equal losses, the plain mean). ``out`` starts at zeros; its width is
+    the model's classes (a member's columns beyond it are not read). Working arrays are
+    reused from member to member (:func:`~streamtree.kernels.learn.scratch`)."""
     n_rows, width = out.shape
     paths = np.empty((2, 0), dtype=np.int64)
     work = np.empty((SCRATCH_ROWS, 0))
+    weights = np.empty(len(members))
+    total = member_weights(loss, eta, weights)
     for m in range(len(members)):
         t = TreeArrays(*members[m][0])
         paths, work = scratch(t.node.shape[0], t.counts.shape[1], paths, work)
@@ -137,11 +200,10 @@ def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, out):  # type: ignore
             length = route(t.node, t.thr, num[r], nom[r], path)
             proba_at(t, cfg_is[m], cfg_fs[m], path, length, num[r], nom[r], member_out, smoothed, loglik)
             for c in range(min(k, width)):
-                out[r, c] += member_out[c]
-    n_members = len(members)
+                out[r, c] += weights[m] * member_out[c]
     for r in range(n_rows):
         for c in range(width):
-            out[r, c] /= n_members
+            out[r, c] /= total
 
 
 @njit(cache=True)

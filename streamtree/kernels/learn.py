@@ -379,16 +379,24 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f,  # type: ignore[no-untyped-def]
-                  num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z) -> None:
+                  num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled) -> float:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
     ImageSegments 0.41 -> 0.47), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
-    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr`` and ``z``
-    are scratch. It takes the tree's arrays it uses, not the tree (see :func:`_has_room`)."""
+    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` and
+    ``pooled`` are scratch. It takes the tree's arrays it uses, not the tree (see
+    :func:`_has_room`). Returns the pool's probability of ``k`` before the example was learned:
+    what :func:`proba_at` served without the naive-Bayes factor, the same bits (the same
+    kernels on the same values)."""
     standardise(lr_scale, num_row, n_numeric, z)
     lr_proba(lr_w, lr_bias, z, n_numeric, n_classes, p_lr)
     tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
+    a, b, c = meta_f[F_MIX_A], meta_f[F_MIX_B], meta_f[F_MIX_C]
+    served = p_tree[k]
+    if a != 1.0 or b != 0.0 or c != 0.0:  # as proba_at pools
+        mix_pool(p_tree, p_lr, a, b + c * uncertainty(p_tree, n_classes), n_classes, pooled)
+        served = pooled[k]
     mix_score(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
     meta[M_MIX_SCORED] += 1
     if refit_due(meta[M_MIX_SCORED]):
@@ -398,17 +406,33 @@ def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix
         meta_f[F_MIX_B] = b
         meta_f[F_MIX_C] = c
     lr_learn(lr_w, lr_bias, lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
+    return served
 
 
 @njit(cache=True)
-def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z) -> None:  # type: ignore[no-untyped-def]
+def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,  # type: ignore[no-untyped-def]
+                  want_score) -> float:
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
-    of the module docstring); ``z`` is scratch of at least the tree's numeric columns."""
+    of the module docstring); ``z`` is scratch of at least the tree's numeric columns.
+
+    With ``want_score``, returns the probability of ``k`` the tree served before learning it
+    (:func:`proba_at`'s, bit for bit: a forest weighs its members by it); NaN otherwise. The
+    linear component computes it on its way (the pool, when no naive-Bayes factor tempers
+    it); otherwise it costs a :func:`proba_at`."""
     n_classes = t.meta[M_CLASSES]
     n_numeric = t.meta[M_NUMERIC]
-    if cfg_i[C_LINEAR] and n_numeric > 0:
-        _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y, t.mix_u,
-                      t.meta, t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z)
+    linear = cfg_i[C_LINEAR] != 0 and n_numeric > 0
+    pool_served = linear and not (cfg_i[C_NB] and t.meta_f[F_GAMMA] != 0.0)
+    score = math.nan
+    if want_score and not pool_served:
+        proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, right, smoothed, loglik)
+        score = right[k]
+    if linear:
+        served = _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y,
+                               t.mix_u, t.meta, t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left,
+                               z, right)
+        if want_score and pool_served:
+            score = served
     if cfg_i[C_NB]:
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
             # the factor's fitting sample: the untempered prediction and the log likelihoods
@@ -428,6 +452,7 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
             _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right)
     if t.meta[M_EXAMPLES] % cfg_i[C_REFIT_EVERY] == 0:
         refit(t, cfg_i)
+    return score
 
 
 @njit(cache=True)
@@ -479,7 +504,7 @@ def learn_rows(tree, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, tota
     paths, work = scratch(t.node.shape[0], t.counts.shape[1], np.empty((2, 0), dtype=np.int64),
                           np.empty((SCRATCH_ROWS, 0)))
     return learn_tree_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
-                           want_proba, paths, work)
+                           want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
 
 
 @njit(cache=True)
@@ -528,7 +553,7 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, rep
     paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
                           np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
     return learn_tree_rows(t, bg, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
-                           want_proba, paths, work)
+                           want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
 
 
 @njit(cache=True)
@@ -549,11 +574,16 @@ def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba, paths,  # type: ignore[no-untyped-def]
-                    work):
+def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba, scores,  # type: ignore[no-untyped-def]
+                    paths, work):
     """:func:`learn_rows_compared` on named arrays (``TreeArrays``, ``DriftArrays``) and
     working arrays (:func:`scratch`): the loop itself, for the entry points above and for a
-    forest's members (:func:`streamtree.kernels.forest.learn_forest_rows`)."""
+    forest's members (:func:`streamtree.kernels.forest.learn_forest_rows`).
+
+    ``scores`` is empty, or ``(n,)``: then ``scores[r]`` receives, for each row the tree
+    learns (``reps[r] > 0``), the probability it served the row's class before learning it
+    (0 for a class new at that row, which it could not predict); rows it does not learn are
+    left as they are. A forest weighs its members by these (``weigh_rows``)."""
     path, bg_path = paths[0], paths[1]
     out, smoothed, loglik, left, right = work[0], work[1], work[2], work[3], work[4]
     drift = cfg_i[C_DRIFT] == 1
@@ -590,14 +620,19 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
                 p_bg = out[k]
                 d.drift_s[D_GAP] += math.log(max(p_bg, MIN_PROBA)) - math.log(max(p_tree, MIN_PROBA))
                 d.drift_s[D_COMPARED] += 1.0
-        learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z)
+        scored = scores.shape[0] > 0
+        served = learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z,
+                               scored)
+        if scored:
+            scores[r] = 0.0 if k >= known else served
         for _ in range(1, w):  # again, on the path as it is now (the leaf may have split)
             length = route(t.node, t.thr, num[r], nom[r], path)
-            learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z)
+            learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z, False)
         if active:
             for _ in range(w):
                 bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
-                learn_in_tree(bg, cfg_i, cfg_f, fkeys, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right, z)
+                learn_in_tree(bg, cfg_i, cfg_f, fkeys, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left, right, z,
+                              False)
         if not drift:
             continue
         detected = adwin_update(d.adwin_b, d.adwin_n, d.adwin_s, error) and d.adwin_s[A_CHANGE] > 0.0

@@ -116,6 +116,8 @@ def test_a_config_stored_before_the_linear_component_rebuilds_the_model_it_descr
     assert restored.model.to_bytes() == model.to_bytes()
     forest = {"estimator": "forest", "n_trees": 2, "method": "bt+", "seed": 0, "tree": dict(legacy)}
     assert ESTIMATORS.from_stored(forest)["tree"]["linear"] is False
+    assert ESTIMATORS.from_stored(forest)["weighted"] is False  # a forest stored before weighting averaged
+    assert ESTIMATORS.from_stored({**forest, "weighted": True})["weighted"] is True
     assert ESTIMATORS.from_stored({**legacy, "linear": True})["linear"] is True  # a stored value is kept
     store.close()
 

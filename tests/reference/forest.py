@@ -3,16 +3,19 @@
 :class:`LoopForest` is :class:`~streamtree.ProbabilityForest` with its learning, prediction
 and sampling as they were when each member learned and predicted in its own call (each
 member's ``ProbabilityTree._learn`` and ``_predict``, probabilities summed in numpy, the
-repetitions drawn with numpy's ``searchsorted``). The compiled path
-(:mod:`streamtree.kernels.forest`) must give the same bits.
+repetitions drawn with numpy's ``searchsorted``), and the members weighed row by row in
+Python from their prequential predictions. The compiled path (:mod:`streamtree.kernels.forest`)
+must give the same bits.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from streamtree import ProbabilityForest
-from streamtree.forest import _BAGGING, _DISJOINT, _POISSON_CDF
+from streamtree.forest import _BAGGING, _DISJOINT, _POISSON_CDF, WEIGHT_DECAY
 from streamtree.kernels.randomness import uniforms
 from streamtree.typing import ClassLabel, FloatArray
 
@@ -33,20 +36,42 @@ class LoopForest(ProbabilityForest):
             reps[t] = np.searchsorted(_POISSON_CDF, uniforms(self.seed, t + 1, first, n, _BAGGING), side="right")
         return reps
 
+    def _weights(self) -> tuple[list[float], float]:
+        low = min(self.loss_.tolist())
+        weights = [math.exp(-self._eta * (loss - low)) for loss in self.loss_.tolist()]
+        total = 0.0
+        for w in weights:
+            total += w
+        return weights, total
+
     def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
                want_proba: bool) -> FloatArray | None:
         reps = self._reps(len(labels))
-        total: FloatArray | None = None
+        probas = []
         for member, member_reps in zip(self.members, reps):
-            proba = member._learn(num, nom, labels, first_values, want_proba, member_reps)
-            if want_proba:
-                assert proba is not None
-                total = proba if total is None else total + proba
+            proba = member._learn(num, nom, labels, first_values, True, member_reps)
+            assert proba is not None
+            probas.append(proba)
         self.n_examples += len(labels)
-        return total / self.n_trees if total is not None else None
+        column = {c: i for i, c in enumerate(self.classes_)}
+        out = np.empty((len(labels), len(self.classes_)))
+        for r, label in enumerate(labels):
+            weights, total = self._weights()
+            for c in range(len(self.classes_)):
+                acc = 0.0
+                for w, proba in zip(weights, probas):
+                    acc += w * float(proba[r, c])
+                out[r, c] = acc / total
+            if self.weighted:
+                for m, proba in enumerate(probas):
+                    if reps[m][r] > 0:
+                        p = float(proba[r, column[label]])
+                        self.loss_[m] = WEIGHT_DECAY * self.loss_[m] + (1.0 - WEIGHT_DECAY) * -math.log(max(p, 1e-15))
+        return out if want_proba else None
 
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
-        total = self.members[0]._predict(num, nom)
-        for member in self.members[1:]:
-            total = total + member._predict(num, nom)
-        return total / self.n_trees
+        weights, total = self._weights()
+        acc = weights[0] * self.members[0]._predict(num, nom)
+        for w, member in zip(weights[1:], self.members[1:]):
+            acc = acc + w * member._predict(num, nom)
+        return acc / total
