@@ -22,7 +22,7 @@ def test_a_forest_model_serves_exactly_the_library_forest_and_survives_restarts(
         assert r.status_code == 201, r.text
         config = r.json()["config"]
         assert config["estimator"] == "forest" and config["tree"]["grace_period"] == 20
-        assert "seed" not in config["tree"] and config["seed"] == 3
+        assert "seed" not in config["tree"] and config["seed"] == 3 and config["weighted"] is True
         assert client.put("/models/f", json=config).status_code == 200  # the complete config is the same model
         assert client.put("/models/f", json=FOREST | {"n_trees": 5}).status_code == 409
         assert learn_all(client, events[:250], "/models/f/learn") == 250
@@ -53,6 +53,7 @@ def test_a_forest_model_serves_exactly_the_library_forest_and_survives_restarts(
     ({"estimator": "forest", "tree": "abc"}, ["body", "tree"]),
     ({"estimator": "forest", "tree": {"nominal_features": ["a", "x" * 257]}}, ["body", "tree", "nominal_features", 1]),
     ({"estimator": "forest", "n_trees": 2**70}, ["body", "n_trees"]),
+    ({"estimator": "forest", "weighted": "yes"}, ["body", "weighted"]),
 ])
 def test_bad_forest_configs_are_422_naming_the_field(client, body, loc) -> None:  # type: ignore[no-untyped-def]
     r = client.put("/models/g", json=body)
