@@ -134,3 +134,25 @@ def test_an_error_sending_reaches_every_learn_of_the_request() -> None:
         return await asyncio.gather(*tasks, return_exceptions=True)
 
     assert all(isinstance(r, ConnectionError) for r in asyncio.run(run()))
+
+
+def test_a_client_that_goes_away_leaves_the_others_answers_intact() -> None:
+    async def run() -> list[Answer | None]:
+        writer = Writer()
+        coalescer = Coalescer()
+        bodies = [orjson.dumps(event(i)) for i in range(4)]
+        tasks = []
+        for body in bodies:
+            events = mergeable_events(body)
+            assert events is not None
+            tasks.append(asyncio.ensure_future(coalescer.learn(("/learn",), events, body, writer.send)))
+            await asyncio.sleep(0)
+        tasks[2].cancel()  # its client disconnected while its learn waited to be merged
+        await asyncio.sleep(0)
+        writer.release.set()
+        kept = [t for i, t in enumerate(tasks) if i != 2]
+        assert writer.bodies[0] == [event(0)]
+        return list(await asyncio.gather(*kept))
+
+    answers = asyncio.run(run())
+    assert [orjson.loads(a[1])["seq"] for a in answers if a] == [1, 2, 4]  # the gone one's event was learned (seq 3)
