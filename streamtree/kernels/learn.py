@@ -379,24 +379,26 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f,  # type: ignore[no-untyped-def]
-                  num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled) -> float:
+                  num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled, want_score) -> float:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
     ImageSegments 0.41 -> 0.47), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
     the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` and
     ``pooled`` are scratch. It takes the tree's arrays it uses, not the tree (see
-    :func:`_has_room`). Returns the pool's probability of ``k`` before the example was learned:
-    what :func:`proba_at` served without the naive-Bayes factor, the same bits (the same
-    kernels on the same values)."""
+    :func:`_has_room`). With ``want_score``, returns the pool's probability of ``k`` before the
+    example was learned: what :func:`proba_at` served without the naive-Bayes factor, the same
+    bits (the same kernels on the same values); NaN otherwise."""
     standardise(lr_scale, num_row, n_numeric, z)
     lr_proba(lr_w, lr_bias, z, n_numeric, n_classes, p_lr)
     tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
-    a, b, c = meta_f[F_MIX_A], meta_f[F_MIX_B], meta_f[F_MIX_C]
-    served = p_tree[k]
-    if a != 1.0 or b != 0.0 or c != 0.0:  # as proba_at pools
-        mix_pool(p_tree, p_lr, a, b + c * uncertainty(p_tree, n_classes), n_classes, pooled)
-        served = pooled[k]
+    served = math.nan
+    if want_score:
+        a, b, c = meta_f[F_MIX_A], meta_f[F_MIX_B], meta_f[F_MIX_C]
+        served = p_tree[k]
+        if a != 1.0 or b != 0.0 or c != 0.0:  # as proba_at pools
+            mix_pool(p_tree, p_lr, a, b + c * uncertainty(p_tree, n_classes), n_classes, pooled)
+            served = pooled[k]
     mix_score(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
     meta[M_MIX_SCORED] += 1
     if refit_due(meta[M_MIX_SCORED]):
@@ -430,7 +432,7 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
     if linear:
         served = _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y,
                                t.mix_u, t.meta, t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left,
-                               z, right)
+                               z, right, want_score and pool_served)
         if want_score and pool_served:
             score = served
     if cfg_i[C_NB]:
