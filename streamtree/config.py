@@ -14,7 +14,7 @@ from typing import Any
 
 from streamtree.exceptions import ConfigError
 
-__all__ = ["ADDED", "CONSTRAINTS", "MAX_FEATURES_LIMIT", "validate_config"]
+__all__ = ["ADDED", "CONSTRAINTS", "FOREST_ADDED", "MAX_FEATURES_LIMIT", "validate_config"]
 
 
 def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
@@ -98,6 +98,8 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: complete config was stored before the parameter existed (its default may differ: the
 #: linear component is on by default, but a model stored without the parameter had none).
 ADDED: dict[str, Any] = {"linear": False}
+#: The same for a forest's own parameters: one stored before weighting averaged its members.
+FOREST_ADDED: dict[str, Any] = {"weighted": False}
 
 
 def validate_config(config: Mapping[str, Any]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamtree.config import ADDED, CONSTRAINTS
+from streamtree.config import ADDED, CONSTRAINTS, FOREST_ADDED
 from streamtree.exceptions import ConfigError
 from streamtree.forest import ProbabilityForest
 from streamtree.persistence import load_any
@@ -29,9 +29,6 @@ __all__ = ["ESTIMATORS", "Estimators"]
 Model = ProbabilityTree | ProbabilityForest
 _KINDS: dict[str, type[ProbabilityTree] | type[ProbabilityForest]] = {"tree": ProbabilityTree, "forest": ProbabilityForest}
 _FOREST_PARAMS = frozenset({"n_trees", "method", "seed", "tree", "weighted"})
-#: Forest parameters added since forests were first stored, with the value that rebuilds a
-#: forest stored before (see :meth:`Estimators.from_stored`).
-_FOREST_ADDED: dict[str, Any] = {"weighted": False}
 
 
 class Estimators:
@@ -60,7 +57,7 @@ class Estimators:
     def from_stored(config: dict[str, Any]) -> dict[str, Any]:
         """A *complete* config as a service stored it (:meth:`config_of` at creation), with each
         parameter added since it was stored set to the value that rebuilds the same model
-        (:data:`~streamtree.config.ADDED`), so that a model rebuilt from its log equals the one
+        (:data:`~streamtree.config.ADDED`, :data:`~streamtree.config.FOREST_ADDED`), so that a model rebuilt from its log equals the one
         its snapshots hold. Not for partial configs: a missing parameter there means its default.
 
         >>> ESTIMATORS.from_stored({"grace_period": 30})["linear"]
@@ -70,7 +67,7 @@ class Estimators:
         """
         if config.get("estimator") == "forest":
             tree = config.get("tree")
-            config = {**_FOREST_ADDED, **config}
+            config = {**FOREST_ADDED, **config}
             return {**config, "tree": {**ADDED, **tree}} if isinstance(tree, dict) else config
         return {**ADDED, **config}
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streamtree.config import FOREST_ADDED
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
 from streamtree.kernels.adwin import adwin_from_state
@@ -213,7 +214,7 @@ def load_forest(cls: type[ProbabilityForest], data: bytes) -> ProbabilityForest:
     header, arrays = _read(data, FOREST, (1, FOREST_VERSION))
     try:
         # a version-1 forest averaged its members: it is read as one that still does
-        forest = cls(**({"weighted": False} | header["config"]))
+        forest = cls(**(FOREST_ADDED | header["config"]))
         members = [ProbabilityTree.from_bytes(arrays[f"member.{i}"].tobytes()) for i in range(forest.n_trees)]
         forest.members = members
         forest.n_examples = int(header["n_examples"])

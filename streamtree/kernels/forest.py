@@ -19,13 +19,13 @@ five times one tree). Here one call serves every member:
   arrays, detector and repetitions), so running them one after the other, rather than row by
   row, gives each member the same sequence of rows and the same bits as before, and resuming
   needs nothing but ``(member, row)``;
-- :func:`predict_forest_rows` averages the members' probabilities;
+- :func:`predict_forest_rows` and :func:`weigh_rows` weigh the members' probabilities;
 - :func:`sample_reps` draws every member's repetitions of the next rows at once.
 
 The members' probabilities are weighted by their recent log loss (:func:`weigh_rows`,
 :func:`member_weights`; all weights 1.0 while the losses are equal). Sums are taken member by
-member in order (``((p_0 + p_1) + p_2) + ...``, then divided by
-``T``), as the per-member loop did, so the forest's probabilities are the same bits.
+member in order (``((w_0 p_0 + w_1 p_1) + w_2 p_2) + ...``, then divided by the weights' sum),
+as the per-member reference does, so the forest's probabilities are the same bits.
 """
 
 from __future__ import annotations
@@ -172,7 +172,9 @@ def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  
                 for m in range(n_members):
                     acc += weights[m] * member_proba[m, r, c]
                 proba_out[r, c] = acc / total
-        for m in range(n_members if scores.shape[1] > 0 else 0):
+        if scores.shape[1] == 0:  # an unweighted forest keeps no losses
+            continue
+        for m in range(n_members):
             p = scores[m, r]
             if p == p:
                 loss[m] = decay * loss[m] + (1.0 - decay) * -math.log(max(p, 1e-15))

@@ -66,7 +66,8 @@ class Writer:
         return 200, OK % (len(events), self.seq), []
 
 
-async def _learns(writer: Writer, bodies: list[bytes]) -> list[Answer | None]:
+async def _submit(writer: Writer, bodies: list[bytes]) -> list[asyncio.Future[Answer | None]]:
+    """Each body's learn, one after the other (the first is on its way as the rest arrive)."""
     coalescer = Coalescer()
     tasks = []
     for body in bodies:
@@ -74,6 +75,11 @@ async def _learns(writer: Writer, bodies: list[bytes]) -> list[Answer | None]:
         assert events is not None
         tasks.append(asyncio.ensure_future(coalescer.learn(("/learn",), events, body, writer.send)))
         await asyncio.sleep(0)
+    return tasks
+
+
+async def _learns(writer: Writer, bodies: list[bytes]) -> list[Answer | None]:
+    tasks = await _submit(writer, bodies)
     writer.release.set()
     return await asyncio.gather(*tasks)
 
@@ -139,14 +145,7 @@ def test_an_error_sending_reaches_every_learn_of_the_request() -> None:
 def test_a_client_that_goes_away_leaves_the_others_answers_intact() -> None:
     async def run() -> list[Answer | None]:
         writer = Writer()
-        coalescer = Coalescer()
-        bodies = [orjson.dumps(event(i)) for i in range(4)]
-        tasks = []
-        for body in bodies:
-            events = mergeable_events(body)
-            assert events is not None
-            tasks.append(asyncio.ensure_future(coalescer.learn(("/learn",), events, body, writer.send)))
-            await asyncio.sleep(0)
+        tasks = await _submit(writer, [orjson.dumps(event(i)) for i in range(4)])
         tasks[2].cancel()  # its client disconnected while its learn waited to be merged
         await asyncio.sleep(0)
         writer.release.set()
