@@ -134,7 +134,7 @@ class _MemberArrays:
         self.cfg_f = np.stack([m._cfg_f for m in members])
         first = members[0]
         self.trees = member_list(_member_entry(first))
-        self.backgrounds = member_list(tuple(first._tree))
+        self.backgrounds = member_list(first._handle(first._tree))
         self._totals = np.zeros(len(members), dtype=np.int64)
         self._held: list[tuple[ProbabilityTree | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
             (None, None, None, None)] * len(members)
@@ -144,7 +144,7 @@ class _MemberArrays:
     def _put(self, i: int) -> None:
         m = self.members[i]
         put_member(self.trees, i, _member_entry(m))
-        put_member(self.backgrounds, i, tuple(m._background if m._background is not None else m._tree))
+        put_member(self.backgrounds, i, m._handle(m._background if m._background is not None else m._tree))
         self.cfg_i[i], self.cfg_f[i] = m._cfg_i, m._cfg_f
         self._held[i] = (m, m._tree, m._background, m._drift)
 
@@ -183,7 +183,7 @@ class _MemberArrays:
 
 def _member_entry(m: ProbabilityTree) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """A member's entry in :attr:`_MemberArrays.trees`: its tree's and its detector's arrays."""
-    return tuple(m._tree), tuple(m._drift if m._drift is not None else _NO_DRIFT)
+    return m._handle(m._tree), m._handle(m._drift if m._drift is not None else _NO_DRIFT)
 
 
 class ProbabilityForest(Classifier):

@@ -27,12 +27,14 @@ import numpy as np
 from streamtree import inspection
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
+from streamtree.dispatch import direct
+from streamtree.kernels.handle import drift_handle, tree_handle
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.learn import (
     ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_LINEAR, C_M, C_MAX_DEPTH,
     C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
     C_SPLITTER, C_SUBSPACE, C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START, learn_rows,
-    learn_rows_compared, predict_rows,
+    predict_rows,
 )
 from streamtree.kernels.split import CRITERION_CODES
 from streamtree.smoothing import make_smoother
@@ -48,12 +50,26 @@ __all__ = ["ProbabilityTree", "class_ids"]
 _NO_DRIFT = new_drift(0.002)  # what the loop is given (and never reads) when detection is off
 _NO_PROBA = np.zeros((0, 0))  # likewise for the predictions, when they are not asked for
 _ONCE = np.ones(1, dtype=np.int64)  # learn_one's repetitions: its row, once
+#: learn_one's class id array for each of the first 64 class ids, shared: the loop only reads it
+_CLASS_ID = [np.full(1, k, dtype=np.int64) for k in range(64)]
+
+
+def _plain(a: np.ndarray) -> bool:
+    """Whether an encoded matrix is of the one type the per-event entry points are resolved
+    for (C-contiguous and writable; its dtype is the encoding's): a batch's row need not be."""
+    flags = a.flags
+    return flags.c_contiguous and flags.writeable  # type: ignore[no-any-return]
 
 
 def class_ids(classes: list[ClassLabel], index: dict[ClassLabel, int], labels: list[ClassLabel]) -> np.ndarray:
     """The class id of each label (int64), registering new labels in ``classes`` and ``index``
     in order of first appearance: the learning loop counts a class from its first row. A
-    forest's members share one ``classes`` and ``index``, so the forest registers once."""
+    forest's members share one ``classes`` and ``index``, so the forest registers once. The
+    kernels only read the ids: one known label's array is shared, not built."""
+    if len(labels) == 1:  # one event of a known class: a shared array (0.1 against 0.7 us)
+        k = index.get(labels[0])
+        if k is not None and k < len(_CLASS_ID):
+            return _CLASS_ID[k]
     ids = list(map(index.get, labels))
     if None in ids:  # new labels: register them in order
         for i, label in enumerate(labels):
@@ -286,6 +302,23 @@ class ProbabilityTree(Classifier):
         self._drift: DriftArrays | None = new_drift(self.drift_delta) if self.drift_delta is not None else None
         self._shapes: tuple[int, ...] = ()  # (classes, numeric, nominal, values) the arrays were last fitted to
         self._fkeys = np.zeros(0, dtype=np.int64)  # the registry's feature keys, for the randomized splitters
+        self._handles: dict[int, tuple[Any, Any]] = {}  # id -> (arrays, their handle): _handle
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and deep copies leave out the compiled handles (made again on first use)."""
+        return self.__dict__ | {"_handles": {}}
+
+    def _handle(self, arrays: TreeArrays | DriftArrays) -> Any:
+        """The compiled handle of a tree's or a detector's arrays (:mod:`streamtree.kernels.handle`),
+        made once per set of arrays: a tree grown, adopted or loaded is a new set (the handles of
+        sets no longer held are let go)."""
+        held = self._handles.get(id(arrays))
+        if held is None or held[0] is not arrays:
+            live = {id(a) for a in (self._tree, self._background, self._drift, _NO_DRIFT)}
+            self._handles = {i: h for i, h in self._handles.items() if i in live}
+            handle = drift_handle(arrays) if isinstance(arrays, DriftArrays) else tree_handle(arrays)
+            held = self._handles[id(arrays)] = (arrays, handle)
+        return held[1]
 
     @property
     def n_nodes(self) -> int:
@@ -315,25 +348,24 @@ class ProbabilityTree(Classifier):
         reps: np.ndarray | None = None,
     ) -> FloatArray | None:
         """Run encoded, validated rows through the learning loop (handling its stops);
-        ``reps[i]`` times row ``i`` (once each when omitted; see ``learn_rows_compared``)."""
+        ``reps[i]`` times row ``i`` (once each when omitted; see ``learn_rows``)."""
+        one = len(labels) == 1 and reps is None
         if reps is None:
-            reps = _ONCE if len(labels) == 1 else np.ones(len(labels), dtype=np.int64)
+            reps = _ONCE if one else np.ones(len(labels), dtype=np.int64)
         ks = class_ids(self.classes_, self._class_index, labels)
         self._make_room(first_values, self._registry_shapes())
         proba = np.zeros((len(labels), self._tree.counts.shape[1])) if want_proba else _NO_PROBA
-        drift = self._drift if self._drift is not None else _NO_DRIFT
+        # one event: the kernel at its entry point (the dispatch would be most of its cost)
+        at_entry = one and _plain(num) and _plain(nom)
+        drift = self._handle(self._drift if self._drift is not None else _NO_DRIFT)
         start = 0
         reason = -1
         while reason != DONE:
-            t = self._tree
-            background = self._background
-            if background is None:  # one tree fewer to hand over: the common case is cheaper
-                stop, reason = learn_rows(tuple(t), tuple(drift), self._cfg_i, self._cfg_f, num, nom, ks, reps,
-                                          self._fkeys, start, self.n_examples, proba, want_proba)
-            else:
-                stop, reason = learn_rows_compared(tuple(t), tuple(background), tuple(drift), self._cfg_i, self._cfg_f,
-                                                   num, nom, ks, reps, self._fkeys, start, self.n_examples, proba,
-                                                   want_proba)
+            tree = self._handle(self._tree)
+            background = tree if self._background is None else self._handle(self._background)
+            args = (tree, background, drift, self._cfg_i, self._cfg_f, num, nom, ks, reps, self._fkeys, start,
+                    self.n_examples, proba, want_proba)
+            stop, reason = direct(learn_rows, *args) if at_entry else learn_rows(*args)
             self.n_examples += stop - start
             start = stop
             self._resolve(reason, reps, stop)
@@ -410,7 +442,11 @@ class ProbabilityTree(Classifier):
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         out = np.empty((num.shape[0], self._tree.counts.shape[1]))
-        predict_rows(tuple(self._tree), self._cfg_i, self._cfg_f, num, nom, out)
+        tree = self._handle(self._tree)
+        if num.shape[0] == 1 and _plain(num) and _plain(nom):
+            direct(predict_rows, tree, self._cfg_i, self._cfg_f, num, nom, out)
+        else:
+            predict_rows(tree, self._cfg_i, self._cfg_f, num, nom, out)
         return out[:, : len(self.classes_)]
 
     # -- introspection (streamtree.inspection) -------------------------------------------

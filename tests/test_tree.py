@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
+import pickle
 import random
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -93,6 +96,21 @@ def test_learn_many_accepts_dataframes_and_arrays() -> None:
         by_one.learn_one(dict(enumerate(row)), label)
     assert from_array.to_bytes() == from_frame.to_bytes() == by_one.to_bytes()
     assert from_array.n_nodes > 1
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))])
+def test_a_copy_learns_and_predicts_on_exactly_as_the_original(copier: Any) -> None:
+    """A copy leaves the compiled handles of the arrays behind and makes its own: it shares
+    no array with the original, and goes on bit for bit."""
+    model = fitted(n=300)
+    model.predict_proba_one(stream(1)[0][0])  # the original holds handles to copy
+    twin = copier(model)
+    for x, y in stream(700)[300:]:
+        assert twin.predict_proba_one(x) == model.predict_proba_one(x)
+        model.learn_one(x, y)
+        twin.learn_one(x, y)
+    assert twin.to_bytes() == model.to_bytes()
+    assert not np.shares_memory(twin.counts_, model.counts_)
 
 
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)

@@ -12,7 +12,7 @@ PROGRAM = """
 import streamtree
 from streamtree.kernels import forest, learn, naive_bayes, route
 streamtree.warm_up()
-entry_points = [learn.learn_rows, learn.learn_rows_compared, learn.predict_rows, learn.proba_at,
+entry_points = [learn.learn_rows, learn.predict_rows, learn.proba_at,
                 naive_bayes.nb_loglik, route.route, forest.learn_forest_rows, forest.predict_forest_rows,
                 forest.sample_reps, forest.member_list, forest.put_member]
 print(",".join(f.__name__ for f in entry_points if not f.signatures))

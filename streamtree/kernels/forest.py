@@ -5,12 +5,13 @@ learning loop (and prediction) from Python: ``T`` round trips per event, each pa
 Python orchestration and numba's dispatch of some 30 arrays (measured: 10 members cost about
 five times one tree). Here one call serves every member:
 
-- the members' arrays are held in numba typed lists (:func:`member_list`, :func:`put_member`),
-  one entry per member (``(tuple(TreeArrays), tuple(DriftArrays))``, and the background trees
-  in another; every member's tuple has the same numba type),
-  which cost O(1) to hand over (a typed list is passed as one pointer, measured ~3 us
-  whatever its length) and are updated entry by entry, only when Python replaces a member's
-  arrays (growth, a background tree started, adopted or dropped: rare);
+- the members' arrays are held in numba typed lists (:func:`member_list`, :func:`put_member`)
+  of their handles (:mod:`streamtree.kernels.handle`), one entry per member (the handles of
+  its tree and of its detector), and the background trees' in another; every entry has the
+  same numba type. A typed list costs O(1) to hand over (it is passed as one pointer), and a
+  handle O(1) to fetch from it (a tuple of arrays cost about 10 ns an array: 0.4 us a member).
+  Entries are replaced one by one, only when Python replaces a member's arrays (growth, a
+  background tree started, adopted or dropped: rare);
 - :func:`learn_forest_rows` runs each member, in order, through the very loop a tree runs
   (:func:`~streamtree.kernels.learn.learn_tree_rows`) on all the rows, and returns to Python
   at the first member that needs it (``GROW``, ``START``, ``ADOPT``), saying which member
@@ -77,16 +78,15 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     Parameters
     ----------
     members
-        Typed list of each member's ``(tuple(TreeArrays), tuple(DriftArrays))`` (its detector
-        read only with drift detection on).
+        Typed list of the handles of each member's tree and detector (its detector read only
+        with drift detection on).
     backgrounds
-        Typed list of each member's background tree, read only while the member's detector
-        has one (``drift_s[D_ACTIVE]``): any tree otherwise (fetching a tree from a typed list
-        costs about 10 ns an array, so an unused one is not fetched).
+        Typed list of the handle of each member's background tree, read only while the
+        member's detector has one (``drift_s[D_ACTIVE]``): any tree otherwise.
     cfg_is, cfg_fs
         Each member's configuration, one row per member (members differ in their seed).
     num, nom, ks, fkeys, want_proba
-        As in :func:`~streamtree.kernels.learn.learn_rows_compared`, shared by the members.
+        As in :func:`~streamtree.kernels.learn.learn_rows`, shared by the members.
     reps
         ``(members, rows)``: how many times each member learns each row.
     start_row, start_member
@@ -107,7 +107,7 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     -------
     member, next_row, reason
         The first member that stopped, its first row not learned and why
-        (``GROW``, ``START``, ``ADOPT``: see ``learn_rows_compared``); ``DONE`` once every
+        (``GROW``, ``START``, ``ADOPT``: see ``learn_rows``); ``DONE`` once every
         member has learned every row.
     """
     n = num.shape[0]
@@ -115,8 +115,8 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     work = np.empty((SCRATCH_ROWS, 0))
     for m in range(start_member, len(members)):
         tree, drift = members[m]
-        t, d = TreeArrays(*tree), DriftArrays(*drift)
-        bg = TreeArrays(*backgrounds[m]) if d.drift_s[D_ACTIVE] != 0.0 else t
+        t, d = TreeArrays(*tree.arrays), DriftArrays(*drift.arrays)
+        bg = TreeArrays(*backgrounds[m].arrays) if d.drift_s[D_ACTIVE] != 0.0 else t
         paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
                               paths, work)
         first = start_row if m == start_member else 0
@@ -194,7 +194,7 @@ def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out):  # t
     weights = np.empty(len(members))
     total = member_weights(loss, eta, weights)
     for m in range(len(members)):
-        t = TreeArrays(*members[m][0])
+        t = TreeArrays(*members[m][0].arrays)
         paths, work = scratch(t.node.shape[0], t.counts.shape[1], paths, work)
         path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
         k = t.meta[M_CLASSES]

@@ -1,7 +1,6 @@
 """The one learning loop, and prediction, over a tree's arrays.
 
-:func:`learn_rows` (and :func:`learn_rows_compared`, while a background tree is compared)
-serve ``learn_one`` (a batch of one), ``learn_many``, the service's live
+:func:`learn_rows` serves ``learn_one`` (a batch of one), ``learn_many``, the service's live
 path and its replay. For each row in order it does what one example does:
 
 1. route it in the tree (and in the background tree, while one is compared);
@@ -73,8 +72,8 @@ from streamtree.state import (
 )
 
 __all__ = [
-    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SPLITTER_CODES", "START", "learn_rows", "learn_rows_compared",
-    "learn_tree_rows", "predict_rows",
+    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SPLITTER_CODES", "START", "learn_rows", "learn_tree_rows",
+    "predict_rows",
 ]
 
 # cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
@@ -146,10 +145,10 @@ def _loglik(t, num_row, nom_row, k, out):  # type: ignore[no-untyped-def]
 def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-def]
     """``out[r, :K]``: the probabilities served for each encoded row (see :func:`proba_at`).
 
-    ``tree`` is ``tuple(TreeArrays)``: numba types a plain tuple of arrays on its fast C path
-    and a NamedTuple field by field in Python (measured: 2.5 against 5.1 us a call), and per
-    event that is most of the cost; the kernel names the fields again at no cost."""
-    t = TreeArrays(*tree)
+    ``tree`` is the tree's handle (:mod:`streamtree.kernels.handle`: its arrays in one
+    object, which costs a call far less to hand over than the arrays one by one); the kernel
+    names the fields again at no cost."""
+    t = TreeArrays(*tree.arrays)
     k = t.meta[M_CLASSES]
     path = np.empty(t.meta[M_NODES], dtype=np.int64)
     smoothed = np.empty(max(k, 1))
@@ -499,29 +498,17 @@ def _argmax_error(counts, leaf, n_classes, k) -> float:  # type: ignore[no-untyp
 
 
 @njit(cache=True)
-def learn_rows(tree, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
-    """:func:`learn_rows_compared` with no background tree (the common case: one tree's arrays
-    fewer to hand from Python to compiled code, which costs per array)."""
-    t = TreeArrays(*tree)
-    paths, work = scratch(t.node.shape[0], t.counts.shape[1], np.empty((2, 0), dtype=np.int64),
-                          np.empty((SCRATCH_ROWS, 0)))
-    return learn_tree_rows(t, t, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
-                           want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
-
-
-@njit(cache=True)
-def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
-                        want_proba):  # type: ignore[no-untyped-def]
+def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba):  # type: ignore[no-untyped-def]
     """Learn rows ``start, start + 1, ...`` of an encoded batch in order (module docstring).
 
     Parameters
     ----------
     tree, background
-        ``tuple(TreeArrays)`` of the tree and of the background tree (any tree while
-        ``drift_s[D_ACTIVE] == 0``: it is then not read); plain tuples, as in
-        :func:`predict_rows`.
+        The handles (:mod:`streamtree.kernels.handle`) of the tree and of the background tree
+        (any tree, the tree's own handle say, while ``drift_s[D_ACTIVE] == 0``: it is then not
+        read).
     drift
-        ``tuple(DriftArrays)``, the model's (read only with ``cfg_i[C_DRIFT] == 1``).
+        The handle of the model's ``DriftArrays`` (read only with ``cfg_i[C_DRIFT] == 1``).
     num, nom, ks
         The encoded rows and their class ids; a class id equal to the tree's class count is
         a new class (ids are given in order of first appearance).
@@ -551,10 +538,10 @@ def learn_rows_compared(tree, background, drift, cfg_i, cfg_f, num, nom, ks, rep
         need room before ``next_row``), ``START`` (a change was detected: start a background
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
-    t, bg = TreeArrays(*tree), TreeArrays(*background)
+    t, bg = TreeArrays(*tree.arrays), TreeArrays(*background.arrays)
     paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
                           np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
-    return learn_tree_rows(t, bg, DriftArrays(*drift), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
+    return learn_tree_rows(t, bg, DriftArrays(*drift.arrays), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
                            want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
 
 
@@ -578,7 +565,7 @@ def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
 @njit(cache=True, inline="always")
 def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba, scores,  # type: ignore[no-untyped-def]
                     paths, work):
-    """:func:`learn_rows_compared` on named arrays (``TreeArrays``, ``DriftArrays``) and
+    """:func:`learn_rows` on named arrays (``TreeArrays``, ``DriftArrays``) and
     working arrays (:func:`scratch`): the loop itself, for the entry points above and for a
     forest's members (:func:`streamtree.kernels.forest.learn_forest_rows`).
 

@@ -1,0 +1,46 @@
+"""A handle holds a tree's arrays themselves: kernels write through it, and a model makes a
+new one exactly when it gets new arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streamtree import ProbabilityTree
+from streamtree.kernels.handle import tree_handle
+from streamtree.kernels.learn import CONFIG_FLOATS, CONFIG_INTS, predict_rows
+from streamtree.state import M_CLASSES, new_arrays
+
+
+def test_a_kernel_reads_the_arrays_as_they_are_now() -> None:
+    t = new_arrays()
+    t.meta[M_CLASSES] = 2
+    handle = tree_handle(t)
+    cfg_i, cfg_f = np.zeros(CONFIG_INTS, dtype=np.int64), np.zeros(CONFIG_FLOATS)
+    out = np.empty((1, t.counts.shape[1]))
+    row, codes = np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64)
+    t.counts[0, :2] = 1.0, 3.0  # written after the handle was made
+    predict_rows(handle, cfg_i, cfg_f, row, codes, out)
+    assert out[0, :2].tolist() == [0.25, 0.75]
+
+
+def test_learning_through_the_handle_writes_the_models_arrays() -> None:
+    model = ProbabilityTree()
+    model.learn_one({"a": 1.0}, "x")
+    counts = model._tree.counts
+    model.learn_one({"a": 2.0}, "x")
+    assert model._tree.counts is counts and counts[0, 0] == 2.0
+
+
+def test_new_arrays_get_a_new_handle_and_the_old_one_is_let_go() -> None:
+    model = ProbabilityTree(grace_period=10)
+    model.learn_one({"a": 0.0}, "x")
+    old = model._tree
+    first = model._handle(old)
+    assert model._handle(model._tree) is first  # the same arrays: the same handle
+    for i in range(2000):
+        model.learn_one({"a": float(i % 50)}, "xyz"[i % 50 % 3])
+        if model._tree is not old:
+            break
+    assert model._tree is not old  # the tree outgrew its arrays: new ones
+    assert model._handle(model._tree) is not first
+    assert set(model._handles) <= {id(model._tree), id(model._drift)}
