@@ -185,7 +185,11 @@ def _drift_arrays(arrays: dict[str, np.ndarray]) -> DriftArrays:
     """A version-3 file's detector and drift history. ``adwin_s`` saved before it had
     ``A_DETECTED_AT`` (10 scalars) gets it 0: no detection on record, so the detector reports
     its next cut, as it did when it was saved."""
-    drift = DriftArrays(**{name: np.array(a) for name, a in arrays.items()})
+    blank = new_drift(0.002)  # the dtypes and dimensions every detector has (kernels.handle)
+    drift = DriftArrays(**{name: np.array(a, dtype=getattr(blank, name).dtype) for name, a in arrays.items()})
+    for name, a in zip(DriftArrays._fields, drift):
+        if a.ndim != getattr(blank, name).ndim:
+            raise ValueError(f"drift.{name} has {a.ndim} dimensions, not {getattr(blank, name).ndim}")
     if drift.adwin_s.shape != (ADWIN_SCALARS,):
         if drift.adwin_s.ndim != 1 or drift.adwin_s.shape[0] > ADWIN_SCALARS:
             raise ValueError(f"drift.adwin_s has shape {drift.adwin_s.shape}, not ({ADWIN_SCALARS},) or shorter")

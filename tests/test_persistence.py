@@ -107,6 +107,39 @@ def test_version_1_files_load_with_an_empty_drift_history() -> None:
     assert old.predict_proba_one(probe) == ProbabilityTree.from_bytes(v2).predict_proba_one(probe)
 
 
+def test_drift_arrays_of_another_dtype_load_as_the_kernels_need_and_other_shapes_are_refused() -> None:
+    """The kernels take a detector's arrays as one compiled handle of fixed types: a file whose
+    drift arrays were written as other numbers (here int32 and float32) loads into float64 and
+    int64 arrays and learns on; an array of the wrong dimensions is a corrupt file."""
+    model = ProbabilityTree()
+    for x, y in _stagger(300, function=1, seed=2):
+        model.learn_one(x, y)
+    data = model.to_bytes()
+
+    def retyped(k: str, a: np.ndarray) -> np.ndarray:
+        if k == "drift.adwin_n":
+            return a.astype(np.int32)
+        return a.astype(np.float32) if k == "drift.drift_s" else a
+
+    (size,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
+    head = data[: len(MAGIC) + 4 + size]
+    with np.load(io.BytesIO(data[len(MAGIC) + 4 + size :])) as archive:
+        arrays = {k: retyped(k, archive[k]) for k in archive.files}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    loaded = ProbabilityTree.from_bytes(head + buffer.getvalue())
+    assert loaded._drift is not None and loaded._drift.adwin_n.dtype == np.int64
+    for x, y in _stagger(300, function=2, seed=3):
+        loaded.learn_one(x, y)
+        model.learn_one(x, y)
+    assert loaded.to_bytes() == model.to_bytes()
+    arrays["drift.adwin_n"] = arrays["drift.adwin_n"].reshape(-1, 1)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    with pytest.raises(FormatError, match="adwin_n"):
+        ProbabilityTree.from_bytes(head + buffer.getvalue())
+
+
 def test_bad_bytes_and_newer_versions_are_refused() -> None:
     model = ProbabilityTree()
     model.learn_one({"a": 1.0}, "x")
