@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
-from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, proba_at, scratch
+from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, scratch, serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES, DriftArrays, TreeArrays
@@ -200,7 +200,7 @@ def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out):  # t
         k = t.meta[M_CLASSES]
         for r in range(n_rows):
             length = route(t.node, t.thr, num[r], nom[r], path)
-            proba_at(t, cfg_is[m], cfg_fs[m], path, length, num[r], nom[r], member_out, smoothed, loglik)
+            serve(t, cfg_is[m], cfg_fs[m], path, length, num[r], nom[r], member_out, smoothed, loglik)
             for c in range(min(k, width)):
                 out[r, c] += weights[m] * member_out[c]
     for r in range(n_rows):
