@@ -94,7 +94,7 @@ MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
 SCRATCH_ROWS = 5  # per-class working arrays of the learning loop (scratch)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def tree_proba(cfg_i, cfg_f, counts, hgs, theta0, path, length, k, out) -> None:  # type: ignore[no-untyped-def]
     """The tree's own probabilities at the end of ``path`` (``out[:k]``): the smoother's,
     floored at ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros.
@@ -385,7 +385,7 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
         t.meta[M_REFITS] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f,  # type: ignore[no-untyped-def]
                   num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled, want_score) -> float:
     """The linear component's share of learning one example of class ``k``: score the tree's

@@ -49,7 +49,7 @@ _TINY = 1e-300  # x log2 x is taken at max(x, _TINY): 0 log 0 = 0
 
 
 # -- statistics ---------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def update_stats(num_stats, num_range, nom_stats, slot_seen, shift, slot, k, num_row, nom_row):  # type: ignore[no-untyped-def]
     """Add one example of class ``k`` to the statistics of ``slot``.
 
