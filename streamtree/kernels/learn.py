@@ -152,7 +152,7 @@ def _loglik(t, num_row, nom_row, k, out):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-def]
-    """``out[r, :K]``: the probabilities served for each encoded row (see :func:`proba_at`).
+    """``out[r, :K]``: the probabilities served for each encoded row (see :func:`serve`).
 
     ``tree`` is the tree's handle (:mod:`streamtree.kernels.handle`: its arrays in one
     object, which costs a call far less to hand over than the arrays one by one); the kernel
