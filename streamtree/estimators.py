@@ -57,8 +57,9 @@ class Estimators:
     def from_stored(config: dict[str, Any]) -> dict[str, Any]:
         """A *complete* config as a service stored it (:meth:`config_of` at creation), with each
         parameter added since it was stored set to the value that rebuilds the same model
-        (:data:`~streamtree.config.ADDED`, :data:`~streamtree.config.FOREST_ADDED`), so that a model rebuilt from its log equals the one
-        its snapshots hold. Not for partial configs: a missing parameter there means its default.
+        (:data:`~streamtree.config.ADDED`, :data:`~streamtree.config.FOREST_ADDED`), so that a
+        model rebuilt from its log equals the one its snapshots hold. Not for partial configs: a
+        missing parameter there means its default.
 
         >>> ESTIMATORS.from_stored({"grace_period": 30})["linear"]
         False

@@ -54,11 +54,13 @@ _ONCE = np.ones(1, dtype=np.int64)  # learn_one's repetitions: its row, once
 _CLASS_ID = [np.full(1, k, dtype=np.int64) for k in range(64)]
 
 
-def _plain(a: np.ndarray) -> bool:
-    """Whether an encoded matrix is of the one type the per-event entry points are resolved
-    for (C-contiguous and writable; its dtype is the encoding's): a batch's row need not be."""
-    flags = a.flags
-    return flags.c_contiguous and flags.writeable  # type: ignore[no-any-return]
+def _at_entry(num: np.ndarray, nom: np.ndarray) -> bool:
+    """Whether encoded rows go to a kernel's compiled entry point (:mod:`streamtree.dispatch`):
+    one event, in matrices of the one type the entry points are resolved for (C-contiguous and
+    writable; their dtypes are the encoding's). A batch's row need not be."""
+    f, g = num.flags, nom.flags  # spelled out, not a generator: this runs on every event
+    plain = f.c_contiguous and f.writeable and g.c_contiguous and g.writeable
+    return num.shape[0] == 1 and bool(plain)
 
 
 def class_ids(classes: list[ClassLabel], index: dict[ClassLabel, int], labels: list[ClassLabel]) -> np.ndarray:
@@ -349,14 +351,12 @@ class ProbabilityTree(Classifier):
     ) -> FloatArray | None:
         """Run encoded, validated rows through the learning loop (handling its stops);
         ``reps[i]`` times row ``i`` (once each when omitted; see ``learn_rows``)."""
-        one = len(labels) == 1 and reps is None
+        at_entry = reps is None and _at_entry(num, nom)  # the dispatch would be most of an event's cost
         if reps is None:
-            reps = _ONCE if one else np.ones(len(labels), dtype=np.int64)
+            reps = _ONCE if len(labels) == 1 else np.ones(len(labels), dtype=np.int64)
         ks = class_ids(self.classes_, self._class_index, labels)
         self._make_room(first_values, self._registry_shapes())
         proba = np.zeros((len(labels), self._tree.counts.shape[1])) if want_proba else _NO_PROBA
-        # one event: the kernel at its entry point (the dispatch would be most of its cost)
-        at_entry = one and _plain(num) and _plain(nom)
         drift = self._handle(self._drift if self._drift is not None else _NO_DRIFT)
         start = 0
         reason = -1
@@ -443,7 +443,7 @@ class ProbabilityTree(Classifier):
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         out = np.empty((num.shape[0], self._tree.counts.shape[1]))
         tree = self._handle(self._tree)
-        if num.shape[0] == 1 and _plain(num) and _plain(nom):
+        if _at_entry(num, nom):
             direct(predict_rows, tree, self._cfg_i, self._cfg_f, num, nom, out)
         else:
             predict_rows(tree, self._cfg_i, self._cfg_f, num, nom, out)
