@@ -32,8 +32,9 @@ from streamtree.config import FOREST_ADDED
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
 from streamtree.kernels.adwin import adwin_from_state
+from streamtree.kernels.hgs import sync_alpha
 from streamtree.state import (
-    ADWIN_SCALARS, COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
+    ALPHA, ADWIN_SCALARS, COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
     EVENTS_KEPT, F_GAMMA, F_GRAD0, F_STEP0, F_THETA0, KIND, LAST_ATTEMPT, LEFT, LOG_MIN_PROBA, M_CLASSES,
     M_EXAMPLES, M_FREE, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
     M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, N_, PARENT, Q_, RIGHT, S_, SEEN, SLOT, DriftArrays,
@@ -56,7 +57,8 @@ _EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
 
 
 def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
-    """The tree's arrays cut to their logical sizes."""
+    """The tree's arrays cut to their logical sizes (the HGS weights, ``exp`` of their logs, are
+    recomputed on loading: :func:`_restore`)."""
     n, k = int(t.meta[M_NODES]), int(t.meta[M_CLASSES])
     f, c, v = int(t.meta[M_NUMERIC]), int(t.meta[M_NOMINAL]), int(t.meta[M_VALUES])
     nb = t.nb_seen.shape[0]
@@ -64,7 +66,7 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
     lin = 1 if t.mix_y.shape[0] else 0
     return {
         "node": t.node[:n], "thr": t.thr[:n], "counts": t.counts[:n, :k], "inherited": t.inherited[:n, :k],
-        "hgs": t.hgs[:n], "num_stats": t.num_stats[:, :f, :k], "num_range": t.num_range[:, :f],
+        "hgs": t.hgs[:n, :ALPHA], "num_stats": t.num_stats[:, :f, :k], "num_range": t.num_range[:, :f],
         "nom_stats": t.nom_stats[:, :c, :v, :k], "slot_seen": t.slot_seen, "free_slots": t.free_slots[: int(t.meta[M_FREE])],
         "shift": t.shift[:f], "nb_num": t.nb_num[:, :f, :k], "nb_range": t.nb_range[:, :f],
         "nb_nom": t.nb_nom[:, :c, :v, :k], "nb_seen": t.nb_seen, "nb_mean": t.nb_mean[: f * nb, : k * nb],
@@ -90,6 +92,7 @@ def _restore(arrays: dict[str, np.ndarray], capacity: list[int], model: Probabil
     for name in fields:  # every one must be there (KeyError: a corrupt file)
         saved = arrays[name]
         getattr(t, name)[tuple(slice(0, s) for s in saved.shape)] = saved
+    sync_alpha(t.hgs, t.hgs.shape[0])  # the weights are not saved: exp(theta), as a refit sets them
     return t
 
 
@@ -308,7 +311,8 @@ def _tree_from_v2(model: ProbabilityTree, header: dict[str, Any], arrays: dict[s
         t.hgs[:grown, 1] = arrays["smoother.step"]
         t.hgs[:grown, 2] = arrays["smoother.grad"]
         for i in range(max(grown, 1), n):
-            t.hgs[i] = (t.hgs[parent[i], 0], 0.1, 0.0)
+            t.hgs[i, :ALPHA] = (t.hgs[parent[i], 0], 0.1, 0.0)
+        sync_alpha(t.hgs, n)
         t.meta_f[F_THETA0], t.meta_f[F_STEP0], t.meta_f[F_GRAD0] = smoother["theta0"], smoother["step0"], smoother["grad0"]
         t.meta[M_REFITS] = int(smoother["n_refits"])
     nb = header.get("naive_bayes")

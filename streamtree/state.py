@@ -19,8 +19,10 @@ Nodes (capacity ``N``), nodes appended as they are created, so ``parent[i] < i``
 - ``thr[i]``;
 - ``counts[i, k]``: class counts of every example that passed through node ``i``;
 - ``inherited[i, k]``: the part of ``counts`` a new leaf started with (``leaf_init="inherit"``);
-- ``hgs[i, THETA | STEP | GRAD]``: HGS log-weight of node ``i`` as an ancestor, its iRprop
-  step size and last gradient (unused by the other smoothers).
+- ``hgs[i, THETA | STEP | GRAD | ALPHA]``: HGS log-weight of node ``i`` as an ancestor, its
+  iRprop step size and last gradient, and the weight itself, ``exp(theta)`` as the kernels
+  compute it, kept next to it so that a prediction reads a weight per ancestor instead of
+  computing an exponential (unused by the other smoothers).
 
 Leaf split statistics (capacity ``M`` slots; one per growing leaf):
 
@@ -65,7 +67,8 @@ PARENT, LEFT, RIGHT, KIND, COL, DEPTH, SLOT = range(7)
 NODE_COLUMNS = 7
 LEAF, NUMERIC, NOMINAL = -1, 0, 1
 # hgs columns
-THETA, STEP, GRAD = range(3)
+THETA, STEP, GRAD, ALPHA = range(4)
+HGS_COLUMNS = 4
 # num_stats last axis, num_range last axis, slot_seen columns
 N_, S_, Q_ = range(3)
 MIN, MAX = range(2)
@@ -153,8 +156,9 @@ def new_arrays(
     node[:, COL] = 0
     node[:, DEPTH] = 0
     node[0, SLOT] = 0
-    hgs = np.zeros((nodes, 3))
+    hgs = np.zeros((nodes, HGS_COLUMNS))
     hgs[:, STEP] = 0.1
+    hgs[:, ALPHA] = 1.0  # exp(0)
     arrays = TreeArrays(
         node=node,
         thr=np.zeros(nodes),
@@ -256,8 +260,9 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
     node = _fit(t.node, (N, NODE_COLUMNS), -1)
     node[n_cap:, COL] = 0
     node[n_cap:, DEPTH] = 0
-    hgs = _fit(t.hgs, (N, 3), 0.0)
+    hgs = _fit(t.hgs, (N, HGS_COLUMNS), 0.0)
     hgs[n_cap:, STEP] = 0.1
+    hgs[n_cap:, ALPHA] = 1.0
     free_slots = _fit(t.free_slots, (M,), 0)
     added = np.arange(M - 1, m_cap - 1, -1, dtype=np.int64)  # new slots, the lowest on top
     if added.size:

@@ -4,6 +4,7 @@ before the compiled core, committed under tests/fixtures) load and go on learnin
 from __future__ import annotations
 
 import io
+import math
 import json
 import struct
 from pathlib import Path
@@ -154,3 +155,25 @@ def test_bad_bytes_and_newer_versions_are_refused() -> None:
     missing = _rewrite(data, lambda header: None, keep=lambda k: k != "tree.counts")
     with pytest.raises(FormatError, match="Corrupt"):
         ProbabilityTree.from_bytes(missing)
+
+
+def _weights_kept(model: ProbabilityTree) -> bool:
+    """Whether every tree's kept HGS weights are exp of its log-weights, bit for bit (what a
+    prediction reads instead of computing them; ``streamtree.state``)."""
+    from streamtree.state import ALPHA, THETA
+
+    trees = [t for t in (model._tree, model._background) if t is not None]
+    return all(t.hgs[:, ALPHA].tolist() == [math.exp(v) for v in t.hgs[:, THETA]] for t in trees)
+
+
+@pytest.mark.parametrize("fixture", ["v2_hgs_drift_nb", "v3_adwin10"])
+def test_loaded_files_and_round_trips_keep_the_weights_of_their_log_weights(fixture: str) -> None:
+    model = ProbabilityTree.from_bytes((FIXTURES / f"{fixture}.streamtree").read_bytes())
+    assert model._background is not None and model.n_nodes > 3 and _weights_kept(model)
+    for x, y in _stagger(700, function=2, seed=5):  # refits, splits, growth and a swap
+        model.learn_one(x, y)
+    assert model.summary()["hgs"]["n_refits"] > 0
+    assert _weights_kept(model)
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    assert _weights_kept(again)
+    assert again.to_bytes() == model.to_bytes()

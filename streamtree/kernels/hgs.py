@@ -18,9 +18,9 @@ import math
 import numpy as np
 from numba import njit
 
-from streamtree.state import GRAD, STEP, THETA
+from streamtree.state import ALPHA, GRAD, STEP, THETA
 
-__all__ = ["LOG_ALPHA_MAX", "LOG_ALPHA_MIN", "loocv", "node_proba", "refit_online", "refit_paper"]
+__all__ = ["LOG_ALPHA_MAX", "LOG_ALPHA_MIN", "loocv", "node_proba", "refit_online", "refit_paper", "sync_alpha"]
 
 _LN2 = math.log(2.0)
 #: online mode keeps every log-weight in [log 1e-4, log 1e6]
@@ -252,7 +252,9 @@ def refit_online(
     parent, internal, counts, n, n_classes
         As in :func:`loocv`.
     hgs
-        float64 ``(>= n, 3)``; columns ``THETA``, ``STEP``, ``GRAD`` read and written.
+        float64 ``(>= n, 4)``; columns ``THETA``, ``STEP``, ``GRAD`` read and written, and
+        ``ALPHA`` written: ``exp(theta)`` of every node ``i < n`` after the last step (what the
+        prediction kernels read, :mod:`streamtree.state`).
     scal
         float64 ``(3,)``: ``theta0``, ``step0``, ``grad0``, read and written.
     steps
@@ -287,7 +289,17 @@ def refit_online(
             g = grad[i] * alpha[i] if internal[i] else 0.0
             hgs[i, THETA], hgs[i, STEP], hgs[i, GRAD] = _irprop(hgs[i, THETA], hgs[i, STEP], hgs[i, GRAD], g)
         scal[0], scal[1], scal[2] = _irprop(scal[0], scal[1], scal[2], grad0 * alpha0)
+    sync_alpha(hgs, n)
     return cost
+
+
+@njit(cache=True)
+def sync_alpha(hgs: np.ndarray, n: int) -> None:
+    """``hgs[i, ALPHA] = exp(hgs[i, THETA])`` for ``i < n``: the weights the prediction kernels
+    read, computed by the same compiled ``exp`` wherever they are set (a refit, a loaded file),
+    so that a weight kept is bit for bit the one computed."""
+    for i in range(n):
+        hgs[i, ALPHA] = math.exp(hgs[i, THETA])
 
 
 @njit(cache=True)

@@ -63,7 +63,7 @@ from streamtree.kernels.route import route
 from streamtree.kernels.smoothing import HGS, MLE, path_proba
 from streamtree.kernels.split import best_split, random_split, split_decision, splittable, update_stats
 from streamtree.state import (
-    A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
+    ALPHA, A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
     F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES,
     M_FREE, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
@@ -251,6 +251,7 @@ def _split(t, cfg_i, leaf, kind, col, threshold, left, right) -> None:  # type: 
         t.hgs[child, THETA] = t.hgs[leaf, THETA]
         t.hgs[child, STEP] = 0.1
         t.hgs[child, GRAD] = 0.0
+        t.hgs[child, ALPHA] = t.hgs[leaf, ALPHA]
     t.node[leaf, LEFT] = n
     t.node[leaf, RIGHT] = n + 1
     t.node[leaf, KIND] = kind

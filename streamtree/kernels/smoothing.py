@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streamtree.state import THETA
+from streamtree.state import ALPHA
 
 __all__ = ["HGS", "LAPLACE", "MBRANCH", "MESTIMATE", "MLE", "path_proba"]
 
@@ -47,7 +47,8 @@ def path_proba(
     - ``MBRANCH``: ``t_0 = 1 / K``, ``t_j = (n[v_j, k] + m_j t_{j-1}) / (n[v_j, .] + m_j)``
       for ``j = 1 .. L`` (``L = length``) with ``m_j = 1 + (1 - 1 / (L - j + 1)) sqrt(n[0, .])``;
       the result is ``t_L`` (``m`` is not used);
-    - ``HGS`` (online weights ``alpha[p] = exp(hgs[p, THETA])``, ``alpha0 = exp(theta0)``)::
+    - ``HGS`` (online weights ``alpha[p] = hgs[p, ALPHA]``, that is ``exp(hgs[p, THETA])``,
+      and ``alpha0 = exp(theta0)``)::
 
           (n[l, k] + alpha0 / K + sum_{p} alpha[p] n[p, k] / n[p, .])
           / (n[l, .] + alpha0 + sum_{p} alpha[p])
@@ -64,7 +65,8 @@ def path_proba(
     counts
         ``(N, Kc)`` float64 class counts of every node, ``Kc >= n_classes``.
     hgs
-        ``(N, 3)`` float64 HGS state; only the ``THETA`` column is read, and only by ``HGS``.
+        ``(N, 4)`` float64 HGS state (:mod:`streamtree.state`); only the ``ALPHA`` column is
+        read, and only by ``HGS``.
     theta0
         Log-weight of HGS's uniform pseudo-node; ignored by the others.
     path
@@ -139,7 +141,7 @@ def path_proba(
                 total += counts[p, k]
             if total <= 0:
                 continue  # an ancestor with no counts has no estimate: no weight
-            a = math.exp(hgs[p, THETA])
+            a = hgs[p, ALPHA]
             denom += a
             w = a / total
             for k in range(k_count):

@@ -41,7 +41,7 @@ from streamtree.exceptions import ConfigError
 from streamtree.kernels import hgs as kernels
 from streamtree.kernels import smoothing as kernel_codes
 from streamtree.smoothing.base import Smoother, State
-from streamtree.state import F_THETA0, GRAD, M_NODES, M_REFITS, STEP, THETA
+from streamtree.state import ALPHA, F_THETA0, GRAD, HGS_COLUMNS, M_NODES, M_REFITS, STEP, THETA
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
 
@@ -203,10 +203,11 @@ class HGS(Smoother):
         self.learning_rate = float(learning_rate)
         self.tol = float(tol)
         self.max_iter = max_iter
-        # fitted state, the layout of streamtree.state: per node hgs[i, THETA | STEP | GRAD]
-        # (log-weight in online mode, weight in paper mode; iRprop step; last gradient), and
-        # the pseudo-node's theta0, step0, grad0 (unused in paper mode)
-        self._hgs = np.zeros((0, 3))
+        # fitted state, the layout of streamtree.state: per node hgs[i, THETA | STEP | GRAD | ALPHA]
+        # (log-weight in online mode, weight in paper mode; iRprop step; last gradient; the
+        # online weight exp(theta)), and the pseudo-node's theta0, step0, grad0 (unused in
+        # paper mode)
+        self._hgs = np.zeros((0, HGS_COLUMNS))
         self._scal = np.array([math.log(self.prior_weight), 0.1, 0.0])
         self._sync_alpha()
         self.n_refits = 0
@@ -224,8 +225,7 @@ class HGS(Smoother):
         return self._alpha0
 
     def _sync_alpha(self) -> None:
-        theta = self._hgs[:, THETA]
-        self._alpha = theta.copy() if self.mode == "paper" else np.exp(theta)
+        self._alpha = self._hgs[:, THETA if self.mode == "paper" else ALPHA].copy()
         self._alpha0 = 0.0 if self.mode == "paper" else math.exp(self._scal[0])
 
     def grow(self, parent: IntArray) -> None:
@@ -234,13 +234,14 @@ class HGS(Smoother):
         new = parent.shape[0]
         if new <= old:
             return
-        hgs = np.zeros((new, 3))
+        hgs = np.zeros((new, HGS_COLUMNS))
         hgs[:old] = self._hgs
         hgs[old:, STEP] = 0.1
         one = 1.0 if self.mode == "paper" else 0.0
         for i in range(old, new):  # only the nodes just created: two per split
             p = parent[i]
             hgs[i, THETA] = hgs[p, THETA] if p >= 0 else one
+            hgs[i, ALPHA] = hgs[p, ALPHA] if p >= 0 else 1.0
         self._hgs = hgs
         self._sync_alpha()
 
@@ -300,7 +301,7 @@ class HGS(Smoother):
         n = int(tree.meta[M_NODES])
         if self.mode == "paper":
             return tree.hgs[:n, THETA].copy(), 0.0
-        return np.exp(tree.hgs[:n, THETA]), math.exp(tree.meta_f[F_THETA0])
+        return tree.hgs[:n, ALPHA].copy(), math.exp(tree.meta_f[F_THETA0])
 
     def summary(self, tree: Any) -> dict[str, Any] | None:
         prior = 0.0 if self.mode == "paper" else math.exp(tree.meta_f[F_THETA0])
@@ -320,7 +321,9 @@ class HGS(Smoother):
 
     def set_state(self, state: State) -> None:
         columns = [np.asarray(state[key], dtype=np.float64).reshape(-1) for key in ("theta", "step", "grad")]
-        self._hgs = np.ascontiguousarray(np.stack(columns, axis=1))
+        self._hgs = np.zeros((columns[0].shape[0], HGS_COLUMNS))
+        self._hgs[:, [THETA, STEP, GRAD]] = np.stack(columns, axis=1)
+        kernels.sync_alpha(self._hgs, self._hgs.shape[0])
         self._scal = np.array([float(state["theta0"]), float(state["step0"]), float(state["grad0"])])
         self.n_refits = int(state["n_refits"])
         self._sync_alpha()

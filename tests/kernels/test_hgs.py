@@ -10,7 +10,7 @@ import pytest
 
 from streamtree.kernels import hgs as kh
 from streamtree.smoothing import HGS
-from streamtree.state import GRAD, STEP, THETA
+from streamtree.state import ALPHA, GRAD, HGS_COLUMNS, STEP, THETA
 from streamtree.topology import Topology
 from tests.kernels.trees import RandomTree, random_tree
 from tests.reference import hgs as ref
@@ -153,7 +153,7 @@ def test_refit_online_matches_the_oracle(seed: int, steps: int) -> None:
     previous = rng.normal(0.0, 1e-2, tree.n) * tree.internal
     theta0, step0, grad0 = float(rng.uniform(-2, 2)), 0.1, float(rng.normal(0, 1e-2))
     cap = tree.parent_cap.shape[0]
-    hgs = np.full((cap, 3), np.nan)
+    hgs = np.full((cap, HGS_COLUMNS), np.nan)
     hgs[: tree.n, THETA], hgs[: tree.n, STEP], hgs[: tree.n, GRAD] = theta, step, previous
     scal = np.array([theta0, step0, grad0])
     cost = kh.refit_online(tree.parent_cap, tree.internal_cap, tree.counts_cap, tree.n, tree.k, hgs, scal, steps)
@@ -164,6 +164,8 @@ def test_refit_online_matches_the_oracle(seed: int, steps: int) -> None:
     np.testing.assert_allclose(hgs[: tree.n, THETA], e_theta, rtol=RTOL, atol=1e-12)
     np.testing.assert_allclose(hgs[: tree.n, STEP], e_step, rtol=RTOL)
     close(hgs[: tree.n, GRAD], e_grad)
+    # the weights the prediction kernels read: exp of the new log-weights, bit for bit
+    assert hgs[: tree.n, ALPHA].tolist() == [math.exp(v) for v in hgs[: tree.n, THETA]]
     np.testing.assert_allclose(scal[:2], [e_theta0, e_step0], rtol=RTOL)
     assert scal[2] == pytest.approx(e_grad0, rel=RTOL, abs=1e-12)
     assert cost == pytest.approx(e_cost, rel=RTOL) or (math.isinf(cost) and math.isinf(e_cost))
@@ -172,7 +174,7 @@ def test_refit_online_matches_the_oracle(seed: int, steps: int) -> None:
 def test_refit_online_keeps_weights_in_range_and_lowers_the_cost() -> None:
     rng = np.random.default_rng(7)
     tree = random_tree(rng, 40, 3)
-    hgs = np.zeros((tree.n, 3))
+    hgs = np.zeros((tree.n, HGS_COLUMNS))
     hgs[:, STEP] = 0.1
     scal = np.array([0.0, 0.1, 0.0])
     first = kh.refit_online(tree.parent, tree.internal, tree.counts, tree.n, tree.k, hgs, scal, 1)
@@ -241,6 +243,7 @@ def test_hgs_reads_the_online_trees_weights() -> None:
     tree.meta[M_NODES] = 3
     tree.meta[M_REFITS] = 4
     tree.hgs[:3, THETA] = [0.0, math.log(2.0), math.log(3.0)]
+    kh.sync_alpha(tree.hgs, 3)
     alpha, alpha0 = HGS().weights(tree)
     assert alpha is not None and alpha0 is not None
     np.testing.assert_allclose(alpha, [1.0, 2.0, 3.0], rtol=1e-15)

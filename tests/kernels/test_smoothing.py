@@ -11,7 +11,8 @@ import pytest
 
 from streamtree.kernels import smoothing as ks
 from streamtree.smoothing import HGS, MLE, Laplace, MBranch, MEstimate, Smoother
-from streamtree.state import THETA
+from streamtree.kernels.hgs import sync_alpha
+from streamtree.state import HGS_COLUMNS, THETA
 from streamtree.topology import Topology
 from tests.kernels.trees import RandomTree, random_tree
 
@@ -20,8 +21,9 @@ RTOL = 1e-12
 
 def hgs_arrays(rng: np.random.Generator, tree: RandomTree) -> tuple[np.ndarray, float, HGS]:
     """Random online HGS weights as a padded ``hgs`` array and the equivalent HGS smoother."""
-    hgs = np.full((tree.counts_cap.shape[0], 3), np.nan)
-    hgs[: tree.n, :] = rng.uniform(-3.0, 3.0, (tree.n, 3))
+    hgs = np.full((tree.counts_cap.shape[0], HGS_COLUMNS), np.nan)
+    hgs[: tree.n, :3] = rng.uniform(-3.0, 3.0, (tree.n, 3))
+    sync_alpha(hgs, tree.n)  # the weights, as a refit keeps them
     theta0 = float(rng.uniform(-3.0, 3.0))
     smoother = HGS()
     smoother.set_state(
@@ -40,7 +42,7 @@ def kernel_path_proba(
     buffer[: path.shape[0]] = path
     out = np.full(tree.k + 2, -7.0)
     if hgs is None:
-        hgs = np.full((tree.counts_cap.shape[0], 3), np.nan)
+        hgs = np.full((tree.counts_cap.shape[0], HGS_COLUMNS), np.nan)
     ks.path_proba(code, m, tree.counts_cap, hgs, theta0, buffer, path.shape[0], tree.k, out)
     assert np.all(out[tree.k :] == -7.0)  # nothing written past K
     return out[: tree.k]
@@ -95,15 +97,16 @@ def test_mle_backs_off_to_the_nearest_ancestor_with_counts_and_is_not_floored() 
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_a_tree_without_counts_predicts_uniform(code: int, k: int) -> None:
     out = np.empty(k)
-    ks.path_proba(code, 2.0, np.zeros((1, k)), np.zeros((1, 3)), 0.0, np.zeros(1, dtype=np.int64), 1, k, out)
+    ks.path_proba(code, 2.0, np.zeros((1, k)), np.zeros((1, HGS_COLUMNS)), 0.0, np.zeros(1, dtype=np.int64), 1, k, out)
     np.testing.assert_allclose(out, np.full(k, 1.0 / k), rtol=RTOL)
 
 
 def test_hgs_ancestors_without_counts_get_no_weight() -> None:
     # root and node 1 have no counts: node 3 is its own counts plus the pseudo-node
     counts = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [3.0, 1.0]])
-    hgs = np.zeros((4, 3))
+    hgs = np.zeros((4, HGS_COLUMNS))
     hgs[:, THETA] = math.log(5.0)
+    sync_alpha(hgs, 4)
     out = np.empty(2)
     ks.path_proba(ks.HGS, 1.0, counts, hgs, math.log(2.0), np.array([0, 1, 3]), 3, 2, out)
     np.testing.assert_allclose(out, [(3.0 + 1.0) / (4.0 + 2.0), (1.0 + 1.0) / (4.0 + 2.0)], rtol=RTOL)
@@ -111,4 +114,4 @@ def test_hgs_ancestors_without_counts_get_no_weight() -> None:
 
 def test_unknown_smoother_code_raises() -> None:
     with pytest.raises(ValueError, match="unknown smoother"):
-        ks.path_proba(99, 1.0, np.ones((1, 2)), np.zeros((1, 3)), 0.0, np.zeros(1, dtype=np.int64), 1, 2, np.empty(2))
+        ks.path_proba(99, 1.0, np.ones((1, 2)), np.zeros((1, HGS_COLUMNS)), 0.0, np.zeros(1, dtype=np.int64), 1, 2, np.empty(2))
