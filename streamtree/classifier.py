@@ -61,6 +61,9 @@ def check_labels(y: Any) -> list[ClassLabel]:
     """:func:`check_label` of each label of a batch (a sequence, numpy array or pandas Series);
     a batch of plain labels (the common case) is checked by the set of its types alone."""
     labels = y.tolist() if hasattr(y, "tolist") else list(y)
+    dtype = getattr(y, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":  # numpy's bools and ints: Python's, by tolist
+        return labels  # type: ignore[no-any-return]
     if set(map(type, labels)) <= _PLAIN_LABELS:
         return labels  # type: ignore[no-any-return]
     return [check_label(v) for v in labels]

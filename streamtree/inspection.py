@@ -135,7 +135,7 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
     linear = None
     if k:
         out, untempered, loglik, own = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
-        proba_at(t, model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
+        proba_at(model._handle(t), model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
         tree_proba(model._cfg_i, model._cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path_array, length, k, own)
         smoothed = dict(zip(model.classes_, own.tolist()))
         proba = dict(zip(model.classes_, out.tolist()))

@@ -72,14 +72,17 @@ def class_ids(classes: list[ClassLabel], index: dict[ClassLabel, int], labels: l
         k = index.get(labels[0])
         if k is not None and k < len(_CLASS_ID):
             return _CLASS_ID[k]
-    ids = list(map(index.get, labels))
-    if None in ids:  # new labels: register them in order
-        for i, label in enumerate(labels):
-            k = index.get(label)
-            if k is None:
-                k = index[label] = len(classes)
-                classes.append(label)
-            ids[i] = k
+    try:  # every label known (the steady state): one pass
+        return np.fromiter(map(index.__getitem__, labels), dtype=np.int64, count=len(labels))
+    except KeyError:  # new labels: register them in order
+        pass
+    ids = []
+    for label in labels:
+        k = index.get(label)
+        if k is None:
+            k = index[label] = len(classes)
+            classes.append(label)
+        ids.append(k)
     return np.array(ids, dtype=np.int64)
 
 

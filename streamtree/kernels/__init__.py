@@ -5,15 +5,18 @@ only numpy arrays and scalars, and has its formula in its docstring and a test a
 pure-Python reference (``tests/reference``). No fastmath and no parallel loops: the same
 inputs give the same bits.
 
-Inlined kernels
----------------
-A call between compiled functions hands each array argument over one by one: for a tree's
-31 arrays, a third of what a prediction costs. The kernels every example runs that take
-many arrays are therefore ``inline="always"`` (compiled into each caller): ``learn.serve``,
+Handles and inlined kernels
+---------------------------
+A tree goes to the kernels as its *handle* (:mod:`streamtree.kernels.handle`), one object
+with a field per array. Handing over a tuple of 31 arrays instead took and released a
+reference to each array, two atomic operations that numba's reference-count pruning cannot
+remove across branches: in batches on SEA, 0.12 us of a row's prediction (0.43 -> 0.31 us)
+and 0.1 us of an example's learning, the same bits. The kernels every example runs are also
+``inline="always"`` (compiled into each caller): ``learn.serve``,
 ``learn.learn_in_tree`` (an example's first learning; ``learn_in_tree_call`` for the rarer
 uses), ``learn._learn_linear``, ``learn.tree_proba`` and ``split.update_stats``. Measured
-in batches of 1,000 on SEA: predicting 651 -> 517 ns a row, learning 1.52 -> 1.22 us, the
-same bits. Inlining the smoothing itself (``smoothing.path_proba``) or the small linear
+in batches of 1,000 on SEA (when trees were tuples): predicting 651 -> 517 ns a row,
+learning 1.52 -> 1.22 us, the same bits. Inlining the smoothing itself (``smoothing.path_proba``) or the small linear
 kernels gained nothing or 3%, for 35 s and 17 s more compilation, so they stay calls. An
 inlined kernel is still callable from Python, and tested so against its reference.
 

@@ -40,7 +40,7 @@ from numba.typed import List
 from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, scratch, serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
-from streamtree.state import D_ACTIVE, M_CLASSES, DriftArrays, TreeArrays
+from streamtree.state import D_ACTIVE, M_CLASSES
 
 __all__ = ["ALL", "BAGGING", "DISJOINT", "learn_forest_rows", "member_list", "member_weights", "predict_forest_rows",
            "put_member", "sample_reps", "weigh_rows"]
@@ -114,9 +114,8 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     paths = np.empty((2, 0), dtype=np.int64)
     work = np.empty((SCRATCH_ROWS, 0))
     for m in range(start_member, len(members)):
-        tree, drift = members[m]
-        t, d = TreeArrays(*tree.arrays), DriftArrays(*drift.arrays)
-        bg = TreeArrays(*backgrounds[m].arrays) if d.drift_s[D_ACTIVE] != 0.0 else t
+        t, d = members[m]
+        bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
         paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
                               paths, work)
         first = start_row if m == start_member else 0
@@ -194,13 +193,14 @@ def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out):  # t
     weights = np.empty(len(members))
     total = member_weights(loss, eta, weights)
     for m in range(len(members)):
-        t = TreeArrays(*members[m][0].arrays)
+        t = members[m][0]
         paths, work = scratch(t.node.shape[0], t.counts.shape[1], paths, work)
         path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
         k = t.meta[M_CLASSES]
         for r in range(n_rows):
-            length = route(t.node, t.thr, num[r], nom[r], path)
-            serve(t, cfg_is[m], cfg_fs[m], path, length, num[r], nom[r], member_out, smoothed, loglik)
+            num_row, nom_row = num[r], nom[r]
+            length = route(t.node, t.thr, num_row, nom_row, path)
+            serve(t, cfg_is[m], cfg_fs[m], path, length, num_row, nom_row, member_out, smoothed, loglik)
             for c in range(min(k, width)):
                 out[r, c] += weights[m] * member_out[c]
     for r in range(n_rows):

@@ -1,16 +1,24 @@
-"""A tree's (or a detector's) arrays as one compiled object, handed to a kernel in one piece.
+"""A tree's (or a detector's) arrays as one compiled object, handed to kernels in one piece.
 
-numba unboxes every array argument on every call, about 50 ns each: for a tree's 31 arrays
-and a detector's 5, 1.6 us a call, three times what predicting one row computes (measured on
-SEA: 0.5 us). A *handle* is a numba structref holding the arrays' tuple; it is unboxed as one
-object (measured: a kernel call at its entry point 1.58 us with the tuple of 31 arrays, 0.17 us
-with their handle). A handle holds references to the arrays, not copies: what a kernel writes
-through it is in the arrays. A model makes a handle when it gets a new set of arrays (a tree
-grown, a background tree adopted, a model loaded) and keeps it beside them.
+A *handle* is a numba structref with one field per array, named as in
+:class:`~streamtree.state.TreeArrays` (or :class:`~streamtree.state.DriftArrays`): a kernel
+reads ``t.counts`` from it as it would from the named tuple. It holds references to the arrays,
+not copies: what a kernel writes through it is in the arrays. A model makes a handle when it
+gets a new set of arrays (a tree grown, a background tree adopted, a model loaded) and keeps it
+beside them.
+
+Why not the named tuple itself: numba unboxes every array argument on every call from Python
+(about 50 ns each, 1.6 us for a tree's 31), and inside compiled code handing a tuple of arrays
+to a function, or to an inlined one with branches, takes and releases a reference to each of
+its arrays (two atomic operations each, which numba's reference-count pruning cannot remove
+across branches). A handle is one object, one reference: measured on SEA, a call at the entry
+point took 1.58 us with the tuple and 0.17 us with a handle; in the loops, learning a batch on
+a one-leaf tree took 0.13 us an example with the tuple and 0.025 with a handle, and predicting
+on SEA's grown tree 0.43 us a row and 0.31.
 
 Every tree's arrays have one type (float64 or int64, C-contiguous, writable:
-:mod:`streamtree.state`), and so have its tuple and handle: one compiled specialisation of
-each kernel serves every tree.
+:mod:`streamtree.state`), and so has its handle: one compiled specialisation of each kernel
+serves every tree.
 """
 
 from __future__ import annotations
@@ -28,35 +36,72 @@ __all__ = ["drift_handle", "tree_handle"]
 
 @structref.register
 class HandleType(types.StructRef):
-    """The numba type of a handle: one field, ``arrays``, the tuple of the arrays."""
+    """The numba type of a handle: one field per array."""
 
 
 class Handle(structref.StructRefProxy):
     """A handle as Python holds it: opaque, only handed to kernels."""
 
 
-structref.define_boxing(HandleType, Handle)
+def _fields(arrays: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    return [(name, typeof(a)) for name, a in zip(arrays._fields, arrays)]  # type: ignore[attr-defined]
 
-TREE_HANDLE = HandleType([("arrays", typeof(tuple(new_arrays(naive_bayes=True, linear=True))))])
-DRIFT_HANDLE = HandleType([("arrays", typeof(tuple(new_drift(0.002))))])
+
+TREE_HANDLE = HandleType(_fields(new_arrays(naive_bayes=True, linear=True)))
+DRIFT_HANDLE = HandleType(_fields(new_drift(0.002)))
+structref.define_boxing(HandleType, Handle)
 
 
 @njit(cache=True)
 def _tree_handle(arrays):  # type: ignore[no-untyped-def]
     h = structref.new(TREE_HANDLE)
-    h.arrays = arrays
+    h.node = arrays[0]
+    h.thr = arrays[1]
+    h.counts = arrays[2]
+    h.inherited = arrays[3]
+    h.hgs = arrays[4]
+    h.num_stats = arrays[5]
+    h.num_range = arrays[6]
+    h.nom_stats = arrays[7]
+    h.slot_seen = arrays[8]
+    h.free_slots = arrays[9]
+    h.shift = arrays[10]
+    h.nb_num = arrays[11]
+    h.nb_range = arrays[12]
+    h.nb_nom = arrays[13]
+    h.nb_seen = arrays[14]
+    h.nb_mean = arrays[15]
+    h.nb_inv2var = arrays[16]
+    h.nb_const = arrays[17]
+    h.nb_table = arrays[18]
+    h.nb_a = arrays[19]
+    h.nb_b = arrays[20]
+    h.nb_y = arrays[21]
+    h.lr_w = arrays[22]
+    h.lr_bias = arrays[23]
+    h.lr_scale = arrays[24]
+    h.mix_a = arrays[25]
+    h.mix_b = arrays[26]
+    h.mix_y = arrays[27]
+    h.mix_u = arrays[28]
+    h.meta = arrays[29]
+    h.meta_f = arrays[30]
     return h
 
 
 @njit(cache=True)
 def _drift_handle(arrays):  # type: ignore[no-untyped-def]
     h = structref.new(DRIFT_HANDLE)
-    h.arrays = arrays
+    h.adwin_b = arrays[0]
+    h.adwin_n = arrays[1]
+    h.adwin_s = arrays[2]
+    h.drift_s = arrays[3]
+    h.drift_ev = arrays[4]
     return h
 
 
 def tree_handle(t: TreeArrays) -> Any:
-    """The handle of a tree's arrays (a kernel reads them as ``TreeArrays(*h.arrays)``).
+    """The handle of a tree's arrays (a kernel reads ``t.counts`` and the others from it).
 
     Examples
     --------
@@ -76,5 +121,5 @@ def tree_handle(t: TreeArrays) -> Any:
 
 
 def drift_handle(d: DriftArrays) -> Any:
-    """The handle of a detector's arrays (read as ``DriftArrays(*h.arrays)``)."""
+    """The handle of a detector's arrays (a kernel reads ``d.adwin_s`` and the others from it)."""
     return _drift_handle(tuple(d))

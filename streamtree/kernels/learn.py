@@ -68,7 +68,6 @@ from streamtree.state import (
     F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES,
     M_FREE, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
     M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA,
-    DriftArrays, TreeArrays,
 )
 
 __all__ = [
@@ -138,9 +137,8 @@ def serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik
 @njit(cache=True)
 def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
     """:func:`serve` as a call: the learning loop's uses (a few an example learned, one
-    compiled body for all of them). The prediction loops inline :func:`serve` instead: handing
-    a tree's 31 arrays to a compiled call cost them a third of a prediction (measured on SEA:
-    651 ns a row with the call, 517 ns inlined, the same bits)."""
+    compiled body for all of them). The prediction loops inline :func:`serve` instead
+    (:mod:`streamtree.kernels`, "Handles and inlined kernels")."""
     serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
 
 
@@ -155,24 +153,23 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
     """``out[r, :K]``: the probabilities served for each encoded row (see :func:`serve`).
 
     ``tree`` is the tree's handle (:mod:`streamtree.kernels.handle`: its arrays in one
-    object, which costs a call far less to hand over than the arrays one by one); the kernel
-    names the fields again at no cost."""
-    t = TreeArrays(*tree.arrays)
+    object, read by name)."""
+    t = tree
     k = t.meta[M_CLASSES]
     path = np.empty(t.meta[M_NODES], dtype=np.int64)
     smoothed = np.empty(max(k, 1))
     loglik = np.empty(max(k, 1))
     for r in range(num.shape[0]):
-        length = route(t.node, t.thr, num[r], nom[r], path)
-        serve(t, cfg_i, cfg_f, path, length, num[r], nom[r], out[r], smoothed, loglik)
+        num_row, nom_row = num[r], nom[r]
+        length = route(t.node, t.thr, num_row, nom_row, path)
+        serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out[r], smoothed, loglik)
 
 
 @njit(cache=True)
 def _has_room(meta, capacity, splits) -> bool:  # type: ignore[no-untyped-def]
     """Whether ``splits`` more splits fit in a tree's arrays (``meta``, and ``capacity``
     nodes; a split adds two nodes and takes two slots); an example learned ``w`` times may
-    cause up to ``w``. (It takes a tree's ``meta``, not the tree: handing a kernel that is
-    not inlined all 24 arrays of a tree costs about 0.2 us a call, measured.)"""
+    cause up to ``w``."""
     if meta[M_NODES] + 2 * splits > capacity:
         return False
     return meta[M_STOPPED] == 1 or meta[M_FREE] >= 2 * splits
@@ -387,36 +384,35 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _learn_linear(cfg_i, cfg_f, counts, hgs, lr_w, lr_bias, lr_scale, mix_a, mix_b, mix_y, mix_u, meta, meta_f,  # type: ignore[no-untyped-def]
-                  num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled, want_score) -> float:
+def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled,  # type: ignore[no-untyped-def]
+                  want_score) -> float:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
     ImageSegments 0.41 -> 0.47), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
     the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` and
-    ``pooled`` are scratch. It takes the tree's arrays it uses, not the tree (see
-    :func:`_has_room`). With ``want_score``, returns the pool's probability of ``k`` before the
+    ``pooled`` are scratch. With ``want_score``, returns the pool's probability of ``k`` before the
     example was learned: what :func:`proba_at` served without the naive-Bayes factor, the same
     bits (the same kernels on the same values); NaN otherwise."""
-    standardise(lr_scale, num_row, n_numeric, z)
-    lr_proba(lr_w, lr_bias, z, n_numeric, n_classes, p_lr)
-    tree_proba(cfg_i, cfg_f, counts, hgs, meta_f[F_THETA0], path, length, n_classes, p_tree)
+    standardise(t.lr_scale, num_row, n_numeric, z)
+    lr_proba(t.lr_w, t.lr_bias, z, n_numeric, n_classes, p_lr)
+    tree_proba(cfg_i, cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path, length, n_classes, p_tree)
     served = math.nan
     if want_score:
-        a, b, c = meta_f[F_MIX_A], meta_f[F_MIX_B], meta_f[F_MIX_C]
+        a, b, c = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B], t.meta_f[F_MIX_C]
         served = p_tree[k]
         if a != 1.0 or b != 0.0 or c != 0.0:  # as proba_at pools
             mix_pool(p_tree, p_lr, a, b + c * uncertainty(p_tree, n_classes), n_classes, pooled)
             served = pooled[k]
-    mix_score(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
-    meta[M_MIX_SCORED] += 1
-    if refit_due(meta[M_MIX_SCORED]):
-        a, b, c = mix_fit(mix_a, mix_b, mix_y, mix_u, meta[M_MIX_SCORED], n_classes, meta_f[F_MIX_A], meta_f[F_MIX_B],
-                          meta_f[F_MIX_C])
-        meta_f[F_MIX_A] = a
-        meta_f[F_MIX_B] = b
-        meta_f[F_MIX_C] = c
-    lr_learn(lr_w, lr_bias, lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
+    mix_score(t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
+    t.meta[M_MIX_SCORED] += 1
+    if refit_due(t.meta[M_MIX_SCORED]):
+        a, b, c = mix_fit(t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta[M_MIX_SCORED], n_classes, t.meta_f[F_MIX_A],
+                          t.meta_f[F_MIX_B], t.meta_f[F_MIX_C])
+        t.meta_f[F_MIX_A] = a
+        t.meta_f[F_MIX_B] = b
+        t.meta_f[F_MIX_C] = c
+    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
     return served
 
 
@@ -439,9 +435,8 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
         proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, right, smoothed, loglik)
         score = right[k]
     if linear:
-        served = _learn_linear(cfg_i, cfg_f, t.counts, t.hgs, t.lr_w, t.lr_bias, t.lr_scale, t.mix_a, t.mix_b, t.mix_y,
-                               t.mix_u, t.meta, t.meta_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left,
-                               z, right, want_score and pool_served)
+        served = _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z, right,
+                               want_score and pool_served)
         if want_score and pool_served:
             score = served
     if cfg_i[C_NB]:
@@ -472,8 +467,7 @@ def learn_in_tree_call(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length
     """:func:`learn_in_tree` as a call, for the loop's rarer uses (an example learned more
     than once, the background tree): one compiled body for them. The loop inlines
     :func:`learn_in_tree` for each example's first learning, as the prediction loops inline
-    :func:`serve`: handing a tree's 31 arrays to a compiled call is a large part of a cheap
-    example's cost."""
+    :func:`serve`."""
     return learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
                          want_score)
 
@@ -560,10 +554,10 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
         need room before ``next_row``), ``START`` (a change was detected: start a background
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
-    t, bg = TreeArrays(*tree.arrays), TreeArrays(*background.arrays)
+    t, bg = tree, background
     paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
                           np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
-    return learn_tree_rows(t, bg, DriftArrays(*drift.arrays), cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
+    return learn_tree_rows(t, bg, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
                            want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
 
 
@@ -575,8 +569,7 @@ def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
     given when they are large enough, else new ones. A forest's call reuses them from member
     to member: allocating them cost about 0.1 us each, 70 an event for 10 members. Their size
     and former contents do not matter: every kernel reads only what it wrote, up to the
-    logical sizes. (It takes sizes, not trees: handing a non-inlined kernel a tree's 24 arrays
-    costs about 0.2 us a call, measured.)"""
+    logical sizes."""
     if paths.shape[1] < nodes:
         paths = np.empty((2, nodes), dtype=np.int64)
     if work.shape[1] < classes:
@@ -587,7 +580,7 @@ def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
 @njit(cache=True, inline="always")
 def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba, scores,  # type: ignore[no-untyped-def]
                     paths, work):
-    """:func:`learn_rows` on named arrays (``TreeArrays``, ``DriftArrays``) and
+    """:func:`learn_rows` on handles (:mod:`streamtree.kernels.handle`) and
     working arrays (:func:`scratch`): the loop itself, for the entry points above and for a
     forest's members (:func:`streamtree.kernels.forest.learn_forest_rows`).
 
@@ -608,9 +601,10 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
         k = ks[r]
         known = t.meta[M_CLASSES]
         at = total + (r - start) + 1
-        length = route(t.node, t.thr, num[r], nom[r], path)
+        num_row, nom_row = num[r], nom[r]  # one view of each a row (a view takes and releases a reference)
+        length = route(t.node, t.thr, num_row, nom_row, path)
         if want_proba:
-            serve(t, cfg_i, cfg_f, path, length, num[r], nom[r], out, smoothed, loglik)
+            serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
             for c in range(known):
                 proba_out[r, c] += out[c]
         if k >= known:  # a new class: every tree counts it from now on
@@ -624,26 +618,26 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
         if drift:
             error = _argmax_error(t.counts, path[length - 1], n_classes, k)
             if active:  # both trees score the example before either learns it
-                proba_at(t, cfg_i, cfg_f, path, length, num[r], nom[r], out, smoothed, loglik)
+                proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
                 p_tree = out[k]
-                bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
-                proba_at(bg, cfg_i, cfg_f, bg_path, bg_length, num[r], nom[r], out, smoothed, loglik)
+                bg_length = route(bg.node, bg.thr, num_row, nom_row, bg_path)
+                proba_at(bg, cfg_i, cfg_f, bg_path, bg_length, num_row, nom_row, out, smoothed, loglik)
                 p_bg = out[k]
                 d.drift_s[D_GAP] += math.log(max(p_bg, MIN_PROBA)) - math.log(max(p_tree, MIN_PROBA))
                 d.drift_s[D_COMPARED] += 1.0
         scored = scores.shape[0] > 0
-        served = learn_in_tree(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z,
+        served = learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
                                scored)
         if scored:
             scores[r] = 0.0 if k >= known else served
         for _ in range(1, w):  # again, on the path as it is now (the leaf may have split)
-            length = route(t.node, t.thr, num[r], nom[r], path)
-            learn_in_tree_call(t, cfg_i, cfg_f, fkeys, num[r], nom[r], k, path, length, smoothed, loglik, left, right, z,
+            length = route(t.node, t.thr, num_row, nom_row, path)
+            learn_in_tree_call(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
                                False)
         if active:
             for _ in range(w):
-                bg_length = route(bg.node, bg.thr, num[r], nom[r], bg_path)
-                learn_in_tree_call(bg, cfg_i, cfg_f, fkeys, num[r], nom[r], k, bg_path, bg_length, smoothed, loglik, left,
+                bg_length = route(bg.node, bg.thr, num_row, nom_row, bg_path)
+                learn_in_tree_call(bg, cfg_i, cfg_f, fkeys, num_row, nom_row, k, bg_path, bg_length, smoothed, loglik, left,
                                    right, z, False)
         if not drift:
             continue

@@ -44,3 +44,23 @@ def test_new_arrays_get_a_new_handle_and_the_old_one_is_let_go() -> None:
     assert model._tree is not old  # the tree outgrew its arrays: new ones
     assert model._handle(model._tree) is not first
     assert set(model._handles) <= {id(model._tree), id(model._drift)}
+
+
+def _read(handle: object, name: str) -> np.ndarray:
+    """Field ``name`` of a handle, as a kernel reads it."""
+    from numba import njit
+
+    namespace: dict = {}
+    exec(f"def read(h):\n    return h.{name}\n", namespace)
+    return njit(namespace["read"])(handle)  # type: ignore[no-any-return]
+
+
+def test_every_field_of_a_handle_is_the_array_of_that_name() -> None:
+    from streamtree.kernels.handle import drift_handle
+    from streamtree.state import new_drift
+
+    t, d = new_arrays(nodes=5, naive_bayes=True, linear=True), new_drift(0.01)
+    for arrays, handle in ((t, tree_handle(t)), (d, drift_handle(d))):
+        for name, array in zip(arrays._fields, arrays):
+            read = _read(handle, name)
+            assert read.shape == array.shape and np.shares_memory(read, array), name
