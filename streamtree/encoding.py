@@ -47,7 +47,7 @@ def _as_batch(X: Any, registry: FeatureRegistry) -> tuple[int, list[tuple[Hashab
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise InputError(f"X must be 2-dimensional. Got an array of shape {X.shape} instead.", field="X")
-        columns = [(j, X[:, j]) for j in range(X.shape[1])]
+        columns: list[tuple[Hashable, np.ndarray]] = [(j, X[:, j]) for j in range(X.shape[1])]
         numeric = X.dtype.kind in "fiu" and registry.nominal_features.isdisjoint(range(X.shape[1]))
         return X.shape[0], columns, X.astype(np.float64, copy=False) if numeric else None
     if isinstance(X, Sequence) and not isinstance(X, (str, bytes)):
