@@ -181,8 +181,9 @@ class _MemberArrays:
                 m._resolve(DONE, _ONCE, 0)
 
 
-def _member_entry(m: ProbabilityTree) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """A member's entry in :attr:`_MemberArrays.trees`: its tree's and its detector's arrays."""
+def _member_entry(m: ProbabilityTree) -> tuple[Any, Any]:
+    """A member's entry in :attr:`_MemberArrays.trees`: the handles of its tree's and its
+    detector's arrays (:mod:`streamtree.kernels.handle`)."""
     return m._handle(m._tree), m._handle(m._drift if m._drift is not None else _NO_DRIFT)
 
 
