@@ -390,7 +390,7 @@ def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeri
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
     ImageSegments 0.41 -> 0.47), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
-    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` and
+    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` (``3 F``) and
     ``pooled`` are scratch. With ``want_score``, returns the pool's probability of ``k`` before the
     example was learned: what :func:`proba_at` served without the naive-Bayes factor, the same
     bits (the same kernels on the same values); NaN otherwise."""
@@ -412,7 +412,7 @@ def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeri
         t.meta_f[F_MIX_A] = a
         t.meta_f[F_MIX_B] = b
         t.meta_f[F_MIX_C] = c
-    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr)  # p_lr: this example's
+    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr, z[n_numeric:])  # p_lr: this example's
     return served
 
 
@@ -420,7 +420,7 @@ def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeri
 def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,  # type: ignore[no-untyped-def]
                   want_score) -> float:
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
-    of the module docstring); ``z`` is scratch of at least the tree's numeric columns.
+    of the module docstring); ``z`` is scratch of at least three times the tree's numeric columns.
 
     With ``want_score``, returns the probability of ``k`` the tree served before learning it
     (:func:`proba_at`'s, bit for bit: a forest weighs its members by it); NaN otherwise. The
@@ -592,7 +592,8 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
     out, smoothed, loglik, left, right = work[0], work[1], work[2], work[3], work[4]
     drift = cfg_i[C_DRIFT] == 1
     n = num.shape[0]
-    z = np.empty(max(t.lr_scale.shape[0], bg.lr_scale.shape[0], 1))  # the linear component's scratch
+    # the linear component's scratch: the standardised values, then lr_learn's (twice as many)
+    z = np.empty(3 * max(t.lr_scale.shape[0], bg.lr_scale.shape[0], 1))
     for r in range(start, n):
         w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0

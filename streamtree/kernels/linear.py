@@ -128,31 +128,43 @@ def lr_proba(w, bias, z, n_numeric, n_classes, out) -> None:  # type: ignore[no-
     _softmax(out, n_classes)
 
 
-@njit(cache=True)
-def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q) -> None:  # type: ignore[no-untyped-def]
+@njit(cache=True, error_model="numpy")
+def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q, acc) -> None:  # type: ignore[no-untyped-def]
     """One AdaGrad step of the regression on an example of class ``y`` whose standardised
     values are ``z`` and whose current prediction is ``q = softmax(bias + w z)``
-    (:func:`lr_proba`), then add its raw values to the running scales (Welford).
+    (:func:`lr_proba`), then add its raw values to the running scales (Welford). ``acc`` is
+    scratch of at least ``2 * n_numeric``.
 
     With ``r_k = q_k - [k = y]``, the gradient of the log loss plus ``L2 / 2 |w|^2`` is
     ``g_kf = r_k z_f + L2 w_kf`` (``r_k`` for the intercept). The weights of one column share
     one accumulator, ``G_f += (1/K) sum_k g_kf^2``, and move by ``-ETA g_kf / sqrt(G_f + 1e-8)``
     (one square root a column, not one a weight: a per-weight accumulator took 1 us an
     example at 10 classes and 24 columns, and gave the same log losses on the 25 bench
-    streams within 2%); an intercept keeps its own."""
+    streams within 2%); an intercept keeps its own.
+
+    The loops run over a class's row of ``w`` (contiguous), every column at once: each
+    column's sum still adds its classes in order, so the bits are those of a loop column by
+    column, and the compiler vectorises across columns (``error_model="numpy"``: no
+    zero-divisor check to branch on; no divisor here can be zero). Measured on LED's 10
+    classes and 24 columns: 1.08 -> 0.56 us an example, Waveform 0.81 -> 0.61."""
+    total, step = acc[:n_numeric], acc[n_numeric:2 * n_numeric]
+    total[:] = 0.0
     for k in range(n_classes):
         r = q[k] - (1.0 if k == y else 0.0)
         bias[k, 1] += r * r
         bias[k, 0] -= ETA * r / math.sqrt(bias[k, 1] + 1e-8)
+        wk = w[k]
+        for f in range(n_numeric):
+            g = r * z[f] + L2 * wk[f]
+            total[f] += g * g
     for f in range(n_numeric):
-        total = 0.0
-        for k in range(n_classes):
-            g = (q[k] - (1.0 if k == y else 0.0)) * z[f] + L2 * w[k, f]
-            total += g * g
-        scale[f, 3] += total / n_classes
-        step = ETA / math.sqrt(scale[f, 3] + 1e-8)
-        for k in range(n_classes):
-            w[k, f] -= step * ((q[k] - (1.0 if k == y else 0.0)) * z[f] + L2 * w[k, f])
+        scale[f, 3] += total[f] / n_classes
+        step[f] = ETA / math.sqrt(scale[f, 3] + 1e-8)
+    for k in range(n_classes):
+        r = q[k] - (1.0 if k == y else 0.0)
+        wk = w[k]
+        for f in range(n_numeric):
+            wk[f] -= step[f] * (r * z[f] + L2 * wk[f])
     for f in range(n_numeric):
         x = num_row[f]
         if x != x:

@@ -44,11 +44,12 @@ def _stream(n: int, n_numeric: int, n_classes: int, seed: int) -> list[tuple[lis
     return out
 
 
-def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
-    n_numeric, n_classes = 3, 3
+@pytest.mark.parametrize(("n_numeric", "n_classes"), [(3, 3), (24, 10)])  # 24 x 10: the vectorised loops
+def test_the_kernels_follow_the_reference_bit_for_bit(n_numeric: int, n_classes: int) -> None:
     arrays, oracle = Arrays(n_numeric, n_classes), LinearComponent(n_numeric, n_classes)
     rng = random.Random(5)
     z, p_lr, p_tree = np.empty(n_numeric), np.empty(n_classes), np.empty(n_classes)
+    acc = np.full(2 * n_numeric + 1, np.nan)  # lr_learn's scratch: its former contents must not matter
     for x, y in _stream(2500, n_numeric, n_classes, seed=1):
         row = np.array(x)
         tree = [rng.random() + 0.01 for _ in range(n_classes)]
@@ -70,7 +71,7 @@ def test_the_kernels_follow_the_reference_bit_for_bit() -> None:
                                                    n_classes, arrays.a, arrays.b, arrays.c)
         oracle.score(p_tree.tolist(), p_lr.tolist(), y)
         assert (arrays.a, arrays.b, arrays.c) == (oracle.a, oracle.b, oracle.c)
-        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, p_lr)
+        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, p_lr, acc)
         oracle.learn(x, y)
     assert arrays.w[:n_classes, :n_numeric].tolist() == oracle.w
     assert arrays.scale[:n_numeric, 3].tolist() == oracle.g
@@ -171,4 +172,4 @@ def test_a_raw_row_is_predicted_as_its_standardised_values_are() -> None:
         direct = np.empty(n_classes)
         lr_proba_row(arrays.w, arrays.bias, arrays.scale, row, n_numeric, n_classes, direct)
         assert direct.tolist() == q.tolist()
-        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, q)
+        lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, q, np.empty(2 * n_numeric))
