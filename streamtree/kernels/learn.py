@@ -61,7 +61,7 @@ from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_sco
 from streamtree.kernels.randomness import mix, uniform
 from streamtree.kernels.route import route
 from streamtree.kernels.smoothing import HGS, MLE, path_proba
-from streamtree.kernels.split import best_split, random_split, split_decision, splittable, update_stats
+from streamtree.kernels.split import best_split, classes_seen, random_split, split_decision, splittable, update_stats
 from streamtree.state import (
     ALPHA, A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
@@ -329,6 +329,8 @@ def _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: 
         if found and n_present >= 2:
             _split(t, cfg_i, leaf, kind, col, threshold, left, right)
         return
+    if classes_seen(t.num_stats, t.nom_stats, slot, k, n_numeric, n_nominal, t.meta[M_VALUES]) < 2:
+        return  # every merit would be rounding noise: no split (below)
     if splitter == SUBSPACE:
         allowed = _subspace(t, cfg_i, fkeys, slot, leaf, attempt)
     else:

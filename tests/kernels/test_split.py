@@ -379,6 +379,35 @@ def test_best_split_nothing_to_split() -> None:
     assert _split(arrays, 2, mbf=0.1)[0][0] is True
 
 
+def test_classes_seen_and_a_leaf_of_one_class_never_splits() -> None:
+    """``classes_seen`` counts (up to 2) the classes a slot holds examples of; below 2 the
+    learning loop skips the search, which is exact only because no criterion then finds a
+    merit above the noise the loop refuses (``MERIT_NOISE``)."""
+    rng = np.random.default_rng(7)
+    outcomes = {0: 0, 1: 0, 2: 0}
+    for _ in range(300):
+        dims = (int(rng.integers(1, 5)), int(rng.integers(0, 5)), int(rng.integers(0, 3)), int(rng.integers(1, 5)))
+        n_classes, n_numeric, n_nominal, n_values = dims
+        _, arrays, slots = _random_leaves(rng, *dims, n_rows=int(rng.integers(0, 12)), n_slots=2)
+        for slot in slots:
+            seen = ks.classes_seen(arrays.num_stats, arrays.nom_stats, slot, n_classes, n_numeric, n_nominal, n_values)
+            present = (arrays.num_stats[slot, :n_numeric, :n_classes, N_] > 0).any(axis=0) | (
+                arrays.nom_stats[slot, :n_nominal, :n_values, :n_classes] > 0
+            ).any(axis=(0, 1))
+            assert seen == min(int(present.sum()), 2)
+            outcomes[seen] += 1
+            if seen >= 2:
+                continue
+            for criterion in CRITERIA:
+                found, *_, merit, _second = ks.best_split(
+                    arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, slot, n_classes, n_numeric,
+                    n_nominal, n_values, ks.CRITERION_CODES[criterion], 10, 0.0,
+                    np.ones(n_numeric + n_nominal, dtype=np.bool_), np.empty(n_classes), np.empty(n_classes),
+                )
+                assert not found or merit <= NOISE, (criterion, dims, merit)
+    assert min(outcomes.values()) > 50, outcomes
+
+
 # -- the random split (random decision trees) -------------------------------------------------
 def _random_reference(arrays, n_classes, n_numeric, n_nominal, n_values, draws, u):  # type: ignore[no-untyped-def]
     """What ``random_split`` must choose, written plainly with numpy."""
