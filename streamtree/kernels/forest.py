@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
-from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, scratch, serve
+from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, scratch, scratch_for, serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES
@@ -116,8 +116,7 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     for m in range(start_member, len(members)):
         t, d = members[m]
         bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
-        paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
-                              paths, work)
+        paths, work = scratch_for(t, bg, paths, work)
         first = start_row if m == start_member else 0
         stop, reason = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
                                        totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)

@@ -90,7 +90,7 @@ MERIT_NOISE = 1e-12  # a smaller merit is rounding noise (a one-class leaf's gai
 SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it
 MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
 MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
-SCRATCH_ROWS = 5  # per-class working arrays of the learning loop (scratch)
+SCRATCH_ROWS = 6  # working arrays of the learning loop (scratch): five per class, one for the linear component
 
 
 @njit(cache=True, inline="always")
@@ -557,26 +557,34 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
     t, bg = tree, background
-    paths, work = scratch(max(t.node.shape[0], bg.node.shape[0]), max(t.counts.shape[1], bg.counts.shape[1]),
-                          np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
+    paths, work = scratch_for(t, bg, np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
     return learn_tree_rows(t, bg, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
                            want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
 
 
 @njit(cache=True)
-def scratch(nodes, classes, paths, work):  # type: ignore[no-untyped-def]
-    """Working arrays for :func:`learn_tree_rows` on trees of at most ``nodes`` nodes and
-    ``classes`` classes (capacities): ``paths`` (2 rows of ``int64``, a path in the tree and
-    one in the background tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``), the ones
-    given when they are large enough, else new ones. A forest's call reuses them from member
-    to member: allocating them cost about 0.1 us each, 70 an event for 10 members. Their size
+def scratch(nodes, width, paths, work):  # type: ignore[no-untyped-def]
+    """Working arrays for :func:`learn_tree_rows` on trees of at most ``nodes`` nodes, and rows
+    of at least ``width`` entries: ``paths`` (2 rows of ``int64``, a path in the tree and one
+    in the background tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``: five of a
+    value per class, then the linear component's, three per numeric column), the ones given
+    when they are large enough, else new ones. A forest's call reuses them from member to
+    member: allocating them cost about 0.1 us each, 70 an event for 10 members. Their size
     and former contents do not matter: every kernel reads only what it wrote, up to the
     logical sizes."""
     if paths.shape[1] < nodes:
         paths = np.empty((2, nodes), dtype=np.int64)
-    if work.shape[1] < classes:
-        work = np.empty((SCRATCH_ROWS, classes))
+    if work.shape[1] < width:
+        work = np.empty((SCRATCH_ROWS, width))
     return paths, work
+
+
+@njit(cache=True)
+def scratch_for(t, bg, paths, work):  # type: ignore[no-untyped-def]
+    """:func:`scratch` for learning in tree ``t`` and background tree ``bg`` (handles)."""
+    nodes = max(t.node.shape[0], bg.node.shape[0])
+    width = max(t.counts.shape[1], bg.counts.shape[1], 3 * t.lr_scale.shape[0], 3 * bg.lr_scale.shape[0], 1)
+    return scratch(nodes, width, paths, work)
 
 
 @njit(cache=True, inline="always")
@@ -592,10 +600,9 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
     left as they are. A forest weighs its members by these (``weigh_rows``)."""
     path, bg_path = paths[0], paths[1]
     out, smoothed, loglik, left, right = work[0], work[1], work[2], work[3], work[4]
+    z = work[5]  # the linear component's: the standardised values, then lr_learn's (twice as many)
     drift = cfg_i[C_DRIFT] == 1
     n = num.shape[0]
-    # the linear component's scratch: the standardised values, then lr_learn's (twice as many)
-    z = np.empty(3 * max(t.lr_scale.shape[0], bg.lr_scale.shape[0], 1))
     for r in range(start, n):
         w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0
