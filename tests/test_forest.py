@@ -165,6 +165,15 @@ def test_config_round_trip() -> None:
     assert len({m.seed for m in forest.members}) == 3
 
 
+@pytest.mark.parametrize(("method", "grace"), [("bt+", 15), ("rf+", 30), ("rd", 5), ("dst", 5)])
+def test_members_start_from_their_methods_defaults_and_tree_overrides_them(method: str, grace: int) -> None:
+    """The measured growth rates (bench/results/forest_tuning.md) are what a user gets, and
+    what they ask for in ``tree`` wins."""
+    assert {m.grace_period for m in ProbabilityForest(n_trees=2, method=method).members} == {grace}
+    forest = ProbabilityForest(n_trees=2, method=method, tree={"grace_period": 40})
+    assert {m.grace_period for m in forest.members} == {40}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "param"),
     [
