@@ -11,14 +11,15 @@ A tree goes to the kernels as its *handle* (:mod:`streamtree.kernels.handle`), o
 with a field per array. Handing over a tuple of 31 arrays instead took and released a
 reference to each array, two atomic operations that numba's reference-count pruning cannot
 remove across branches: in batches on SEA, 0.12 us of a row's prediction (0.43 -> 0.31 us)
-and, everything optional off, half of an example's learning (0.27 -> 0.13 us), the same bits. The kernels every example runs are also
-``inline="always"`` (compiled into each caller): ``learn.serve``,
-``learn.learn_in_tree`` (an example's first learning; ``learn_in_tree_call`` for the rarer
-uses), ``learn._learn_linear``, ``learn.tree_proba`` and ``split.update_stats``. Measured
-in batches of 1,000 on SEA (when trees were tuples): predicting 651 -> 517 ns a row,
-learning 1.52 -> 1.22 us, the same bits. Inlining the smoothing itself (``smoothing.path_proba``) or the small linear
-kernels gained nothing or 3%, for 35 s and 17 s more compilation, so they stay calls. An
-inlined kernel is still callable from Python, and tested so against its reference.
+and, everything optional off, half of an example's learning (0.27 -> 0.13 us), the same
+bits. The kernels every example runs are also ``inline="always"`` (compiled into each
+caller): ``learn.serve``, ``learn.learn_in_tree`` (an example's first learning;
+``learn_in_tree_call`` for the rarer uses), ``learn._learn_linear``, ``learn.tree_proba``
+and ``split.update_stats``. Measured in batches of 1,000 on SEA (when trees were tuples):
+predicting 651 -> 517 ns a row, learning 1.52 -> 1.22 us, the same bits. Inlining the
+smoothing itself (``smoothing.path_proba``) or the small linear kernels gained nothing or
+3%, for 35 s and 17 s more compilation, so they stay calls. An inlined kernel is still
+callable from Python, and tested so against its reference.
 
 The on-disk cache
 -----------------
