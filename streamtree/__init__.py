@@ -42,6 +42,7 @@ def warm_up() -> None:
     for method in METHODS:  # the randomized splitters and the samplings
         forest = ProbabilityForest(n_trees=2, method=method, tree={"grace_period": 5, "refit_every": 10})
         forest.learn_many(rows, labels, return_proba=True)
+        forest.predict_proba_one(rows[0])
         forest.learn_one(rows[0], labels[0])
         forest.predict_proba(rows)
         forest.explain_one(rows[0])

@@ -66,16 +66,17 @@ import numpy as np
 
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
+from streamtree.dispatch import direct
 from streamtree.exceptions import ConfigError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.forest import (
-    ALL, BAGGING, DISJOINT, learn_forest_rows, member_list, member_weights, predict_forest_rows, put_member, sample_reps,
-    weigh_rows,
+    ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_list, member_weights, predict_forest_rows,
+    put_member, weigh_rows,
 )
 from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
 from streamtree.state import DriftArrays, TreeArrays
-from streamtree.tree import _NO_DRIFT, _NO_PROBA, _ONCE, ProbabilityTree, class_ids
+from streamtree.tree import _NO_DRIFT, _ONCE, ProbabilityTree, _at_entry, class_ids
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["METHODS", "ProbabilityForest"]
@@ -110,7 +111,6 @@ MAX_TREES = 1000
 _FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its tree config
 # Poisson(1) cumulative probabilities, k = 0..19: w = #{k : u >= F(k)} for u uniform in [0, 1)
 _POISSON_CDF = np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)])
-_BAGGING, _DISJOINT = 1, 2  # the streams of draws (the third key of each hash)
 _SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
 
 
@@ -139,10 +139,17 @@ class _MemberArrays:
         first = members[0]
         self.trees = member_list(_member_entry(first))
         self.backgrounds = member_list(first._handle(first._tree))
-        self._totals = np.zeros(len(members), dtype=np.int64)
+        n = len(members)
+        self._totals = np.zeros(n, dtype=np.int64)
+        #: :func:`~streamtree.kernels.forest.learn_forest`'s arrays for one event whose
+        #: predictions are not asked for (``learn_one``), reused event after event (the kernel
+        #: fills what it reads): the draws, the members' predictions (none), their scores (with
+        #: weighing, and without) and the forest's predictions (none).
+        self.one_event = (np.empty((n, 1), dtype=np.int64), np.empty((n, 0, 0)), np.empty((n, 1)), np.empty((n, 0)),
+                          np.empty((0, 0)))
         self._held: list[tuple[ProbabilityTree | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
-            (None, None, None, None)] * len(members)
-        for i in range(len(members)):
+            (None, None, None, None)] * n
+        for i in range(n):
             self._put(i)
 
     def _put(self, i: int) -> None:
@@ -152,27 +159,25 @@ class _MemberArrays:
         self.cfg_i[i], self.cfg_f[i] = m._cfg_i, m._cfg_f
         self._held[i] = (m, m._tree, m._background, m._drift)
 
-    def _follow(self, i: int, m: ProbabilityTree) -> None:
-        """Replace entry ``i`` if member ``m`` (or its arrays) is not the one held."""
-        member, tree, background, drift = self._held[i]
-        if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
-            self._put(i)
-
     def sync(self) -> None:
-        """Follow every member (:meth:`_follow`)."""
+        """Replace the entry of every member that is not the one held, or whose arrays are not
+        (identity: a few attribute reads a member, inlined, as this runs on every call)."""
+        held = self._held
         for i, m in enumerate(self.members):
-            self._follow(i, m)
+            member, tree, background, drift = held[i]
+            if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
+                self._put(i)
 
     def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
-        """Before learning, in one pass over the members: each makes room for the registry's
-        ``shapes`` (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns
-        the examples each had learned (the kernel's ``totals``)."""
+        """Before learning: each member makes room for the registry's ``shapes``
+        (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns the examples
+        each had learned (the kernel's ``totals``)."""
         totals = self._totals
         for i, m in enumerate(self.members):
             if shapes != m._shapes:
                 m._make_room(first_values, shapes)
-            self._follow(i, m)
             totals[i] = m.n_examples
+        self.sync()
         return totals
 
     def finish(self, n: int) -> None:
@@ -332,36 +337,47 @@ class ProbabilityForest(Classifier):
     # -- learning -----------------------------------------------------------------------
     def _reps(self, n: int) -> np.ndarray:
         """``(n_trees, n)``: how many times each member learns each of the next ``n`` examples
-        (:func:`~streamtree.kernels.forest.sample_reps`)."""
-        return sample_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_trees, self.n_examples, n, _POISSON_CDF,
-                           _BAGGING, _DISJOINT)
+        (:func:`~streamtree.kernels.forest.draw_reps`)."""
+        reps = np.empty((self.n_trees, n), dtype=np.int64)
+        draw_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, reps)
+        return reps
 
     def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
                want_proba: bool) -> FloatArray | None:
-        """Learn the rows in every member in one compiled call, returning to Python only
-        for a member that needs it (module docstring), then weigh the members row by row
-        (:func:`~streamtree.kernels.forest.weigh_rows`): the prequential predictions are the
-        members' weighted mean before each row."""
+        """Learn the rows in every member in one compiled call
+        (:func:`~streamtree.kernels.forest.learn_forest`: the draws, the members' learning and
+        the weighing), returning to Python only for a member that needs it (module docstring):
+        then the call resumes from that member and row, and the members are weighed row by
+        row after it (:func:`~streamtree.kernels.forest.weigh_rows`). The prequential
+        predictions are the members' weighted mean before each row."""
         n = len(labels)
-        reps = self._reps(n)
         ks = class_ids(self.classes_, self._class_index, labels)
         arrays = self._member_arrays()
         totals = arrays.prepare(first_values, self.members[0]._registry_shapes())
         fkeys = self.members[0]._fkeys  # every member's: the same registry
         k = len(self.classes_)
-        member_proba = np.zeros((self.n_trees, n, k)) if want_proba else np.empty((self.n_trees, 0, 0))
-        scores = np.full((self.n_trees, n), np.nan) if self.weighted else np.empty((self.n_trees, 0))
-        member, row, reason = 0, 0, -1
-        while reason != DONE:
-            member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom,
-                                                    ks, reps, fkeys, row, member, totals, member_proba, want_proba, scores)
-            if reason != DONE:
+        if n == 1 and not want_proba:
+            reps, member_proba, weighed, unweighed, proba = arrays.one_event
+            scores = weighed if self.weighted else unweighed
+        else:
+            reps = np.empty((self.n_trees, n), dtype=np.int64)
+            member_proba = np.empty((self.n_trees, n, k) if want_proba else (self.n_trees, 0, 0))
+            scores = np.empty((self.n_trees, n if self.weighted else 0))
+            proba = np.empty((n, k) if want_proba else (0, 0))
+        args = (arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, ks, fkeys, totals,
+                _SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, self.loss_, self._eta,
+                WEIGHT_DECAY, reps, member_proba, scores, proba, want_proba)
+        member, row, reason = direct(learn_forest, *args) if _at_entry(num, nom) else learn_forest(*args)
+        if reason != DONE:  # a member stopped: handle it, resume, and weigh once all are done
+            while reason != DONE:
                 self.members[member]._resolve(reason, reps[member], row)
                 arrays.sync()
+                member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num,
+                                                        nom, ks, reps, fkeys, row, member, totals, member_proba,
+                                                        want_proba, scores)
+            weigh_rows(self.loss_, self._eta, WEIGHT_DECAY, scores, member_proba, proba, want_proba)
         arrays.finish(n)
         self.n_examples += n
-        proba = np.empty((n, k)) if want_proba else _NO_PROBA
-        weigh_rows(self.loss_, self._eta, WEIGHT_DECAY, scores, member_proba, proba, want_proba)
         return proba if want_proba else None
 
     # -- prediction ---------------------------------------------------------------------
@@ -369,7 +385,8 @@ class ProbabilityForest(Classifier):
         arrays = self._member_arrays()
         arrays.sync()
         out = np.zeros((num.shape[0], len(self.classes_)))
-        predict_forest_rows(arrays.trees, arrays.cfg_i, arrays.cfg_f, num, nom, self.loss_, self._eta, out)
+        args = (arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, self.loss_, self._eta, out)
+        direct(predict_forest_rows, *args) if _at_entry(num, nom) else predict_forest_rows(*args)
         return out
 
     # -- introspection ------------------------------------------------------------------

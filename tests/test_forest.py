@@ -282,6 +282,29 @@ def test_a_dropped_background_tree_is_the_per_member_loop_bit_for_bit() -> None:
     assert fast.to_bytes() == slow.to_bytes()
 
 
+@pytest.mark.parametrize("method", ["bt+", "dst"])
+def test_an_unweighted_forest_event_by_event_is_the_per_member_loop_bit_for_bit(method: str) -> None:
+    """``learn_one`` reuses one set of working arrays event after event (the draws, the
+    members' scores); an unweighted forest keeps no scores, and its losses stay at zero."""
+    data = drifting_stream()[:900]
+    fast = ProbabilityForest(n_trees=3, method=method, seed=5, tree=DRIFTING, weighted=False)
+    slow = LoopForest(n_trees=3, method=method, seed=5, tree=DRIFTING, weighted=False)
+    assert prequential(fast, data, [1, 1, 1, 29]) == prequential(slow, data, [1, 1, 1, 29])
+    assert fast.to_bytes() == slow.to_bytes()
+    assert fast.loss_.tolist() == [0.0] * 3
+
+
+def test_predictions_a_batch_returned_stay_as_they_were_after_later_events() -> None:
+    """The arrays ``learn_one`` reuses are never the ones a batch's predictions are returned in."""
+    model = fitted("bt+", n=200)
+    x, y = stream(201)[200]
+    got = model.learn_many([x], [y], return_proba=True)
+    kept = got.copy()
+    for x, y in stream(300, seed=4):
+        model.learn_one(x, y)
+    assert got.tolist() == kept.tolist()
+
+
 def test_a_member_changed_from_outside_the_forest_is_followed() -> None:
     """The compiled path holds the members' arrays, but a member that replaces its own (it
     learned on its own, or was swapped for a loaded one) is followed, as the loop followed it."""

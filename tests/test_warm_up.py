@@ -15,7 +15,7 @@ from streamtree.kernels import forest, handle, learn, naive_bayes, route
 streamtree.warm_up()
 entry_points = [learn.learn_rows, learn.predict_rows, learn.proba_at, handle._tree_handle, handle._drift_handle,
                 naive_bayes.nb_loglik, route.route, forest.learn_forest_rows, forest.predict_forest_rows,
-                forest.sample_reps, forest.member_list, forest.put_member]
+                forest.learn_forest, forest.member_list, forest.put_member]
 print(",".join(f.__name__ for f in entry_points if not f.signatures))
 """
 

@@ -21,7 +21,12 @@ five times one tree). Here one call serves every member:
   row, gives each member the same sequence of rows and the same bits as before, and resuming
   needs nothing but ``(member, row)``;
 - :func:`predict_forest_rows` and :func:`weigh_rows` weigh the members' probabilities;
-- :func:`sample_reps` draws every member's repetitions of the next rows at once.
+- :func:`draw_reps` draws every member's repetitions of the next rows at once;
+- :func:`learn_forest` is what a batch (an event: a batch of one) costs when no member stops:
+  the draws, every member's learning and the weighing in one call, on working arrays a
+  forest keeps for single events. Per event, Python's share of a 10-member forest's learning
+  was about a third of it: three calls through numba's dispatcher, and the arrays they take
+  made in Python.
 
 The members' probabilities are weighted by their recent log loss (:func:`weigh_rows`,
 :func:`member_weights`; all weights 1.0 while the losses are equal). Sums are taken member by
@@ -37,15 +42,16 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
-from streamtree.kernels.learn import DONE, SCRATCH_ROWS, learn_tree_rows, scratch, scratch_for, serve
+from streamtree.kernels.learn import DONE, learn_tree_rows, scratch, scratch_size, serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES
 
-__all__ = ["ALL", "BAGGING", "DISJOINT", "learn_forest_rows", "member_list", "member_weights", "predict_forest_rows",
-           "put_member", "sample_reps", "weigh_rows"]
+__all__ = ["ALL", "BAGGING", "BAGGING_STREAM", "DISJOINT", "DISJOINT_STREAM", "draw_reps", "learn_forest",
+           "learn_forest_rows", "member_list", "member_weights", "predict_forest_rows", "put_member", "weigh_rows"]
 
-ALL, BAGGING, DISJOINT = range(3)  # the samplings (sample_reps)
+ALL, BAGGING, DISJOINT = range(3)  # the samplings (draw_reps)
+BAGGING_STREAM, DISJOINT_STREAM = 1, 2  # the streams of draws (the third key of each hash)
 
 
 @njit(cache=True)
@@ -68,6 +74,20 @@ def put_member(members, i, item):  # type: ignore[no-untyped-def]
         members.append(item)
     else:
         members[i] = item
+
+
+@njit(cache=True)
+def members_scratch(members, backgrounds, learning):  # type: ignore[no-untyped-def]
+    """Working arrays (:func:`~streamtree.kernels.learn.scratch`) large enough for every
+    member's tree and, ``learning``, every background tree being compared: made once for a
+    call, not again at each member larger than the ones before (members grow apart)."""
+    nodes, width = 1, 1
+    for m in range(len(members)):
+        t, d = members[m]
+        bg = backgrounds[m] if learning and d.drift_s[D_ACTIVE] != 0.0 else t
+        member_nodes, member_width = scratch_size(t, bg)
+        nodes, width = max(nodes, member_nodes), max(width, member_width)
+    return scratch(nodes, width)
 
 
 @njit(cache=True)
@@ -111,18 +131,45 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
         member has learned every row.
     """
     n = num.shape[0]
-    paths = np.empty((2, 0), dtype=np.int64)
-    work = np.empty((SCRATCH_ROWS, 0))
+    paths, work = members_scratch(members, backgrounds, True)
     for m in range(start_member, len(members)):
         t, d = members[m]
         bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
-        paths, work = scratch_for(t, bg, paths, work)
         first = start_row if m == start_member else 0
         stop, reason = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
                                        totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)
         if reason != DONE:
             return m, stop, reason
     return len(members), n, DONE
+
+
+@njit(cache=True)
+def learn_forest(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, fkeys, totals, sampling, seed, first, poisson_cdf,
+                 loss, eta, decay, reps, member_proba, scores, proba, want_proba):  # type: ignore[no-untyped-def]
+    """Learn a batch in every member from its first row: the draws for rows ``first ..`` (the
+    forest's examples so far) into ``reps`` (:func:`draw_reps`), :func:`learn_forest_rows`
+    from member 0 and row 0, and, when every member learned every row, :func:`weigh_rows`.
+
+    ``reps``, ``member_proba`` and ``scores`` are :func:`learn_forest_rows`' arrays, filled
+    here (the draws; zeros; NaN), so their former contents do not matter: a forest reuses
+    one set for every event. ``loss``, ``eta``, ``decay`` and ``proba`` (the forest's
+    prequential predictions, with ``want_proba``) are :func:`weigh_rows`'.
+
+    Returns
+    -------
+    member, next_row, reason
+        As :func:`learn_forest_rows`. Unless ``reason`` is ``DONE``, the caller handles the
+        member that stopped, resumes with :func:`learn_forest_rows` on the same arrays and
+        then weighs with :func:`weigh_rows`.
+    """
+    draw_reps(sampling, seed, first, poisson_cdf, reps)
+    member_proba[:] = 0.0
+    scores[:] = np.nan
+    member, row, reason = learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, 0, 0, totals,
+                                            member_proba, want_proba, scores)
+    if reason == DONE:
+        weigh_rows(loss, eta, decay, scores, member_proba, proba, want_proba)
+    return member, row, reason
 
 
 @njit(cache=True)
@@ -179,22 +226,21 @@ def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  
 
 
 @njit(cache=True)
-def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out):  # type: ignore[no-untyped-def]
+def predict_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, loss, eta, out):  # type: ignore[no-untyped-def]
     """``out[r, :]``: the members' probabilities for each encoded row (as
     :func:`~streamtree.kernels.learn.predict_rows` serves them), weighted by
     :func:`member_weights` of their ``loss`` (summed in member order, then divided by the
     weights' sum: with equal losses, the plain mean). ``out`` starts at zeros; its width is
     the model's classes (a member's columns beyond it are not read). Working arrays are
-    reused from member to member (:func:`~streamtree.kernels.learn.scratch`)."""
+    made once for all the members (:func:`members_scratch`; ``backgrounds`` is only read there,
+    and not while predicting)."""
     n_rows, width = out.shape
-    paths = np.empty((2, 0), dtype=np.int64)
-    work = np.empty((SCRATCH_ROWS, 0))
+    paths, work = members_scratch(members, backgrounds, False)
+    path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
     weights = np.empty(len(members))
     total = member_weights(loss, eta, weights)
     for m in range(len(members)):
         t = members[m][0]
-        paths, work = scratch(t.node.shape[0], t.counts.shape[1], paths, work)
-        path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
         k = t.meta[M_CLASSES]
         for r in range(n_rows):
             num_row, nom_row = num[r], nom[r]
@@ -208,27 +254,28 @@ def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out):  # t
 
 
 @njit(cache=True)
-def sample_reps(sampling, seed, n_members, first, n, poisson_cdf, bagging_stream, disjoint_stream):  # type: ignore[no-untyped-def]
-    """``(n_members, n)``: how many times each member learns each of rows ``first .. first + n - 1``.
+def draw_reps(sampling, seed, first, poisson_cdf, reps):  # type: ignore[no-untyped-def]
+    """``reps[t, i]``: how many times member ``t`` learns row ``first + i``.
 
     ``ALL``: once each. ``BAGGING``: member ``t`` learns row ``i`` ``w`` times, ``w`` the
-    number of ``poisson_cdf`` entries at most ``u = uniform(seed, t + 1, i, bagging_stream)``
+    number of ``poisson_cdf`` entries at most ``u = uniform(seed, t + 1, i, BAGGING_STREAM)``
     (a Poisson(1) draw). ``DISJOINT``: only member ``min(floor(u T), T - 1)`` learns it, once,
-    ``u = uniform(seed, 0, i, disjoint_stream)``. Every draw is a hash of the seed, the member
+    ``u = uniform(seed, 0, i, DISJOINT_STREAM)``. Every draw is a hash of the seed, the member
     and the row's position (:mod:`streamtree.kernels.randomness`)."""
-    reps = np.zeros((n_members, n), dtype=np.int64)
+    n_members, n = reps.shape
     for i in range(n):
         if sampling == ALL:
             for t in range(n_members):
                 reps[t, i] = 1
         elif sampling == DISJOINT:
-            owner = int(uniform(seed, 0, first + i, disjoint_stream) * n_members)
+            for t in range(n_members):
+                reps[t, i] = 0
+            owner = int(uniform(seed, 0, first + i, DISJOINT_STREAM) * n_members)
             reps[min(owner, n_members - 1), i] = 1
         else:
             for t in range(n_members):
-                u = uniform(seed, t + 1, first + i, bagging_stream)
+                u = uniform(seed, t + 1, first + i, BAGGING_STREAM)
                 w = 0
                 while w < poisson_cdf.shape[0] and poisson_cdf[w] <= u:
                     w += 1
                 reps[t, i] = w
-    return reps

@@ -557,34 +557,30 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
     t, bg = tree, background
-    paths, work = scratch_for(t, bg, np.empty((2, 0), dtype=np.int64), np.empty((SCRATCH_ROWS, 0)))
+    paths, work = scratch(*scratch_size(t, bg))
     return learn_tree_rows(t, bg, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
                            want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
 
 
 @njit(cache=True)
-def scratch(nodes, width, paths, work):  # type: ignore[no-untyped-def]
+def scratch(nodes, width):  # type: ignore[no-untyped-def]
     """Working arrays for :func:`learn_tree_rows` on trees of at most ``nodes`` nodes, and rows
     of at least ``width`` entries: ``paths`` (2 rows of ``int64``, a path in the tree and one
     in the background tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``: five of a
-    value per class, then the linear component's, three per numeric column), the ones given
-    when they are large enough, else new ones. A forest's call reuses them from member to
-    member: allocating them cost about 0.1 us each, 70 an event for 10 members. Their size
-    and former contents do not matter: every kernel reads only what it wrote, up to the
-    logical sizes."""
-    if paths.shape[1] < nodes:
-        paths = np.empty((2, nodes), dtype=np.int64)
-    if work.shape[1] < width:
-        work = np.empty((SCRATCH_ROWS, width))
-    return paths, work
+    value per class, then the linear component's, three per numeric column). A forest's call
+    makes one pair for all its members (allocating them cost about 0.1 us each, 70 an event
+    when each of 10 members made its own). Their size and former contents do not matter:
+    every kernel reads only what it wrote, up to the logical sizes."""
+    return np.empty((2, nodes), dtype=np.int64), np.empty((SCRATCH_ROWS, width))
 
 
 @njit(cache=True)
-def scratch_for(t, bg, paths, work):  # type: ignore[no-untyped-def]
-    """:func:`scratch` for learning in tree ``t`` and background tree ``bg`` (handles)."""
+def scratch_size(t, bg):  # type: ignore[no-untyped-def]
+    """``(nodes, width)`` of the working arrays (:func:`scratch`) for learning in tree ``t``
+    and background tree ``bg`` (handles)."""
     nodes = max(t.node.shape[0], bg.node.shape[0])
     width = max(t.counts.shape[1], bg.counts.shape[1], 3 * t.lr_scale.shape[0], 3 * bg.lr_scale.shape[0], 1)
-    return scratch(nodes, width, paths, work)
+    return nodes, width
 
 
 @njit(cache=True, inline="always")

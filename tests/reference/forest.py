@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from streamtree import ProbabilityForest
-from streamtree.forest import _BAGGING, _DISJOINT, _POISSON_CDF, WEIGHT_DECAY
+from streamtree.forest import _POISSON_CDF, WEIGHT_DECAY
+from streamtree.kernels.forest import BAGGING_STREAM, DISJOINT_STREAM
 from streamtree.kernels.randomness import uniforms
 from streamtree.typing import ClassLabel, FloatArray
 
@@ -28,12 +29,12 @@ class LoopForest(ProbabilityForest):
         if self._sampling == "all":
             return np.ones((self.n_trees, n), dtype=np.int64)
         if self._sampling == "disjoint":
-            owner = np.minimum((uniforms(self.seed, 0, first, n, _DISJOINT) * self.n_trees).astype(np.int64),
+            owner = np.minimum((uniforms(self.seed, 0, first, n, DISJOINT_STREAM) * self.n_trees).astype(np.int64),
                                self.n_trees - 1)
             return (owner[None, :] == np.arange(self.n_trees)[:, None]).astype(np.int64)
         reps = np.empty((self.n_trees, n), dtype=np.int64)
         for t in range(self.n_trees):
-            reps[t] = np.searchsorted(_POISSON_CDF, uniforms(self.seed, t + 1, first, n, _BAGGING), side="right")
+            reps[t] = np.searchsorted(_POISSON_CDF, uniforms(self.seed, t + 1, first, n, BAGGING_STREAM), side="right")
         return reps
 
     def _weights(self) -> tuple[list[float], float]:
