@@ -608,8 +608,9 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
         known = t.meta[M_CLASSES]
         at = total + (r - start) + 1
         num_row, nom_row = num[r], nom[r]  # one view of each a row (a view takes and releases a reference)
-        length = route(t.node, t.thr, num_row, nom_row, path)
+        length = 0
         if want_proba:
+            length = route(t.node, t.thr, num_row, nom_row, path)
             serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
             for c in range(known):
                 proba_out[r, c] += out[c]
@@ -617,8 +618,10 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
             t.meta[M_CLASSES] = k + 1
             if active:
                 bg.meta[M_CLASSES] = k + 1
-        if w == 0:
+        if w == 0:  # not learned (a forest member's row: bagging's 37%, DST's others) and not routed for it
             continue
+        if not want_proba:
+            length = route(t.node, t.thr, num_row, nom_row, path)
         n_classes = t.meta[M_CLASSES]
         error = 0.0
         if drift:
