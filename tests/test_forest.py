@@ -295,13 +295,15 @@ def test_an_unweighted_forest_event_by_event_is_the_per_member_loop_bit_for_bit(
 
 
 def test_predictions_a_batch_returned_stay_as_they_were_after_later_events() -> None:
-    """The arrays ``learn_one`` reuses are never the ones a batch's predictions are returned in."""
+    """The arrays ``learn_one`` reuses are never the ones a batch's predictions are returned in,
+    not even a batch of one: later events, and later batches of one, leave them as they were."""
     model = fitted("bt+", n=200)
     x, y = stream(201)[200]
     got = model.learn_many([x], [y], return_proba=True)
     kept = got.copy()
     for x, y in stream(300, seed=4):
         model.learn_one(x, y)
+        model.learn_many([x], [y], return_proba=True)
     assert got.tolist() == kept.tolist()
 
 
