@@ -42,6 +42,8 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from streamtree.kernels.borrow import borrow, hold
+from streamtree.kernels.handle import borrowed, borrowed_drift
 from streamtree.kernels.learn import DONE, learn_tree_rows, scratch, scratch_size, serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
@@ -131,16 +133,25 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
         member has learned every row.
     """
     n = num.shape[0]
-    paths, work = members_scratch(members, backgrounds, True)
+    held_paths, held_work = members_scratch(members, backgrounds, True)
+    # no reference counting in the members' loops (streamtree.kernels.borrow): the arguments
+    # and the members' arrays are the caller's, the working arrays held until the end
+    paths, work = borrow(held_paths), borrow(held_work)
+    num, nom, ks, reps, fkeys = borrow(num), borrow(nom), borrow(ks), borrow(reps), borrow(fkeys)
+    cfg_is, cfg_fs, proba_out, scores = borrow(cfg_is), borrow(cfg_fs), borrow(proba_out), borrow(scores)
+    member, row, reason = len(members), n, DONE
     for m in range(start_member, len(members)):
         t, d = members[m]
         bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
+        t, bg, d = borrowed(t), borrowed(bg), borrowed_drift(d)
         first = start_row if m == start_member else 0
-        stop, reason = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
-                                       totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)
-        if reason != DONE:
-            return m, stop, reason
-    return len(members), n, DONE
+        stop, why = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
+                                    totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)
+        if why != DONE:
+            member, row, reason = m, stop, why
+            break
+    hold(held_paths, held_work)
+    return member, row, reason
 
 
 @njit(cache=True)
@@ -235,12 +246,15 @@ def predict_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, loss, et
     made once for all the members (:func:`members_scratch`; ``backgrounds`` is only read there,
     and not while predicting)."""
     n_rows, width = out.shape
-    paths, work = members_scratch(members, backgrounds, False)
+    held_paths, held_work = members_scratch(members, backgrounds, False)
+    # no reference counting in the loop (streamtree.kernels.borrow), as learn_forest_rows
+    paths, work = borrow(held_paths), borrow(held_work)
+    num, nom, out, cfg_is, cfg_fs = borrow(num), borrow(nom), borrow(out), borrow(cfg_is), borrow(cfg_fs)
     path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
     weights = np.empty(len(members))
     total = member_weights(loss, eta, weights)
     for m in range(len(members)):
-        t = members[m][0]
+        t = borrowed(members[m][0])
         k = t.meta[M_CLASSES]
         for r in range(n_rows):
             num_row, nom_row = num[r], nom[r]
@@ -251,6 +265,7 @@ def predict_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, loss, et
     for r in range(n_rows):
         for c in range(width):
             out[r, c] /= total
+    hold(held_paths, held_work)
 
 
 @njit(cache=True)

@@ -30,9 +30,10 @@ from numba import njit, typeof
 from numba.core import types
 from numba.experimental import structref
 
+from streamtree.kernels.borrow import borrow
 from streamtree.state import DriftArrays, TreeArrays, new_arrays, new_drift
 
-__all__ = ["drift_handle", "tree_handle"]
+__all__ = ["borrowed", "borrowed_drift", "drift_handle", "tree_handle"]
 
 
 @structref.register
@@ -99,6 +100,58 @@ def _drift_handle(arrays):  # type: ignore[no-untyped-def]
     h.drift_s = arrays[3]
     h.drift_ev = arrays[4]
     return h
+
+
+@njit(cache=True)
+def borrowed(h):  # type: ignore[no-untyped-def]
+    """A handle of the same arrays, borrowed (:mod:`streamtree.kernels.borrow`): what a
+    kernel's entry point hands its loop, so that reading ``t.counts`` and passing it on count
+    no references. Valid while ``h`` is held (by the caller of the entry point)."""
+    b = structref.new(TREE_HANDLE)
+    b.node = borrow(h.node)
+    b.thr = borrow(h.thr)
+    b.counts = borrow(h.counts)
+    b.inherited = borrow(h.inherited)
+    b.hgs = borrow(h.hgs)
+    b.num_stats = borrow(h.num_stats)
+    b.num_range = borrow(h.num_range)
+    b.nom_stats = borrow(h.nom_stats)
+    b.slot_seen = borrow(h.slot_seen)
+    b.free_slots = borrow(h.free_slots)
+    b.shift = borrow(h.shift)
+    b.nb_num = borrow(h.nb_num)
+    b.nb_range = borrow(h.nb_range)
+    b.nb_nom = borrow(h.nb_nom)
+    b.nb_seen = borrow(h.nb_seen)
+    b.nb_mean = borrow(h.nb_mean)
+    b.nb_inv2var = borrow(h.nb_inv2var)
+    b.nb_const = borrow(h.nb_const)
+    b.nb_table = borrow(h.nb_table)
+    b.nb_a = borrow(h.nb_a)
+    b.nb_b = borrow(h.nb_b)
+    b.nb_y = borrow(h.nb_y)
+    b.lr_w = borrow(h.lr_w)
+    b.lr_bias = borrow(h.lr_bias)
+    b.lr_scale = borrow(h.lr_scale)
+    b.mix_a = borrow(h.mix_a)
+    b.mix_b = borrow(h.mix_b)
+    b.mix_y = borrow(h.mix_y)
+    b.mix_u = borrow(h.mix_u)
+    b.meta = borrow(h.meta)
+    b.meta_f = borrow(h.meta_f)
+    return b
+
+
+@njit(cache=True)
+def borrowed_drift(h):  # type: ignore[no-untyped-def]
+    """:func:`borrowed` for a detector's handle."""
+    b = structref.new(DRIFT_HANDLE)
+    b.adwin_b = borrow(h.adwin_b)
+    b.adwin_n = borrow(h.adwin_n)
+    b.adwin_s = borrow(h.adwin_s)
+    b.drift_s = borrow(h.drift_s)
+    b.drift_ev = borrow(h.drift_ev)
+    return b
 
 
 def tree_handle(t: TreeArrays) -> Any:

@@ -53,6 +53,8 @@ import numpy as np
 from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
+from streamtree.kernels.borrow import borrow, hold
+from streamtree.kernels.handle import borrowed, borrowed_drift
 from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.linear import (
     lr_learn, lr_proba, lr_proba_row, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty,
@@ -154,15 +156,17 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
 
     ``tree`` is the tree's handle (:mod:`streamtree.kernels.handle`: its arrays in one
     object, read by name)."""
-    t = tree
+    t = borrowed(tree)  # no reference counting in the loop (streamtree.kernels.borrow)
+    cfg_i, cfg_f, num, nom, out = borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(out)
     k = t.meta[M_CLASSES]
-    path = np.empty(t.meta[M_NODES], dtype=np.int64)
-    smoothed = np.empty(max(k, 1))
-    loglik = np.empty(max(k, 1))
+    held_path, held_work = np.empty(t.meta[M_NODES], dtype=np.int64), np.empty((2, max(k, 1)))
+    path, work = borrow(held_path), borrow(held_work)
+    smoothed, loglik = work[0], work[1]
     for r in range(num.shape[0]):
         num_row, nom_row = num[r], nom[r]
         length = route(t.node, t.thr, num_row, nom_row, path)
         serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out[r], smoothed, loglik)
+    hold(held_path, held_work)
 
 
 @njit(cache=True)
@@ -556,10 +560,15 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
         need room before ``next_row``), ``START`` (a change was detected: start a background
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
-    t, bg = tree, background
-    paths, work = scratch(*scratch_size(t, bg))
-    return learn_tree_rows(t, bg, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out,
-                           want_proba, np.empty(0), paths, work)  # a tree alone scores nothing
+    # no reference counting in the loop (streamtree.kernels.borrow): the arguments are the
+    # caller's, the working arrays held until the loop is done
+    t, bg, d = borrowed(tree), borrowed(background), borrowed_drift(drift)
+    held_paths, held_work = scratch(*scratch_size(t, bg))
+    stop = learn_tree_rows(t, bg, d, borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(ks), borrow(reps),
+                           borrow(fkeys), start, total, borrow(proba_out), want_proba, np.empty(0),  # a tree alone scores nothing
+                           borrow(held_paths), borrow(held_work))
+    hold(held_paths, held_work)
+    return stop
 
 
 @njit(cache=True)

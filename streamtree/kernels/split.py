@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
+from streamtree.kernels.borrow import borrow, hold
 from streamtree.kernels.reductions import np_sum
 from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN
 
@@ -354,7 +355,8 @@ def best_split(  # type: ignore[no-untyped-def]
     merit is finite.
     """
     k = n_classes
-    buf = np.empty(8 * k + _scratch_size(k))  # the only allocation
+    held = np.empty(8 * k + _scratch_size(k))  # the only allocation,
+    buf = borrow(held)  # handed to the helpers below without reference counting (kernels.borrow)
     tot = buf[0:k]
     cand = buf[k : 2 * k]
     fleft = buf[2 * k : 3 * k]
@@ -479,6 +481,7 @@ def best_split(  # type: ignore[no-untyped-def]
         elif f_best > second:
             second = f_best
 
+    hold(held)
     if not have_best:
         return False, -1, -1, 0.0, -inf, 0.0
     return True, best_kind, best_col, best_thr, best, second

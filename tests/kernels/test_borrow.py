@@ -1,0 +1,79 @@
+"""A borrowed array or handle is the same memory as what it was borrowed from: kernels read and
+write the model's arrays through it, every field of a handle included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import njit
+from numba.core.errors import TypingError
+
+from streamtree.kernels.borrow import borrow, hold
+from streamtree.kernels.handle import borrowed, borrowed_drift, drift_handle, tree_handle
+from streamtree.state import DriftArrays, TreeArrays, new_arrays, new_drift
+
+
+@njit
+def _write_through(a, row, value):  # type: ignore[no-untyped-def]
+    b = borrow(a)
+    b[row] = value  # a view of a borrowed array, written
+    return b.shape, b.strides, b.ctypes.data
+
+
+def test_a_borrowed_array_is_the_same_memory() -> None:
+    a = np.zeros((4, 3))
+    shape, strides, data = _write_through(a, 2, 7.0)
+    assert (shape, strides, data) == (a.shape, a.strides, a.ctypes.data)
+    assert a[2].tolist() == [7.0, 7.0, 7.0] and a.sum() == 21.0
+
+
+def test_a_non_contiguous_array_keeps_its_strides() -> None:
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]  # the kernels' arrays are contiguous; borrow does not assume it
+    shape, strides, data = _write_through(a, 0, -1)
+    assert (shape, strides, data) == (a.shape, a.strides, a.ctypes.data)
+    assert a[0].tolist() == [-1, -1]
+
+
+@njit
+def _sum_held() -> float:  # type: ignore[no-untyped-def]
+    held = np.arange(5.0)
+    view = borrow(held)
+    total = 0.0
+    for i in range(view.shape[0]):
+        total += view[i]
+    hold(held)
+    return total
+
+
+def test_an_array_made_in_a_kernel_is_read_while_held() -> None:
+    assert _sum_held() == 10.0
+
+
+def test_borrow_takes_arrays_only() -> None:
+    @njit
+    def borrow_a_number(x):  # type: ignore[no-untyped-def]
+        return borrow(x)
+
+    with pytest.raises(TypingError):
+        borrow_a_number(1.0)
+
+
+def _pointers(kind: type, borrow_handle: object) -> object:
+    """A compiled function returning, for each field of a handle of ``kind``'s arrays, the data
+    pointer and size of the field in the handle and in its borrowed copy."""
+    fields = ", ".join(f"(h.{name}.ctypes.data, h.{name}.size, b.{name}.ctypes.data, b.{name}.size)"
+                       for name in kind._fields)  # type: ignore[attr-defined]
+    namespace: dict = {"borrow_handle": borrow_handle}
+    exec(f"def pointers(h):\n    b = borrow_handle(h)\n    return ({fields},)\n", namespace)
+    return njit(namespace["pointers"])
+
+
+@pytest.mark.parametrize("kind", [TreeArrays, DriftArrays])
+def test_a_borrowed_handle_has_every_array_of_the_handle(kind: type) -> None:
+    if kind is TreeArrays:
+        arrays, handle, borrow_handle = new_arrays(nodes=5, naive_bayes=True, linear=True), tree_handle, borrowed
+    else:
+        arrays, handle, borrow_handle = new_drift(0.01), drift_handle, borrowed_drift
+    got = _pointers(kind, borrow_handle)(handle(arrays))  # type: ignore[operator]
+    for name, array, (data, size, borrowed_data, borrowed_size) in zip(arrays._fields, arrays, got):
+        assert (borrowed_data, borrowed_size) == (data, size) == (array.ctypes.data, array.size), name
