@@ -6,13 +6,16 @@ attribute read such as ``t.counts`` each add one and release it later, two atomi
 (``lock inc``/``lock dec``, some 20 cycles each, and a function call each). Its pruning pass
 removes pairs within straight-line code, not across the branches and calls of the learning
 loop. Measured with ``perf`` on Waveform in batches of 1,000, 44% of the time was in those two
-functions: about 150 pairs per row learned, 29 per row predicted.
+functions: about 150 pairs per row learned, 29 per row predicted; borrowing took the batch
+rate on SEA from 1.47 to 0.88 us a row and on Waveform from 3.58 to 2.74, the same bits.
 
 A *borrowed* array (:func:`borrow`) has no owner pointer, so numba's counting skips it (its
 increment and decrement test for a null owner and return). It is only valid while something
-else holds the memory: the kernels' entry points borrow their arguments (held by the caller
-for the whole call) and their working arrays (held by a variable that is used again after
-the last borrowed use: :func:`hold`). Nothing is copied and no arithmetic changes: the same
+else holds the memory: a handle's arrays are borrowed and its Python object holds them
+(:mod:`streamtree.kernels.handle`); the kernels' entry points borrow their arguments (held
+by the caller for the whole call) and their working arrays (held by a variable that is used
+again after the last borrowed use: :func:`hold`). A borrowed array is never returned to
+Python (it has no owner to box). Nothing is copied and no arithmetic changes: the same
 bits, fewer instructions.
 """
 

@@ -43,7 +43,6 @@ from numba import njit
 from numba.typed import List
 
 from streamtree.kernels.borrow import borrow, hold
-from streamtree.kernels.handle import borrowed, borrowed_drift
 from streamtree.kernels.learn import DONE, learn_tree_rows, scratch, scratch_size, serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
@@ -134,8 +133,8 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     """
     n = num.shape[0]
     held_paths, held_work = members_scratch(members, backgrounds, True)
-    # no reference counting in the members' loops (streamtree.kernels.borrow): the arguments
-    # and the members' arrays are the caller's, the working arrays held until the end
+    # no reference counting in the members' loops (streamtree.kernels.borrow): the handles'
+    # arrays are borrowed, and so are the arguments and the working arrays (held until the end)
     paths, work = borrow(held_paths), borrow(held_work)
     num, nom, ks, reps, fkeys = borrow(num), borrow(nom), borrow(ks), borrow(reps), borrow(fkeys)
     cfg_is, cfg_fs, proba_out, scores = borrow(cfg_is), borrow(cfg_fs), borrow(proba_out), borrow(scores)
@@ -143,7 +142,6 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
     for m in range(start_member, len(members)):
         t, d = members[m]
         bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
-        t, bg, d = borrowed(t), borrowed(bg), borrowed_drift(d)
         first = start_row if m == start_member else 0
         stop, why = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
                                     totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)
@@ -254,7 +252,7 @@ def predict_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, loss, et
     weights = np.empty(len(members))
     total = member_weights(loss, eta, weights)
     for m in range(len(members)):
-        t = borrowed(members[m][0])
+        t = members[m][0]
         k = t.meta[M_CLASSES]
         for r in range(n_rows):
             num_row, nom_row = num[r], nom[r]

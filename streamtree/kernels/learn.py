@@ -54,7 +54,6 @@ from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.borrow import borrow, hold
-from streamtree.kernels.handle import borrowed, borrowed_drift
 from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.linear import (
     lr_learn, lr_proba, lr_proba_row, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty,
@@ -156,7 +155,7 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
 
     ``tree`` is the tree's handle (:mod:`streamtree.kernels.handle`: its arrays in one
     object, read by name)."""
-    t = borrowed(tree)  # no reference counting in the loop (streamtree.kernels.borrow)
+    t = tree  # its arrays are borrowed (streamtree.kernels.handle); so are these, in the loop
     cfg_i, cfg_f, num, nom, out = borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(out)
     k = t.meta[M_CLASSES]
     held_path, held_work = np.empty(t.meta[M_NODES], dtype=np.int64), np.empty((2, max(k, 1)))
@@ -560,9 +559,10 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
         need room before ``next_row``), ``START`` (a change was detected: start a background
         tree) or ``ADOPT`` (the background tree won: it becomes the tree).
     """
-    # no reference counting in the loop (streamtree.kernels.borrow): the arguments are the
-    # caller's, the working arrays held until the loop is done
-    t, bg, d = borrowed(tree), borrowed(background), borrowed_drift(drift)
+    # no reference counting in the loop (streamtree.kernels.borrow): the handles' arrays are
+    # borrowed, and so are the arguments (the caller's) and the working arrays (held until the
+    # loop is done)
+    t, bg, d = tree, background, drift
     held_paths, held_work = scratch(*scratch_size(t, bg))
     stop = learn_tree_rows(t, bg, d, borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(ks), borrow(reps),
                            borrow(fkeys), start, total, borrow(proba_out), want_proba, np.empty(0),  # a tree alone scores nothing

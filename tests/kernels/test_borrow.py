@@ -1,5 +1,5 @@
-"""A borrowed array or handle is the same memory as what it was borrowed from: kernels read and
-write the model's arrays through it, every field of a handle included."""
+"""A borrowed array is the same memory as what it was borrowed from: kernels read and write the
+model's arrays through it (handles, whose arrays are borrowed: tests/kernels/test_handle.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from streamtree.kernels.borrow import borrow, hold
-from streamtree.kernels.handle import borrowed, borrowed_drift, drift_handle, tree_handle
-from streamtree.state import DriftArrays, TreeArrays, new_arrays, new_drift
 
 
 @njit
@@ -56,24 +54,3 @@ def test_borrow_takes_arrays_only() -> None:
 
     with pytest.raises(TypingError):
         borrow_a_number(1.0)
-
-
-def _pointers(kind: type, borrow_handle: object) -> object:
-    """A compiled function returning, for each field of a handle of ``kind``'s arrays, the data
-    pointer and size of the field in the handle and in its borrowed copy."""
-    fields = ", ".join(f"(h.{name}.ctypes.data, h.{name}.size, b.{name}.ctypes.data, b.{name}.size)"
-                       for name in kind._fields)  # type: ignore[attr-defined]
-    namespace: dict = {"borrow_handle": borrow_handle}
-    exec(f"def pointers(h):\n    b = borrow_handle(h)\n    return ({fields},)\n", namespace)
-    return njit(namespace["pointers"])
-
-
-@pytest.mark.parametrize("kind", [TreeArrays, DriftArrays])
-def test_a_borrowed_handle_has_every_array_of_the_handle(kind: type) -> None:
-    if kind is TreeArrays:
-        arrays, handle, borrow_handle = new_arrays(nodes=5, naive_bayes=True, linear=True), tree_handle, borrowed
-    else:
-        arrays, handle, borrow_handle = new_drift(0.01), drift_handle, borrowed_drift
-    got = _pointers(kind, borrow_handle)(handle(arrays))  # type: ignore[operator]
-    for name, array, (data, size, borrowed_data, borrowed_size) in zip(arrays._fields, arrays, got):
-        assert (borrowed_data, borrowed_size) == (data, size) == (array.ctypes.data, array.size), name

@@ -46,12 +46,13 @@ def test_new_arrays_get_a_new_handle_and_the_old_one_is_let_go() -> None:
     assert set(model._handles) <= {id(model._tree), id(model._drift)}
 
 
-def _read(handle: object, name: str) -> np.ndarray:
-    """Field ``name`` of a handle, as a kernel reads it."""
+def _pointer(handle: object, name: str) -> tuple[int, tuple[int, ...]]:
+    """The data pointer and shape of field ``name`` of a handle, as a kernel reads it (the
+    field itself cannot come back to Python: it is borrowed)."""
     from numba import njit
 
     namespace: dict = {}
-    exec(f"def read(h):\n    return h.{name}\n", namespace)
+    exec(f"def read(h):\n    return h.{name}.ctypes.data, h.{name}.shape\n", namespace)
     return njit(namespace["read"])(handle)  # type: ignore[no-any-return]
 
 
@@ -62,5 +63,25 @@ def test_every_field_of_a_handle_is_the_array_of_that_name() -> None:
     t, d = new_arrays(nodes=5, naive_bayes=True, linear=True), new_drift(0.01)
     for arrays, handle in ((t, tree_handle(t)), (d, drift_handle(d))):
         for name, array in zip(arrays._fields, arrays):
-            read = _read(handle, name)
-            assert read.shape == array.shape and np.shares_memory(read, array), name
+            assert _pointer(handle, name) == (array.ctypes.data, array.shape), name
+
+
+def test_a_handle_keeps_its_arrays_alive_and_lets_them_go_with_it() -> None:
+    import gc
+    import weakref
+
+    t = new_arrays()
+    t.meta[M_CLASSES] = 2
+    t.counts[0, :2] = 1.0, 3.0
+    counts = weakref.ref(t.counts)
+    handle = tree_handle(t)
+    del t
+    gc.collect()
+    assert counts() is not None  # its arrays are borrowed: the handle holds them
+    cfg_i, cfg_f = np.zeros(CONFIG_INTS, dtype=np.int64), np.zeros(CONFIG_FLOATS)
+    out = np.empty((1, 2))
+    predict_rows(handle, cfg_i, cfg_f, np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64), out)
+    assert out[0].tolist() == [0.25, 0.75]
+    del handle
+    gc.collect()
+    assert counts() is None
