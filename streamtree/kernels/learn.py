@@ -562,9 +562,9 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
     # no reference counting in the loop (streamtree.kernels.borrow): the handles' arrays are
     # borrowed, and so are the arguments (the caller's) and the working arrays (held until the
     # loop is done)
-    t, bg, d = tree, background, drift
+    t, bg = tree, background
     held_paths, held_work = scratch(*scratch_size(t, bg))
-    stop = learn_tree_rows(t, bg, d, borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(ks), borrow(reps),
+    stop = learn_tree_rows(t, bg, drift, borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(ks), borrow(reps),
                            borrow(fkeys), start, total, borrow(proba_out), want_proba, np.empty(0),  # a tree alone scores nothing
                            borrow(held_paths), borrow(held_work))
     hold(held_paths, held_work)
