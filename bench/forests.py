@@ -10,7 +10,9 @@ Every model sees each stream's examples in the same order, prequentially (predic
 - peers: river's ``HoeffdingTreeClassifier`` (``river-HT-nba``), ``HoeffdingAdaptiveTreeClassifier``
   (``river-HAT``), ``ARFClassifier(n_models=10)``, ``forest.AMFClassifier(n_estimators=10)``
   and an online logistic regression (``river-LR``: numbers standardised, strings one-hot,
-  ``OneVsRestClassifier(LogisticRegression())``).
+  ``OneVsRestClassifier(LogisticRegression())``); and, not a peer of the targets,
+  ``forest.AMFClassifier(n_estimators=1)`` (``river-AMF-1``): what one of AMF-10's trees does
+  alone, beside our one tree.
 
 Streams: the 17 of :mod:`bench.streams`, the new-seed generator configurations of
 :data:`FRESH`, and the randomized-trees paper's synthetic stream with a known posterior
@@ -140,6 +142,9 @@ def model_factories(tree_config: dict[str, Any]) -> dict[str, Callable[[], Any]]
         "river-HAT": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=42),
         "river-ARF-10": lambda: forest.ARFClassifier(n_models=10, seed=42),
         "river-AMF-10": lambda: forest.AMFClassifier(n_estimators=10, seed=42),
+        # one Mondrian tree with AMF's aggregation: the single-tree reference for AMF-10 (not a
+        # peer of the issues' targets; measured beside our single tree)
+        "river-AMF-1": lambda: forest.AMFClassifier(n_estimators=1, seed=42),
         "river-LR": logistic_regression,
     }
 
