@@ -70,8 +70,8 @@ from streamtree.dispatch import direct
 from streamtree.exceptions import ConfigError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.forest import (
-    ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_list, member_weights, predict_forest_rows,
-    put_member, weigh_rows,
+    ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_list, member_weights, members_scratch,
+    predict_forest_rows, put_member, weigh_rows,
 )
 from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
@@ -151,6 +151,9 @@ class _MemberArrays:
             (None, None, None, None)] * n
         for i in range(n):
             self._put(i)
+        #: the kernels' working arrays, sized for every member's arrays (and background tree's)
+        #: whenever an entry is replaced: not made again on every call
+        self.paths, self.work = members_scratch(self.trees, self.backgrounds)
 
     def _put(self, i: int) -> None:
         m = self.members[i]
@@ -163,10 +166,14 @@ class _MemberArrays:
         """Replace the entry of every member that is not the one held, or whose arrays are not
         (identity: a few attribute reads a member, inlined, as this runs on every call)."""
         held = self._held
+        replaced = False
         for i, m in enumerate(self.members):
             member, tree, background, drift = held[i]
             if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
                 self._put(i)
+                replaced = True
+        if replaced:
+            self.paths, self.work = members_scratch(self.trees, self.backgrounds)
 
     def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
         """Before learning: each member makes room for the registry's ``shapes``
@@ -366,7 +373,7 @@ class ProbabilityForest(Classifier):
             proba = np.empty((n, k) if want_proba else (0, 0))
         args = (arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, ks, fkeys, totals,
                 _SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, self.loss_, self._eta,
-                WEIGHT_DECAY, reps, member_proba, scores, proba, want_proba)
+                WEIGHT_DECAY, reps, member_proba, scores, proba, want_proba, arrays.paths, arrays.work)
         member, row, reason = direct(learn_forest, *args) if _at_entry(num, nom) else learn_forest(*args)
         if reason != DONE:  # a member stopped: handle it, resume, and weigh once all are done
             while reason != DONE:
@@ -374,7 +381,7 @@ class ProbabilityForest(Classifier):
                 arrays.sync()
                 member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num,
                                                         nom, ks, reps, fkeys, row, member, totals, member_proba,
-                                                        want_proba, scores)
+                                                        want_proba, scores, arrays.paths, arrays.work)
             weigh_rows(self.loss_, self._eta, WEIGHT_DECAY, scores, member_proba, proba, want_proba)
         arrays.finish(n)
         self.n_examples += n
@@ -385,7 +392,7 @@ class ProbabilityForest(Classifier):
         arrays = self._member_arrays()
         arrays.sync()
         out = np.zeros((num.shape[0], len(self.classes_)))
-        args = (arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, self.loss_, self._eta, out)
+        args = (arrays.trees, arrays.cfg_i, arrays.cfg_f, num, nom, self.loss_, self._eta, out, arrays.paths, arrays.work)
         direct(predict_forest_rows, *args) if _at_entry(num, nom) else predict_forest_rows(*args)
         return out
 

@@ -347,6 +347,25 @@ def test_a_copy_learns_on_exactly_as_the_original(copier: Any) -> None:
     assert twin.to_bytes() == model.to_bytes()
 
 
+def test_members_that_outgrew_the_kept_working_arrays_learn_and_predict_as_with_fitting_ones() -> None:
+    """The forest keeps the kernels' working arrays from call to call, sized when a member's
+    arrays change; a member larger than them still gets arrays of its size (here the kept ones
+    are made too small for any member before every call)."""
+    from streamtree.kernels.learn import SCRATCH_ROWS
+
+    model = fitted("bt+", n=300)
+    twin = copy.deepcopy(model)
+    for x, y in stream(600)[300:]:
+        arrays = twin._member_arrays()
+        arrays.sync()
+        arrays.paths, arrays.work = np.empty((2, 1), dtype=np.int64), np.empty((SCRATCH_ROWS, 1))
+        assert twin.predict_proba_one(x) == model.predict_proba_one(x)
+        arrays.paths, arrays.work = np.empty((2, 1), dtype=np.int64), np.empty((SCRATCH_ROWS, 1))
+        model.learn_one(x, y)
+        twin.learn_one(x, y)
+    assert twin.to_bytes() == model.to_bytes()
+
+
 def test_weighing_the_members_learns_a_crisp_concept_and_its_change_sooner_than_their_mean() -> None:
     """Members find a crisp concept's splits at different times, and after a change adapt at
     different times: weighing them by their recent log loss follows the ones that did (on

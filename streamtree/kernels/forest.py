@@ -49,7 +49,8 @@ from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES
 
 __all__ = ["ALL", "BAGGING", "BAGGING_STREAM", "DISJOINT", "DISJOINT_STREAM", "draw_reps", "learn_forest",
-           "learn_forest_rows", "member_list", "member_weights", "predict_forest_rows", "put_member", "weigh_rows"]
+           "learn_forest_rows", "member_list", "member_weights", "members_scratch", "predict_forest_rows", "put_member",
+           "weigh_rows"]
 
 ALL, BAGGING, DISJOINT = range(3)  # the samplings (draw_reps)
 BAGGING_STREAM, DISJOINT_STREAM = 1, 2  # the streams of draws (the third key of each hash)
@@ -78,22 +79,33 @@ def put_member(members, i, item):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def members_scratch(members, backgrounds, learning):  # type: ignore[no-untyped-def]
+def members_scratch(members, backgrounds):  # type: ignore[no-untyped-def]
     """Working arrays (:func:`~streamtree.kernels.learn.scratch`) large enough for every
-    member's tree and, ``learning``, every background tree being compared: made once for a
-    call, not again at each member larger than the ones before (members grow apart)."""
+    member's tree and its entry in ``backgrounds``. A forest makes them when a member's arrays
+    change and hands them to every call (:func:`learn_forest_rows`,
+    :func:`predict_forest_rows`), which makes larger ones only for a member that outgrew them
+    (:func:`_fitting`)."""
     nodes, width = 1, 1
     for m in range(len(members)):
-        t, d = members[m]
-        bg = backgrounds[m] if learning and d.drift_s[D_ACTIVE] != 0.0 else t
-        member_nodes, member_width = scratch_size(t, bg)
+        member_nodes, member_width = scratch_size(members[m][0], backgrounds[m])
         nodes, width = max(nodes, member_nodes), max(width, member_width)
     return scratch(nodes, width)
 
 
 @njit(cache=True)
+def _fitting(held_paths, held_work, t, bg):  # type: ignore[no-untyped-def]
+    """``held_paths, held_work`` when they fit trees ``t`` and ``bg`` (handles), else larger
+    ones (:func:`~streamtree.kernels.learn.scratch_size`): a member grown since they were
+    made still gets working arrays of its size."""
+    nodes, width = scratch_size(t, bg)
+    if held_paths.shape[1] >= nodes and held_work.shape[1] >= width:
+        return held_paths, held_work
+    return scratch(max(nodes, held_paths.shape[1]), max(width, held_work.shape[1]))
+
+
+@njit(cache=True)
 def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, start_row, start_member, totals,
-                      proba_out, want_proba, scores):  # type: ignore[no-untyped-def]
+                      proba_out, want_proba, scores, paths, work):  # type: ignore[no-untyped-def]
     """Learn the rows in every member, member after member, from ``(start_member, start_row)``.
 
     Parameters
@@ -123,6 +135,9 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
         ``(members, rows)`` (NaN to start with), or ``(members, 0)``: each member's
         probability of each row's class, for the rows it learns (see
         :func:`~streamtree.kernels.learn.learn_tree_rows`).
+    paths, work
+        Working arrays (:func:`members_scratch`; larger ones are made for a member that
+        outgrew them).
 
     Returns
     -------
@@ -132,19 +147,20 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
         member has learned every row.
     """
     n = num.shape[0]
-    held_paths, held_work = members_scratch(members, backgrounds, True)
+    held_paths, held_work = paths, work
     # no reference counting in the members' loops (streamtree.kernels.borrow): the handles'
     # arrays are borrowed, and so are the arguments and the working arrays (held until the end)
-    paths, work = borrow(held_paths), borrow(held_work)
     num, nom, ks, reps, fkeys = borrow(num), borrow(nom), borrow(ks), borrow(reps), borrow(fkeys)
     cfg_is, cfg_fs, proba_out, scores = borrow(cfg_is), borrow(cfg_fs), borrow(proba_out), borrow(scores)
     member, row, reason = len(members), n, DONE
     for m in range(start_member, len(members)):
         t, d = members[m]
         bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
+        held_paths, held_work = _fitting(held_paths, held_work, t, bg)
         first = start_row if m == start_member else 0
         stop, why = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
-                                    totals[m] + first, proba_out[m], want_proba, scores[m], paths, work)
+                                    totals[m] + first, proba_out[m], want_proba, scores[m], borrow(held_paths),
+                                    borrow(held_work))
         if why != DONE:
             member, row, reason = m, stop, why
             break
@@ -154,14 +170,14 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
 
 @njit(cache=True)
 def learn_forest(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, fkeys, totals, sampling, seed, first, poisson_cdf,
-                 loss, eta, decay, reps, member_proba, scores, proba, want_proba):  # type: ignore[no-untyped-def]
+                 loss, eta, decay, reps, member_proba, scores, proba, want_proba, paths, work):  # type: ignore[no-untyped-def]
     """Learn a batch in every member from its first row: the draws for rows ``first ..`` (the
     forest's examples so far) into ``reps`` (:func:`draw_reps`), :func:`learn_forest_rows`
     from member 0 and row 0, and, when every member learned every row, :func:`weigh_rows`.
 
     ``reps``, ``member_proba`` and ``scores`` are :func:`learn_forest_rows`' arrays, filled
     here (the draws; zeros; NaN), so their former contents do not matter: a forest reuses
-    one set for every event. ``loss``, ``eta``, ``decay`` and ``proba`` (the forest's
+    one set for every event; ``paths`` and ``work`` are its working arrays. ``loss``, ``eta``, ``decay`` and ``proba`` (the forest's
     prequential predictions, with ``want_proba``) are :func:`weigh_rows`'.
 
     Returns
@@ -175,7 +191,7 @@ def learn_forest(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, fkeys, tota
     member_proba[:] = 0.0
     scores[:] = np.nan
     member, row, reason = learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, 0, 0, totals,
-                                            member_proba, want_proba, scores)
+                                            member_proba, want_proba, scores, paths, work)
     if reason == DONE:
         weigh_rows(loss, eta, decay, scores, member_proba, proba, want_proba)
     return member, row, reason
@@ -235,24 +251,25 @@ def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  
 
 
 @njit(cache=True)
-def predict_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, loss, eta, out):  # type: ignore[no-untyped-def]
+def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out, paths, work):  # type: ignore[no-untyped-def]
     """``out[r, :]``: the members' probabilities for each encoded row (as
     :func:`~streamtree.kernels.learn.predict_rows` serves them), weighted by
     :func:`member_weights` of their ``loss`` (summed in member order, then divided by the
     weights' sum: with equal losses, the plain mean). ``out`` starts at zeros; its width is
-    the model's classes (a member's columns beyond it are not read). Working arrays are
-    made once for all the members (:func:`members_scratch`; ``backgrounds`` is only read there,
-    and not while predicting)."""
+    the model's classes (a member's columns beyond it are not read). ``paths`` and ``work``
+    are the forest's working arrays (:func:`members_scratch`; larger ones are made for a
+    member that outgrew them)."""
     n_rows, width = out.shape
-    held_paths, held_work = members_scratch(members, backgrounds, False)
+    held_paths, held_work = paths, work
     # no reference counting in the loop (streamtree.kernels.borrow), as learn_forest_rows
-    paths, work = borrow(held_paths), borrow(held_work)
     num, nom, out, cfg_is, cfg_fs = borrow(num), borrow(nom), borrow(out), borrow(cfg_is), borrow(cfg_fs)
-    path, member_out, smoothed, loglik = paths[0], work[0], work[1], work[2]
     weights = np.empty(len(members))
     total = member_weights(loss, eta, weights)
     for m in range(len(members)):
         t = members[m][0]
+        held_paths, held_work = _fitting(held_paths, held_work, t, t)
+        path, scratch_rows = borrow(held_paths)[0], borrow(held_work)
+        member_out, smoothed, loglik = scratch_rows[0], scratch_rows[1], scratch_rows[2]
         k = t.meta[M_CLASSES]
         for r in range(n_rows):
             num_row, nom_row = num[r], nom[r]

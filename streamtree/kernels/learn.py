@@ -576,10 +576,11 @@ def scratch(nodes, width):  # type: ignore[no-untyped-def]
     """Working arrays for :func:`learn_tree_rows` on trees of at most ``nodes`` nodes, and rows
     of at least ``width`` entries: ``paths`` (2 rows of ``int64``, a path in the tree and one
     in the background tree) and ``work`` (``SCRATCH_ROWS`` rows of ``float64``: five of a
-    value per class, then the linear component's, three per numeric column). A forest's call
-    makes one pair for all its members (:func:`~streamtree.kernels.forest.members_scratch`).
-    Their size and former contents do not matter: every kernel reads only what it wrote, up to
-    the logical sizes."""
+    value per class, then the linear component's, three per numeric column). A forest keeps
+    one pair for all its members, from call to call
+    (:func:`~streamtree.kernels.forest.members_scratch`). Beyond their minimum size, their size
+    and former contents do not matter: every kernel reads only what it wrote, up to the
+    logical sizes."""
     return np.empty((2, nodes), dtype=np.int64), np.empty((SCRATCH_ROWS, width))
 
 
