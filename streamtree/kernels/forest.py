@@ -177,8 +177,9 @@ def learn_forest(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, fkeys, tota
 
     ``reps``, ``member_proba`` and ``scores`` are :func:`learn_forest_rows`' arrays, filled
     here (the draws; zeros; NaN), so their former contents do not matter: a forest reuses
-    one set for every event; ``paths`` and ``work`` are its working arrays. ``loss``, ``eta``, ``decay`` and ``proba`` (the forest's
-    prequential predictions, with ``want_proba``) are :func:`weigh_rows`'.
+    one set for every event; ``paths`` and ``work`` are its working arrays. ``loss``, ``eta``,
+    ``decay`` and ``proba`` (the forest's prequential predictions, with ``want_proba``) are
+    :func:`weigh_rows`'.
 
     Returns
     -------

@@ -564,9 +564,10 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
     # loop is done)
     t, bg = tree, background
     held_paths, held_work = scratch(*scratch_size(t, bg))
+    no_scores = np.empty(0)  # a tree alone scores nothing
     stop = learn_tree_rows(t, bg, drift, borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(ks), borrow(reps),
-                           borrow(fkeys), start, total, borrow(proba_out), want_proba, np.empty(0),  # a tree alone scores nothing
-                           borrow(held_paths), borrow(held_work))
+                           borrow(fkeys), start, total, borrow(proba_out), want_proba, no_scores, borrow(held_paths),
+                           borrow(held_work))
     hold(held_paths, held_work)
     return stop
 

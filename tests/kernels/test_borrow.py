@@ -26,7 +26,8 @@ def test_a_borrowed_array_is_the_same_memory() -> None:
 
 
 def test_a_non_contiguous_array_keeps_its_strides() -> None:
-    a = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]  # the kernels' arrays are contiguous; borrow does not assume it
+    # the kernels' arrays are contiguous; borrow does not assume it
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]
     shape, strides, data = _write_through(a, 0, -1)
     assert (shape, strides, data) == (a.shape, a.strides, a.ctypes.data)
     assert a[0].tolist() == [-1, -1]
