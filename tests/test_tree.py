@@ -316,12 +316,16 @@ def test_nominal_features_declared_numbers_split_by_equality() -> None:
 
 
 def test_real_dataset_log_loss_beats_laplace() -> None:
-    """HGS's reason to exist, on a real stream: better probabilities than Laplace smoothing."""
+    """HGS's reason to exist, on a real stream: better probabilities than Laplace smoothing.
+
+    The smoother's own probabilities, the counts alone (``linear=False``): with the linear
+    component on, its pool is fitted on the served loss and narrows the difference between
+    smoothers to under 1% either way on this stream."""
     from river import metrics
 
     losses = {}
     for smoothing in ("hgs", "laplace"):
-        model = ProbabilityTree(smoothing=smoothing)
+        model = ProbabilityTree(smoothing=smoothing, linear=False)
         metric = metrics.CrossEntropy()
         for x, y in datasets.ImageSegments():
             metric.update(y, model.predict_proba_one(x))
