@@ -71,6 +71,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "grace_period": _int(1, EXAMPLES),
     "delta": _float(0.0, 1.0, low_open=True, high_open=True),
     "tau": _float(0.0, 1e6),
+    "tau_scale": _choice("range", "absolute"),
     "max_depth": _int(1, 10_000, none=True),
     "max_nodes": _int(1, 10_000_000),
     "max_features": _int(1, MAX_FEATURES_LIMIT),
@@ -97,7 +98,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: Parameters added after models were first stored, with the value that rebuilds a model whose
 #: complete config was stored before the parameter existed (its default may differ: the
 #: linear component is on by default, but a model stored without the parameter had none).
-ADDED: dict[str, Any] = {"linear": False}
+ADDED: dict[str, Any] = {"linear": False, "tau_scale": "absolute"}
 #: The same for a forest's own parameters: one stored before weighting averaged its members.
 FOREST_ADDED: dict[str, Any] = {"weighted": False}
 

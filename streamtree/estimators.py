@@ -65,6 +65,8 @@ class Estimators:
         False
         >>> ESTIMATORS.from_stored({"linear": True})["linear"]
         True
+        >>> ESTIMATORS.from_stored({"tau": 0.2})["tau_scale"]  # stored before the parameter
+        'absolute'
         """
         if config.get("estimator") == "forest":
             tree = config.get("tree")

@@ -94,13 +94,8 @@ METHODS: dict[str, tuple[str, str]] = {
 #: (RandomRBF 1.083 -> 0.760) and DST's 0-22%. BT+ members grow at 15 rather than the tree's 30
 #: (25 streams, same file): log loss lower on 21 (1.6% as a geometric mean), below every peer
 #: on 19 against 18; 10 reached 20 but ran slower than river's single tree per event.
-#: The Hoeffding members keep the tie threshold ``tau=0.2`` they were tuned and measured with
-#: (the tree's default became 1.0): at 1.0, BT+ fell 10-25% on the RandomRBF streams but rose
-#: 12-68% on the Agrawal ones (bench/results/tie_threshold.md); a forest's choice awaits its
-#: own tuning run.
 METHOD_TREE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "rd": {"grace_period": 5}, "dst": {"grace_period": 5, "tau": 0.2}, "bt+": {"grace_period": 15, "tau": 0.2},
-    "rf+": {"tau": 0.2},
+    "rd": {"grace_period": 5}, "dst": {"grace_period": 5}, "bt+": {"grace_period": 15},
 }
 #: How sharply the weighted forest prefers its better members: a member whose recent mean log
 #: loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much. Measured on

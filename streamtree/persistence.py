@@ -12,7 +12,9 @@ on growth history, not on data); slot arrays keep every slot, so the free-slot s
 it was; a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it 0 (no detection
 on record). Version 3 is version 4 without the linear component's arrays (``lr_*``,
 ``mix_*``): such a file was written by a model without it, and its configuration loads with
-``linear=False`` whatever today's default. Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
+``linear=False`` whatever today's default. Any parameter added since a file was written loads
+with the value that rebuilds its model (:data:`~streamtree.config.ADDED`: ``linear=False``,
+``tau_scale="absolute"``). Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
 statistics, smoother, naive-Bayes and detector states) still load, converted to the arrays.
 Loading a file written by a newer format version, or anything else, raises
 :class:`~streamtree.exceptions.FormatError`.
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamtree.config import FOREST_ADDED
+from streamtree.config import ADDED, FOREST_ADDED
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
 from streamtree.kernels.adwin import adwin_from_state
@@ -162,8 +164,8 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     """Rebuild a model written by :func:`dump` (any version this streamtree reads)."""
     header, arrays = _read(data)
     config = header["config"]
-    if header["version"] < 4 and isinstance(config, dict):
-        config = {**config, "linear": False}  # written before the linear component existed
+    if isinstance(config, dict):  # parameters added since it was written: the values that rebuild it
+        config = {**ADDED, **config}
     model = cls(**config)
     model.registry = FeatureRegistry.from_state(header["registry"], model.max_features)
     model.classes_ = list(header["classes"])

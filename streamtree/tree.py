@@ -5,7 +5,8 @@ holds an up-to-date estimate; a :class:`~streamtree.smoothing.Smoother` turns th
 into leaf probabilities (HGS by default: each leaf backed off to all its ancestors at once).
 The tree grows Hoeffding-style: a leaf tries to split every ``grace_period`` examples it sees,
 and splits when the best split's merit beats the runner-up's by more than the Hoeffding bound
-(or the bound falls below ``tau``). A change detector on the tree's error grows a background
+(or the bound falls below the tie threshold, ``tau`` times the criterion's range). A change
+detector on the tree's error grows a background
 tree after a detected change and swaps it in once it predicts better
 (the drift policy in :mod:`streamtree.kernels.learn`); an opt-in naive-Bayes factor adds the features' evidence inside
 a leaf (:mod:`streamtree.kernels.naive_bayes`).
@@ -33,7 +34,7 @@ from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.learn import (
     ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_LINEAR, C_M, C_MAX_DEPTH,
     C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
-    C_SPLITTER, C_SUBSPACE, C_TAU, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START, learn_rows,
+    C_SPLITTER, C_SUBSPACE, C_TAU, C_TAU_RANGE, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START, learn_rows,
     predict_rows,
 )
 from streamtree.kernels.split import CRITERION_CODES
@@ -101,16 +102,20 @@ class ProbabilityTree(Classifier):
     delta
         Allowed probability that the Hoeffding test picks the wrong split, in (0, 1).
     tau
-        Split anyway when the Hoeffding bound falls below ``tau`` (ties). The bound scales
-        with the criterion's range, ``log2 K`` for information gain over ``K`` classes, so a
-        fixed ``tau`` makes a leaf of a many-class stream wait longer: ``0.2`` let binary
-        leaves split at their first attempt (``grace_period=30``) but made 5-class leaves
-        wait 4 attempts. The default ``1.0`` is above the bound from the first attempt for up
-        to 68 classes at ``grace_period=30``: every attempt whose best split has a positive
-        merit splits, and HGS smoothing keeps the deeper trees' probabilities safe. Measured
-        against ``0.2`` on the 25 streams of ``bench/results/forests.md``: the same log loss on
-        every binary stream, lower or within 0.03% on every many-class one (RandomRBF -17%,
-        RandomRBF-5c -18%, ImageSegments -24%; ``bench/results/tie_threshold.md``).
+        Split anyway when the Hoeffding bound falls below the tie threshold (ties): ``tau``
+        times the criterion's range ``R`` (``tau_scale="range"``, the default) or ``tau``
+        itself (``"absolute"``).
+    tau_scale
+        ``"range"`` or ``"absolute"`` (river's, and this class's before it had the parameter).
+        The bound is ``eps = R sqrt(ln(1/delta) / (2 n))`` with ``R = log2 K`` for information
+        gain over ``K`` classes, so an absolute threshold makes a leaf wait longer the more
+        classes the stream has: at ``tau=0.2``, ``delta=0.2`` a binary leaf could break a tie at
+        21 examples, a 5-class one at 109 and a 10-class one at 222. Relative to ``R`` every
+        class count breaks ties at the same count (21: the first attempt at
+        ``grace_period=30``). Measured on the 25 streams of ``bench/results/forests.md``: the
+        binary streams unchanged to the last digit, the many-class ones lower (RandomRBF -17%,
+        RandomRBF-5c -18%, ImageSegments -24%; 10-forest BT+ -20%, -21%, -25%), none higher by
+        more than 0.1% (``bench/results/tie_threshold.md``).
     max_depth
         The deepest a leaf may be (the root has depth 0); ``None`` for no limit.
     max_nodes
@@ -221,7 +226,8 @@ class ProbabilityTree(Classifier):
         split_criterion: str = "info_gain",
         grace_period: int = 30,
         delta: float = 0.2,
-        tau: float = 1.0,
+        tau: float = 0.2,
+        tau_scale: str = "range",
         max_depth: int | None = None,
         max_nodes: int = 20_000,
         max_features: int = 10_000,
@@ -248,6 +254,7 @@ class ProbabilityTree(Classifier):
         self.grace_period = grace_period
         self.delta = delta
         self.tau = tau
+        self.tau_scale = tau_scale
         self.max_depth = max_depth
         self.max_nodes = max_nodes
         self.max_features = max_features
@@ -301,6 +308,7 @@ class ProbabilityTree(Classifier):
         cfg_i[C_SPLITTER] = SPLITTER_CODES[self.splitter]
         cfg_i[C_SEED] = self.seed
         cfg_i[C_SUBSPACE] = 0 if self.subspace_size is None else self.subspace_size
+        cfg_i[C_TAU_RANGE] = self.tau_scale == "range"
         cfg_f = np.zeros(CONFIG_FLOATS)
         cfg_f[C_DELTA] = self.delta
         cfg_f[C_TAU] = self.tau

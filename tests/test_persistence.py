@@ -4,6 +4,7 @@ before the compiled core, committed under tests/fixtures) load and go on learnin
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import json
 import struct
@@ -177,3 +178,30 @@ def test_loaded_files_and_round_trips_keep_the_weights_of_their_log_weights(fixt
     again = ProbabilityTree.from_bytes(model.to_bytes())
     assert _weights_kept(again)
     assert again.to_bytes() == model.to_bytes()
+
+
+def test_a_file_written_before_tau_scale_keeps_its_absolute_tie_threshold() -> None:
+    """A model saved before ``tau_scale`` existed broke ties on ``eps < tau`` (absolute): it
+    loads with ``tau_scale="absolute"``, not today's default, and learns on as it would have."""
+    from river.datasets import synth
+
+    data = list(itertools.islice(synth.RandomRBF(seed_model=3, seed_sample=3, n_classes=5), 1500))
+    model = ProbabilityTree(tau_scale="absolute")
+    for x, y in data[:500]:
+        model.learn_one(x, y)
+
+    saved = model.to_bytes()
+
+    def edit(header: dict) -> None:
+        del header["config"]["tau_scale"]
+
+    old = ProbabilityTree.from_bytes(_rewrite(saved, edit, keep=lambda k: True))
+    assert old.tau_scale == "absolute"
+    # the default rule, from the same file, grows another tree: the test can tell them apart
+    ranged = ProbabilityTree.from_bytes(_rewrite(saved, lambda h: h["config"].update(tau_scale="range"), keep=lambda k: True))
+    for x, y in data[500:]:
+        model.learn_one(x, y)
+        old.learn_one(x, y)
+        ranged.learn_one(x, y)
+    assert old.to_bytes() == model.to_bytes()
+    assert ranged.n_nodes != model.n_nodes

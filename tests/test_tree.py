@@ -191,6 +191,7 @@ def test_bad_input_raises_and_changes_nothing() -> None:
         ({"split_criterion": "entropy"}, "split_criterion"),
         ({"leaf_init": "copy"}, "leaf_init"),
         ({"refit_every": 2.5}, "refit_every"),
+        ({"tau_scale": "relative"}, "tau_scale"),
     ],
 )
 def test_invalid_config_names_the_parameter(kwargs: dict, param: str) -> None:
@@ -211,6 +212,28 @@ def test_config_round_trips_and_rebuilds_the_same_model() -> None:
     for x, y in stream(300):
         again.learn_one(x, y)
     assert again.to_bytes() == model.to_bytes()
+
+
+def _first_split_at(n_classes: int, tau_scale: str) -> int | None:
+    """The example after which a tree first splits on a stream of random labels and features,
+    where every candidate's merit is small and close to the others' (a tie)."""
+    rng = random.Random(n_classes)
+    model = ProbabilityTree(tau_scale=tau_scale, linear=False)
+    for i in range(200):
+        model.learn_one({"a": rng.random(), "b": rng.random()}, rng.randrange(n_classes))
+        if model.n_nodes > 1:
+            return i + 1
+    return None
+
+
+@pytest.mark.parametrize("n_classes", [2, 5, 10])
+def test_ties_break_at_the_first_attempt_whatever_the_class_count(n_classes: int) -> None:
+    """``tau`` relative to the criterion's range (the default): a leaf breaks a tie at its first
+    attempt (30 examples) with 2, 5 or 10 classes; an absolute ``tau=0.2`` (river's rule) waits
+    for 109 examples with 5 classes and 222 with 10, as ``log2 K`` grows the bound."""
+    assert _first_split_at(n_classes, "range") == 30
+    absolute = _first_split_at(n_classes, "absolute")
+    assert absolute == 30 if n_classes == 2 else (absolute is None or absolute >= 109)
 
 
 @pytest.mark.parametrize("criterion", ["info_gain", "gini", "hellinger"])

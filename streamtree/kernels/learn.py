@@ -79,8 +79,8 @@ __all__ = [
 # cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
 (C_GRACE, C_MAX_DEPTH, C_MAX_NODES, C_SPLIT_POINTS, C_CRITERION, C_INHERIT, C_HONEST, C_REFIT_EVERY,
  C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE, C_SPLITTER, C_SEED, C_SUBSPACE,
- C_LINEAR) = range(18)
-CONFIG_INTS = 18
+ C_LINEAR, C_TAU_RANGE) = range(19)
+CONFIG_INTS = 19
 (C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
 CONFIG_FLOATS = 4
 
@@ -344,7 +344,7 @@ def _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: 
     )
     if not found or merit <= MERIT_NOISE:
         return
-    if split_decision(merit, second, cfg_i[C_CRITERION], k, cfg_f[C_DELTA], cfg_f[C_TAU], seen):
+    if split_decision(merit, second, cfg_i[C_CRITERION], k, cfg_f[C_DELTA], cfg_f[C_TAU], seen, cfg_i[C_TAU_RANGE]):
         _split(t, cfg_i, leaf, kind, col, threshold, left, right)
 
 

@@ -264,7 +264,7 @@ def hoeffding_bound(range_, delta, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def split_decision(merit, second, criterion, n_classes, delta, tau, n):  # type: ignore[no-untyped-def]
+def split_decision(merit, second, criterion, n_classes, delta, tau, n, relative):  # type: ignore[no-untyped-def]
     """The Hoeffding test of a leaf's best split (``ProbabilityTree._attempt_split``).
 
     Parameters
@@ -277,6 +277,10 @@ def split_decision(merit, second, criterion, n_classes, delta, tau, n):  # type:
         Confidence and tie threshold.
     n : float
         Examples the leaf has seen (``slot_seen[slot, SEEN]``).
+    relative : bool
+        Whether ``tau`` is in units of the range ``R`` (``tau_scale="range"``): the tie rule is
+        then ``eps < tau R``, that is ``sqrt(ln(1/delta) / (2 n)) < tau``, the same number of
+        examples for any class count; otherwise ``eps < tau`` (``"absolute"``, river's).
 
     Returns
     -------
@@ -284,13 +288,14 @@ def split_decision(merit, second, criterion, n_classes, delta, tau, n):  # type:
 
     Notes
     -----
-    Split when ``merit > 0`` and ``(merit - second > eps or eps < tau)`` with
-    ``eps = sqrt(R^2 ln(1/delta) / (2 n))``.
+    Split when ``merit > 0`` and ``(merit - second > eps or eps < t)`` with
+    ``eps = sqrt(R^2 ln(1/delta) / (2 n))`` and ``t = tau R`` (relative) or ``tau``.
     """
     if not merit > 0.0:
         return False
-    eps = hoeffding_bound(criterion_range(criterion, n_classes), delta, n)
-    return merit - second > eps or eps < tau
+    range_ = criterion_range(criterion, n_classes)
+    eps = hoeffding_bound(range_, delta, n)
+    return merit - second > eps or eps < (tau * range_ if relative else tau)
 
 
 # -- split search -------------------------------------------------------------------------------

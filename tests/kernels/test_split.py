@@ -277,8 +277,21 @@ def test_hoeffding_bound() -> None:
     ],
 )
 def test_split_decision_hand_values(merit: float, second: float, tau: float, expected: bool) -> None:
-    # Gini: R = 1; delta = 1e-7 and n = 200 give eps = sqrt(ln(1e7) / 400) = 0.20074
-    assert ks.split_decision(merit, second, ks.GINI, 3, 1e-7, tau, 200.0) is expected
+    # Gini: R = 1; delta = 1e-7 and n = 200 give eps = sqrt(ln(1e7) / 400) = 0.20074; with R = 1
+    # a threshold relative to the range is the absolute one
+    for relative in (False, True):
+        assert ks.split_decision(merit, second, ks.GINI, 3, 1e-7, tau, 200.0, relative) is expected
+
+
+def test_a_relative_tie_threshold_breaks_ties_at_one_count_for_every_class_count() -> None:
+    # information gain, delta = 0.2: eps = log2(K) sqrt(ln 5 / (2 n)), below 0.2 log2(K) from n = 21
+    for k in (2, 3, 5, 10, 50):
+        assert not ks.split_decision(0.01, 0.0, ks.INFO_GAIN, k, 0.2, 0.2, 20.0, True)
+        assert ks.split_decision(0.01, 0.0, ks.INFO_GAIN, k, 0.2, 0.2, 21.0, True)
+    # absolute: 21 examples break a binary tie, a 5-class one waits for 109
+    assert ks.split_decision(0.01, 0.0, ks.INFO_GAIN, 2, 0.2, 0.2, 21.0, False)
+    assert not ks.split_decision(0.01, 0.0, ks.INFO_GAIN, 5, 0.2, 0.2, 108.0, False)
+    assert ks.split_decision(0.01, 0.0, ks.INFO_GAIN, 5, 0.2, 0.2, 109.0, False)
 
 
 def test_split_decision_is_the_trees_test() -> None:
@@ -288,9 +301,11 @@ def test_split_decision_is_the_trees_test() -> None:
         k = int(rng.integers(1, 8))
         m, s = rng.uniform(-0.1, 1.0), rng.uniform(0.0, 1.0)
         delta, tau, n = 10.0 ** rng.uniform(-9, -1), rng.uniform(0.0, 0.2), float(rng.integers(1, 5000))
-        eps = criteria.hoeffding_bound(criteria.RANGES[name](k), delta, n)
-        expected = m > 0 and (m - s > eps or eps < tau)
-        assert ks.split_decision(m, s, ks.CRITERION_CODES[name], k, delta, tau, n) is expected
+        relative = bool(rng.integers(2))
+        range_ = criteria.RANGES[name](k)
+        eps = criteria.hoeffding_bound(range_, delta, n)
+        expected = m > 0 and (m - s > eps or eps < (tau * range_ if relative else tau))
+        assert ks.split_decision(m, s, ks.CRITERION_CODES[name], k, delta, tau, n, relative) is expected
 
 
 # -- best_split -----------------------------------------------------------------------------------
