@@ -114,8 +114,8 @@ class ProbabilityTree(Classifier):
         class count breaks ties at the same count (21: the first attempt at
         ``grace_period=30``). Measured on the 25 streams of ``bench/results/forests.md``: the
         binary streams unchanged to the last digit, the many-class ones lower (RandomRBF -17%,
-        RandomRBF-5c -18%, ImageSegments -24%; 10-forest BT+ -20%, -21%, -25%), none higher by
-        more than 0.1% (``bench/results/tie_threshold.md``).
+        RandomRBF-5c -18%, ImageSegments -24%; 10-tree BT+ -22%, -21%, -26%), none higher by
+        more than 0.2% (``bench/results/tie_threshold.md``).
     max_depth
         The deepest a leaf may be (the root has depth 0); ``None`` for no limit.
     max_nodes

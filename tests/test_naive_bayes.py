@@ -132,8 +132,7 @@ def test_round_trip_predicts_and_learns_identically() -> None:
 
 
 def test_batch_prediction_matches_one_at_a_time_and_explain_reconstructs_it() -> None:
-    # tau=0.2: a shallower tree, where the factor is fitted a weight (gamma > 0) on this stream
-    model = ProbabilityTree(naive_bayes=True, grace_period=20, refit_every=60, tau=0.2)
+    model = ProbabilityTree(naive_bayes=True, grace_period=20, refit_every=60)
     for x, y in stream(1500, seed=7):
         model.learn_one(x, y)
     assert gamma(model) > 0
