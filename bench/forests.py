@@ -26,7 +26,7 @@ squared error (Eq. 3 of the randomized-trees paper).
 
 Usage::
 
-    python -m bench.forests                                  # everything (about an hour on 2 cores)
+    python -m bench.forests                                  # everything (about 20 minutes on 2 cores)
     python -m bench.forests --streams SEA Posterior-5 --n 5000 --models forest-rd river-HT-nba
     python -m bench.forests --tree '{"grace_period": 50}' --models forest-rd --tag sweep
     python -m bench.forests --models forest-bt+ river-HT-nba --rounds 3 --tag forests_speed   # speed alone

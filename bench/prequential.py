@@ -15,8 +15,8 @@ with known drift positions to ``bench/results/drift_<stream>.png``.
 
 Usage::
 
-    python -m bench.prequential                       # everything (about 25 minutes)
-    python -m bench.prequential --suite drift --tag drift   # the drift benchmark (about 10 minutes)
+    python -m bench.prequential                       # everything (about 5 minutes)
+    python -m bench.prequential --suite drift --tag drift   # the drift benchmark (about 2 minutes)
     python -m bench.prequential --streams SEA LED --models streamtree-hgs river-HT-nba --n 5000
     python -m bench.prequential --ours '{"grace_period": 50}' --models streamtree-hgs --tag sweep
 """
