@@ -30,7 +30,6 @@ from bench.forests import PEERS, RESULTS
 #: The commit whose ``forests.json`` holds every model at the growth defaults before this
 #: comparison's changes (absolute ``tau=0.2``, ``min_branch_fraction=0.01``).
 BEFORE = "f3b4d0e"
-SHORT = {"river-HT-nba": "HT-nba", "river-HAT": "HAT", "river-ARF-10": "ARF-10", "river-AMF-10": "AMF-10", "river-LR": "LR"}
 CLASSES = {"ImageSegments": 7, "RandomRBF": 5, "RandomRBFDrift": 5, "LED": 10, "Waveform": 3, "RandomRBF-3c": 3,
            "RandomRBF-5c": 5, "Waveform-noise": 3, "LED-noise": 10, "Posterior-5": 4, "Posterior-15": 4}  # others: 2
 
@@ -57,8 +56,9 @@ def load_at(commit: str, name: str) -> LogLoss:
 
 
 def best_peer(losses: dict[str, float]) -> tuple[str, float]:
+    """The peer of the targets with the least log loss (named without ``river-``) and its loss."""
     name = min(PEERS, key=lambda p: losses[p])
-    return SHORT[name], losses[name]
+    return name.removeprefix("river-"), losses[name]
 
 
 def _bold(v: float, best: float) -> str:
