@@ -144,6 +144,7 @@ class ModelHost:
         self.prequential = restored.prequential
         self.seq = restored.seq
         self.snapshot_seq = restored.snapshot_seq
+        self.snapshot_bytes = 0  # of the newest snapshot this instance wrote (a gauge)
         self.settings = settings
         self.limits = Limits.from_settings(settings)
         self.db = db
@@ -361,7 +362,7 @@ class ModelHost:
         drift = s["drift"]
         return {"nodes": s.get("n_nodes", 0), "leaves": s.get("n_leaves", 0), "depth": s.get("depth", 0),
                 "examples": s.get("n_examples", 0), "classes": len(s.get("classes", ())),
-                "seq": self.seq, "pending_ids": len(self.pending),
+                "seq": self.seq, "pending_ids": len(self.pending), "snapshot_bytes": self.snapshot_bytes,
                 "drift_detections": drift["n_detections"], "drift_swaps": drift["n_swaps"],
                 "drift_background": float(drift["background"] is not None)}
 
@@ -644,7 +645,7 @@ class ModelHost:
             log.exception("model %r: snapshot at seq %d failed (the log still has every event)",
                           self.name, snap.seq)
             return
-        self.snapshot_seq = snap.seq
+        self.snapshot_seq, self.snapshot_bytes = snap.seq, len(snap.model_bytes)
         self.telemetry.snapshots.labels(self.name).inc()
 
 

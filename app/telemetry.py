@@ -65,6 +65,7 @@ _GAUGES = {
     "classes": "Distinct labels the model has seen.",
     "seq": "Last durable event sequence number.",
     "pending_ids": "Predictions waiting for a delayed label.",
+    "snapshot_bytes": "Size of the newest snapshot this instance wrote (0 before its first).",
     "drift_background": "1 while a background tree is compared with the tree after a detected change.",
 }
 # the prequential metrics of the recent window (``metrics_window`` scored events); absent

@@ -1,34 +1,44 @@
-"""Soak test of the service (outside CI): mixed traffic from 16 clients for a long time.
+"""Soak test of the service (outside CI): mixed, partly hostile traffic for a long time.
 
-Starts ``streamtree serve`` (this checkout's code) on loopback with a fresh data directory,
-an API key and open reads, then runs ``--clients`` threads for ``--duration`` seconds, each
-with its own keep-alive connection, drawing every request from a fixed mix:
+Starts ``streamtree serve`` (this checkout's code) on loopback with a fresh SQLite data
+directory or a throwaway PostgreSQL cluster (``--store postgres``, ``fsync`` on), an API key and
+open reads, then runs ``--clients`` threads for ``--duration`` seconds, each with its own
+keep-alive connection, drawing every request from a fixed mix:
 
 * authenticated: single learns, batches of 50, predictions with an id followed later by the
-  id's label (sometimes in a batch), batch predictions, model reads (metrics, history, tree);
+  id's label (sometimes in a batch), batch predictions, model reads (metrics, history, tree),
+  and learns for a second model, ``ids``, whose events carry an id-like nominal feature
+  (``order_id``, a new value every event);
 * anonymous (reads are open): predictions, predictions with ids that are never labelled (a
   flood of pending ids), refused writes;
 * hostile, from both: lone surrogates, integers beyond 64 bits in events and configs, a
   batch naming one id twice, predicting again with a pending id, unknown ids.
 
-It reports the count of 5xx and of non-JSON answers, p50/p99 latency (all requests and by
-kind), the server's RSS sampled every ``--sample`` seconds beside the model's own arrays
-(``memory_bytes`` of its summary), and whether any acknowledged event was lost: the
-acknowledged counts must add up to the model's ``seq``, and again after a SIGTERM and a
-restart. Targets (issue 15): no 5xx or non-JSON answer, no acknowledged event lost, RSS within
-10% over the last 80% of the run.
+Beside them (:mod:`bench.soak_hostile`): two exporters paging through the event log, eight
+stalled exporters that never read their answers, and one hostile HTTP client (8 MiB and
+20,000 headers, an unfinished 32 MiB header, malformed requests, a chunked body past the
+limit, a body before the key, wrong dashboard tokens).
 
-The model is bounded as a production deployment bounds it (``--max-nodes``, default 2,000):
-unbounded, a noisy stream's tree grows for as long as events come, and its memory with it,
-which is the model's size and not a leak. Both figures are reported, so growth that is not the
-model's shows on its own.
+It reports the count of 5xx and of non-JSON answers, p50/p99 latency (all requests and by
+kind), the server's RSS sampled every ``--sample`` seconds beside each model's own arrays
+(``memory_bytes`` of its summary) and its newest snapshot's size (``streamtree_model_snapshot_bytes``),
+and whether any acknowledged event was lost: at the end the server is killed with SIGKILL
+while the clients are still sending, restarted on the same store, and each model's ``seq``
+must be at least the events acknowledged for it. Targets (issue 32): no 5xx or non-JSON
+answer, no acknowledged event lost, RSS and snapshot size within 10% over the last
+``--steady`` seconds (default 20 minutes), single-learn p99 under 50 ms.
+
+The models are bounded as a production deployment bounds them (``--max-nodes``, default
+2,000): unbounded, a noisy stream's tree grows for as long as events come, and its memory
+with it, which is the model's size and not a leak. Both figures are reported, so growth that
+is not the model's shows on its own.
 
 Usage::
 
-    flock /tmp/streamtree-bench.lock .venv/bin/python bench/soak.py [--duration 600] [--clients 16]
+    flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.soak [--duration 1800] [--store postgres]
 
-Results go to ``bench/results/soak.json`` and ``.md`` (``--out`` elsewhere, e.g. for a short
-smoke run).
+Results go to ``bench/results/soak_<store>.json`` and ``.md`` (``--out`` elsewhere, e.g. for a
+short smoke run).
 """
 
 from __future__ import annotations
@@ -52,11 +62,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.soak_hostile import Exporter, HostileHTTP, StalledExporter, merge
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(__file__).parent / "results"
 KEY = "soak-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MODEL = "default"
+IDS = "ids"  # the model whose events carry an id-like feature
+MODELS = (MODEL, IDS)
+LEARN_KINDS = {"learn": MODEL, "learn_batch": MODEL, "label": MODEL, "learn_ids": IDS, "learn_ids_batch": IDS}
 
 Request = tuple[str, str, str, dict[str, str]]  # method, path, body, extra headers
 
@@ -67,13 +82,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(data_dir: Path, port: int, database_url: str | None = None) -> subprocess.Popen[bytes]:
     """``streamtree serve`` on this checkout's code; returns once ``/health`` answers."""
     exe = Path(sys.executable).parent / "streamtree"
     env = os.environ | {"PYTHONPATH": str(ROOT), "STREAMTREE_API_KEYS": KEY}
+    if database_url:
+        env["STREAMTREE_DATABASE_URL"] = database_url
     proc = subprocess.Popen([str(exe), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"], env=env)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError("the server exited during start")
@@ -83,7 +100,8 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
             if conn.getresponse().status == 200:
                 return proc
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     proc.kill()
     raise RuntimeError("the server did not become healthy")
 
@@ -109,23 +127,29 @@ def label(x: dict[str, Any], rng: random.Random) -> str:
 
 
 class Client(threading.Thread):
-    """One client: a keep-alive connection and a stream of requests drawn from the mix."""
+    """One client: a keep-alive connection and a stream of requests drawn from the mix.
 
-    def __init__(self, port: int, cid: int, until: float) -> None:
+    Once ``killed`` is set (the server is being killed), failed requests are counted as cut
+    by the kill, not as server errors, and the client stops at its next failure.
+    """
+
+    def __init__(self, port: int, cid: int, until: float, killed: threading.Event) -> None:
         super().__init__(daemon=True)
-        self.port, self.cid, self.until = port, cid, until
+        self.port, self.cid, self.until, self.killed = port, cid, until, killed
         self.rng = random.Random(cid)
         self.latencies: dict[str, list[float]] = defaultdict(list)
         self.statuses: Counter[tuple[str, int]] = Counter()
         self.server_errors: list[str] = []
         self.not_json: list[str] = []
-        self.acked = 0  # events acknowledged as learned
+        self.acked: Counter[str] = Counter()  # events acknowledged as learned, by model
+        self.cut_by_kill = 0
         self.pending: list[tuple[str, dict[str, Any]]] = []
         self.n = 0
         self.mix: list[tuple[float, Callable[[], tuple[str, Request]]]] = [
             (20, self.learn_one), (5, self.learn_batch), (25, self.predict), (5, self.predict_batch),
             (10, self.predict_with_id), (8, self.label_pending), (4, self.read_model),
             (10, self.anonymous_flood), (3, self.anonymous_write), (10, self.hostile),
+            (4, self.learn_ids_one), (2, self.learn_ids_batch),
         ]
 
     def next_id(self) -> str:
@@ -141,6 +165,17 @@ class Client(threading.Thread):
         xs = [features(self.rng) for _ in range(50)]
         body = {"events": [{"features": x, "label": label(x, self.rng)} for x in xs]}
         return "learn_batch", ("POST", "/learn", json.dumps(body), AUTH)
+
+    def id_event(self) -> dict[str, Any]:
+        x = features(self.rng)
+        return {"features": x | {"order_id": f"order-{self.next_id()}"}, "label": label(x, self.rng)}
+
+    def learn_ids_one(self) -> tuple[str, Request]:
+        return "learn_ids", ("POST", f"/models/{IDS}/learn", json.dumps(self.id_event()), AUTH)
+
+    def learn_ids_batch(self) -> tuple[str, Request]:
+        body = {"events": [self.id_event() for _ in range(50)]}
+        return "learn_ids_batch", ("POST", f"/models/{IDS}/learn", json.dumps(body), AUTH)
 
     def predict(self) -> tuple[str, Request]:
         return "predict", ("POST", "/predict_proba", json.dumps({"features": features(self.rng)}), AUTH)
@@ -163,7 +198,7 @@ class Client(threading.Thread):
 
     def read_model(self) -> tuple[str, Request]:
         path = self.rng.choice([f"/models/{MODEL}/metrics", f"/models/{MODEL}/metrics/history", f"/models/{MODEL}",
-                                f"/models/{MODEL}/tree", "/models"])
+                                f"/models/{MODEL}/tree", "/models", f"/models/{IDS}"])
         return "read", ("GET", path, "", {})
 
     def anonymous_flood(self) -> tuple[str, Request]:
@@ -176,7 +211,7 @@ class Client(threading.Thread):
 
     def hostile(self) -> tuple[str, Request]:
         x = features(self.rng)
-        kind = self.rng.randrange(6)
+        kind = self.rng.randrange(8)
         if kind == 0:
             body = '{"features": {"a\\ud800": 1}, "label": "low"}'
         elif kind == 1:
@@ -189,6 +224,11 @@ class Client(threading.Thread):
         elif kind == 4 and self.pending:  # predict again with a pending id: 409
             key, _ = self.pending[0]
             return "hostile", ("POST", "/predict_proba", json.dumps({"features": x, "id": key}), AUTH)
+        elif kind == 5:  # a forest far past the operator's bound on trees
+            return "hostile", ("PUT", f"/models/soak-big-{self.cid}", '{"model": "forest", "n_trees": 1000}', AUTH)
+        elif kind == 6:  # an escaped key must mean the same as the plain one
+            return "hostile", ("POST", "/predict_proba",
+                               '{"features": {"a": 1}, "\\u0069d": "esc-%s"}' % self.next_id(), AUTH)
         else:
             body = json.dumps({"id": f"never-{self.next_id()}", "label": "low"})
         return "hostile", ("POST", "/learn", body, AUTH)
@@ -207,6 +247,9 @@ class Client(threading.Thread):
                 r = conn.getresponse()
                 data = r.read()
             except (OSError, http.client.HTTPException) as exc:  # a dropped connection counts as a server error
+                if self.killed.is_set():
+                    self.cut_by_kill += 1
+                    break
                 self.server_errors.append(f"{kind} {method} {path}: {exc!r}")
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -216,16 +259,15 @@ class Client(threading.Thread):
             if r.status >= 500:
                 self.server_errors.append(f"{kind} {method} {path}: {r.status} {data[:200]!r}")
             content_type = r.getheader("content-type", "")
-            is_prometheus = path == "/metrics"
-            if r.status != 204 and not is_prometheus:
+            if r.status != 204:
                 try:
                     answer = json.loads(data)
                     assert content_type.startswith("application/json")
                 except (ValueError, AssertionError):
                     self.not_json.append(f"{kind} {method} {path}: {r.status} {content_type}")
                     continue
-                if kind in ("learn", "learn_batch", "label") and r.status == 200:
-                    self.acked += answer["learned"]
+                if kind in LEARN_KINDS and r.status == 200:
+                    self.acked[LEARN_KINDS[kind]] += answer["learned"]
         conn.close()
 
 
@@ -244,48 +286,88 @@ def call(port: int, method: str, path: str, body: str | None = None) -> tuple[in
     return response.status, (json.loads(raw) if raw else None)
 
 
-def model_info(port: int) -> dict[str, Any]:
-    status, info = call(port, "GET", f"/models/{MODEL}")
+def model_info(port: int, name: str = MODEL) -> dict[str, Any]:
+    status, info = call(port, "GET", f"/models/{name}")
     if status != 200:
-        raise RuntimeError(f"GET /models/{MODEL} answered {status}")
+        raise RuntimeError(f"GET /models/{name} answered {status}")
     return dict(info)
 
 
-def bound_model(port: int, max_nodes: int) -> None:
-    """Replace the (empty) default model by one whose growth stops at ``max_nodes`` nodes."""
+def snapshot_bytes(port: int) -> dict[str, int]:
+    """Each model's newest snapshot size, from the Prometheus exposition (0 before its first)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/metrics", headers=AUTH)
+    text = conn.getresponse().read().decode()
+    conn.close()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("streamtree_model_snapshot_bytes{"):
+            name = line.split('model="', 1)[1].split('"', 1)[0]
+            out[name] = int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def bound_models(port: int, max_nodes: int) -> None:
+    """Replace the (empty) default model by one whose growth stops at ``max_nodes`` nodes; add ``ids``."""
     if call(port, "DELETE", f"/models/{MODEL}")[0] != 204:
         raise RuntimeError("could not delete the default model")
-    if call(port, "PUT", f"/models/{MODEL}", json.dumps({"max_nodes": max_nodes}))[0] != 201:
-        raise RuntimeError("could not create the bounded default model")
+    for name in MODELS:
+        if call(port, "PUT", f"/models/{name}", json.dumps({"max_nodes": max_nodes}))[0] != 201:
+            raise RuntimeError(f"could not create the bounded model {name!r}")
 
 
-def soak(duration: float, clients: int, sample: float, max_nodes: int) -> dict[str, Any]:
+def steady_growth(series: list[tuple[float, int]], since: float) -> float | None:
+    """max / min - 1 of the samples taken at or after ``since`` seconds (None without any)."""
+    values = [b for t, b in series if t >= since and b > 0]
+    return (max(values) / min(values) - 1) if values else None
+
+
+def soak(duration: float, clients: int, sample: float, max_nodes: int, steady: float,
+         database_url: str | None) -> dict[str, Any]:
     """Run the soak; return its figures."""
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-soak-")) / "data"
     port = free_port()
-    proc = start_server(data_dir, port)
+    proc = start_server(data_dir, port, database_url)
+    killed = threading.Event()
     try:
-        bound_model(port, max_nodes)
+        bound_models(port, max_nodes)
         t0 = time.monotonic()
-        workers = [Client(port, i, t0 + duration) for i in range(clients)]
-        for w in workers:
+        until = t0 + duration
+        workers = [Client(port, i, until + 3600, killed) for i in range(clients)]  # they stop at the kill
+        others = ([Exporter(port, until, 1000 + i, MODEL) for i in range(2)]
+                  + [StalledExporter(port, until, 2000 + i, MODEL) for i in range(8)]
+                  + [HostileHTTP(port, until, 3000, AUTH, MODEL)])
+        for w in workers + others:
             w.start()
         rss: list[tuple[float, int]] = []
-        model_bytes: list[tuple[float, int]] = []
-        while any(w.is_alive() for w in workers):
+        model_bytes: dict[str, list[tuple[float, int]]] = {m: [] for m in MODELS}
+        snap_bytes: dict[str, list[tuple[float, int]]] = {m: [] for m in MODELS}
+        while time.monotonic() < until:
             now = round(time.monotonic() - t0, 1)
             rss.append((now, rss_bytes(proc.pid)))
-            model_bytes.append((now, int(model_info(port)["summary"]["memory_bytes"])))
-            time.sleep(sample)
+            snaps = snapshot_bytes(port)
+            for m in MODELS:
+                model_bytes[m].append((now, int(model_info(port, m)["summary"]["memory_bytes"])))
+                snap_bytes[m].append((now, snaps.get(m, 0)))
+            time.sleep(min(sample, max(0.0, until - time.monotonic())))
+        for t in others:
+            t.join(timeout=120)
         rss.append((round(time.monotonic() - t0, 1), rss_bytes(proc.pid)))
-        info = model_info(port)
-        model_bytes.append((rss[-1][0], int(info["summary"]["memory_bytes"])))
-        seq, n_nodes = int(info["seq"]), int(info["summary"]["n_nodes"])
-        proc.send_signal(signal.SIGTERM)
-        exit_code = proc.wait(timeout=120)
-        proc = start_server(data_dir, port)
-        seq_after_restart = int(model_info(port)["seq"])
+        infos = {m: model_info(port, m) for m in MODELS}
+        summaries = {m: infos[m]["summary"] for m in MODELS}
+        # SIGKILL while the clients are still sending: what was acknowledged must survive it
+        killed.set()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        for w in workers:
+            w.join(timeout=120)
+        restart_t0 = time.monotonic()
+        proc = start_server(data_dir, port, database_url)
+        restart_s = time.monotonic() - restart_t0
+        seq_after_restart = {m: int(model_info(port, m)["seq"]) for m in MODELS}
     finally:
+        killed.set()
         proc.kill()
         proc.wait(timeout=30)
         shutil.rmtree(data_dir.parent, ignore_errors=True)
@@ -295,54 +377,84 @@ def soak(duration: float, clients: int, sample: float, max_nodes: int) -> dict[s
         for kind, values in w.latencies.items():
             latencies[kind] += values
         statuses.update(w.statuses)
+    extra = merge(others)
+    for kind, values in extra["latencies"].items():
+        latencies[kind] += values
+    statuses.update(extra["statuses"])
     every = [v for values in latencies.values() for v in values]
-    acked = sum(w.acked for w in workers)
-    steady = [b for t, b in rss if t >= 0.2 * duration]
-    steady_model = [b for t, b in model_bytes if t >= 0.2 * duration]
+    acked = {m: sum(w.acked[m] for w in workers) for m in MODELS}
+    since = duration - steady
+    errors = [e for w in workers for e in w.server_errors] + extra["server_errors"]
+    not_json = [e for w in workers for e in w.not_json] + extra["not_json"]
     return {
-        "duration_s": duration, "clients": clients, "requests": len(every),
+        "duration_s": duration, "steady_s": steady, "clients": clients, "requests": len(every),
         "requests_per_s": len(every) / duration,
-        "server_errors": sum(len(w.server_errors) for w in workers),
-        "server_error_examples": [e for w in workers for e in w.server_errors][:20],
-        "not_json": sum(len(w.not_json) for w in workers),
-        "not_json_examples": [e for w in workers for e in w.not_json][:20],
-        "acked_events": acked, "seq": seq, "seq_after_restart": seq_after_restart,
-        "lost_acked_events": max(0, acked - seq_after_restart), "sigterm_exit_code": exit_code,
+        "server_errors": len(errors), "server_error_examples": errors[:20],
+        "not_json": len(not_json), "not_json_examples": not_json[:20],
+        "cut_by_kill": sum(w.cut_by_kill for w in workers),
+        "events_exported": sum(t.events_read for t in others if isinstance(t, Exporter)),
+        "stalled_exports": sum(t.opened for t in others if isinstance(t, StalledExporter)),
+        "acked_events": acked, "seq_before_kill": {m: int(infos[m]["seq"]) for m in MODELS},
+        "seq_after_restart": seq_after_restart, "restart_s": restart_s,
+        "lost_acked_events": sum(max(0, acked[m] - seq_after_restart[m]) for m in MODELS),
         "p50_ms": 1e3 * percentile(every, 0.50), "p99_ms": 1e3 * percentile(every, 0.99),
+        "learn_p99_ms": 1e3 * percentile(latencies["learn"], 0.99),
         "by_kind": {kind: {"n": len(v), "p50_ms": 1e3 * percentile(v, 0.5), "p99_ms": 1e3 * percentile(v, 0.99),
                            "statuses": {str(s): c for (k, s), c in sorted(statuses.items()) if k == kind}}
                     for kind, v in sorted(latencies.items())},
-        "rss_bytes": rss,
-        "rss_steady_growth": (max(steady) / min(steady) - 1) if steady else None,
-        "max_nodes": max_nodes, "n_nodes": n_nodes,
-        "model_bytes": model_bytes,
-        "model_steady_growth_bytes": (max(steady_model) - min(steady_model)) if steady_model else None,
+        "rss_bytes": rss, "rss_steady_growth": steady_growth(rss, since),
+        "max_nodes": max_nodes, "n_nodes": {m: int(summaries[m]["n_nodes"]) for m in MODELS},
+        "model_bytes": model_bytes, "snapshot_bytes": snap_bytes,
+        "model_steady_growth": {m: steady_growth(model_bytes[m], since) for m in MODELS},
+        "snapshot_steady_growth": {m: steady_growth(snap_bytes[m], since) for m in MODELS},
+        "ids_summary_categories": summaries[IDS].get("categories"),
     }
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
 
 
 def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
     MiB = 1024 * 1024
     r = result
     lines = [
-        "# Soak (`bench/soak.py`)",
+        f"# Soak on {meta['store']} (`bench/soak.py`)",
+        "",
+        f"`{meta['command']}`",
         "",
         f"{r['clients']} clients for {r['duration_s']:.0f} s of mixed traffic (authenticated learns, batches, "
-        "predictions and delayed labels; anonymous predictions, pending-id floods and refused writes; hostile "
-        f"bodies). Python {meta['python']}, {meta['machine']}, {meta['cpus']} CPUs; client and server share them.",
+        "predictions and delayed labels; learns of a model whose events carry an id-like feature; anonymous "
+        "predictions, pending-id floods and refused writes; hostile bodies), beside 2 exporters, 8 stalled "
+        f"exporters and a hostile HTTP client. Python {meta['python']}, {meta['machine']}, {meta['cpus']} CPUs; "
+        "client and server share them. The server is killed (SIGKILL) under traffic at the end and restarted.",
         "",
-        "| figure | value |",
-        "|---|---:|",
-        f"| requests | {r['requests']:,} ({r['requests_per_s']:,.0f}/s) |",
-        f"| 5xx or dropped connections | {r['server_errors']} |",
-        f"| non-JSON answers | {r['not_json']} |",
-        f"| events acknowledged / seq / seq after SIGTERM + restart | {r['acked_events']:,} / {r['seq']:,} / "
-        f"{r['seq_after_restart']:,} |",
-        f"| acknowledged events lost | {r['lost_acked_events']} |",
-        f"| latency p50 / p99 | {r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms |",
-        f"| RSS first / last | {r['rss_bytes'][0][1] / MiB:.0f} / {r['rss_bytes'][-1][1] / MiB:.0f} MiB |",
-        f"| RSS growth over the last 80% | {100 * (r['rss_steady_growth'] or 0):.1f}% |",
-        f"| model: nodes (max_nodes) | {r['n_nodes']:,} ({r['max_nodes']:,}) |",
-        f"| model arrays first / last | {r['model_bytes'][0][1] / MiB:.1f} / {r['model_bytes'][-1][1] / MiB:.1f} MiB |",
+        "| figure | value | target |",
+        "|---|---:|---|",
+        f"| requests | {r['requests']:,} ({r['requests_per_s']:,.0f}/s) | |",
+        f"| 5xx or dropped connections | {r['server_errors']} | 0 |",
+        f"| non-JSON answers | {r['not_json']} | 0 |",
+        f"| single learn p99 | {r['learn_p99_ms']:.1f} ms | < 50 ms |",
+        f"| latency p50 / p99, all requests | {r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms | |",
+        f"| RSS first / last | {r['rss_bytes'][0][1] / MiB:.0f} / {r['rss_bytes'][-1][1] / MiB:.0f} MiB | |",
+        f"| RSS growth over the last {r['steady_s'] / 60:.0f} min | {_pct(r['rss_steady_growth'])} | within 10% |",
+    ]
+    for m in MODELS:
+        lines += [
+            f"| `{m}`: acknowledged / seq before kill / seq after SIGKILL + restart | {r['acked_events'][m]:,} / "
+            f"{r['seq_before_kill'][m]:,} / {r['seq_after_restart'][m]:,} | seq after >= acknowledged |",
+            f"| `{m}`: nodes (max_nodes) | {r['n_nodes'][m]:,} ({r['max_nodes']:,}) | |",
+            f"| `{m}`: snapshot growth over the last {r['steady_s'] / 60:.0f} min (last {r['snapshot_bytes'][m][-1][1] / MiB:.2f} MiB) "
+            f"| {_pct(r['snapshot_steady_growth'][m])} | within 10% |",
+            f"| `{m}`: model arrays growth over the last {r['steady_s'] / 60:.0f} min | "
+            f"{_pct(r['model_steady_growth'][m])} | |",
+        ]
+    lines += [
+        f"| acknowledged events lost | {r['lost_acked_events']} | 0 |",
+        f"| requests cut by the kill / restart took | {r['cut_by_kill']} / {r['restart_s']:.1f} s | |",
+        f"| events exported / stalled exports opened | {r['events_exported']:,} / {r['stalled_exports']:,} | |",
+        "",
+        f"`ids` model's categories (summary): `{json.dumps(r['ids_summary_categories'])}`",
         "",
         "| kind | requests | p50 ms | p99 ms | statuses |",
         "|---|---:|---:|---:|---|",
@@ -351,25 +463,43 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
         lines.append(f"| {kind} | {k['n']:,} | {k['p50_ms']:.1f} | {k['p99_ms']:.1f} | "
                      + ", ".join(f"{s}: {c:,}" for s, c in k["statuses"].items()) + " |")
     lines += ["", "RSS over time (s: MiB): " + ", ".join(f"{t:.0f}: {b / MiB:.0f}" for t, b in r["rss_bytes"])]
-    lines += ["", "Model arrays over time (s: MiB): "
-              + ", ".join(f"{t:.0f}: {b / MiB:.1f}" for t, b in r["model_bytes"])]
+    for m in MODELS:
+        lines += ["", f"`{m}` snapshot over time (s: MiB): "
+                  + ", ".join(f"{t:.0f}: {b / MiB:.2f}" for t, b in r["snapshot_bytes"][m])]
+    if r["server_error_examples"] or r["not_json_examples"]:
+        lines += ["", "Examples of failures: " + "; ".join(r["server_error_examples"] + r["not_json_examples"])]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--duration", type=float, default=600.0, help="seconds of traffic (default 600)")
+    parser.add_argument("--duration", type=float, default=1800.0, help="seconds of traffic (default 1800)")
+    parser.add_argument("--steady", type=float, default=None,
+                        help="the last seconds in which RSS and snapshots must be flat (default 2/3 of the duration)")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS samples")
-    parser.add_argument("--max-nodes", type=int, default=2000, help="the model's max_nodes (default 2000)")
-    parser.add_argument("--out", type=Path, default=OUT, help="directory for soak.json and soak.md")
+    parser.add_argument("--max-nodes", type=int, default=2000, help="the models' max_nodes (default 2000)")
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--out", type=Path, default=OUT, help="directory for soak_<store>.json and .md")
     args = parser.parse_args(argv)
-    result = soak(args.duration, args.clients, args.sample, args.max_nodes)
-    meta = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}
+    steady = args.steady if args.steady is not None else args.duration * 2 / 3
+    cluster = None
+    if args.store == "postgres":
+        from tests.pg import start_cluster
+        cluster = start_cluster(fsync=True)
+    try:
+        url = cluster.create_database() if cluster else None
+        result = soak(args.duration, args.clients, args.sample, args.max_nodes, steady, url)
+    finally:
+        if cluster is not None:
+            from tests.pg import stop_cluster
+            stop_cluster(cluster)
+    meta = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count(),
+            "store": args.store, "command": "python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:])}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "soak.json").write_text(json.dumps({"meta": meta, "result": result}, indent=1) + "\n")
+    (args.out / f"soak_{args.store}.json").write_text(json.dumps({"meta": meta, "result": result}, indent=1) + "\n")
     text = report(result, meta)
-    (args.out / "soak.md").write_text(text)
+    (args.out / f"soak_{args.store}.md").write_text(text)
     print(text)
     if result["server_errors"] or result["not_json"] or result["lost_acked_events"]:
         sys.exit(1)

@@ -70,3 +70,20 @@ def test_cost_metrics_per_model_with_a_cost_matrix(client, stream) -> None:  # t
     for key in ("improved_squared_error", "decision_cost"):
         assert samples[(f"streamtree_model_{key}", (("model", "c"),))] == recent[key]
         assert (f"streamtree_model_{key}", (("model", "default"),)) not in samples  # no cost matrix
+
+
+def test_snapshot_size_gauge(running, stream) -> None:  # type: ignore[no-untyped-def]
+    """The newest snapshot's size is a gauge (the soak watches it stay flat): 0 before the first."""
+
+    def gauge(client) -> float:  # type: ignore[no-untyped-def]
+        text = client.get("/metrics").text
+        return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "streamtree_model_snapshot_bytes" and s.labels == {"model": "default"})
+
+    with running(snapshot_every=100) as client:
+        assert gauge(client) == 0
+        learn_all(client, stream[:250], batch=50)
+        size = gauge(client)
+        assert size > 1000
+        summary = client.get("/models/default").json()["summary"]
+        assert size < 10 * summary["memory_bytes"] + 100_000  # a snapshot is about the arrays it holds
