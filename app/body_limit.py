@@ -23,7 +23,10 @@ class BodyLimitMiddleware:
 
     A declared ``Content-Length`` over the limit is answered at once, without reading the
     body. A chunked body is counted as it arrives and cut off with 413 as soon as it exceeds
-    the limit (FastAPI re-raises the ``HTTPException`` raised from ``receive``).
+    the limit: inside a route FastAPI answers the ``HTTPException`` raised from ``receive``,
+    and where a layer between here and the routes reads the body itself (a replica forwarding
+    a write, :mod:`app.forwarding`) the exception comes back here and gets the same 413 JSON,
+    so every role answers an oversized body alike.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -55,4 +58,16 @@ class BodyLimitMiddleware:
                     raise BodyTooLarge()
             return message
 
-        await self.app(scope, receive_limited, send)
+        started = False
+
+        async def send_watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive_limited, send_watched)
+        except BodyTooLarge:
+            if started:  # too late for another answer: the server closes the connection
+                raise
+            await JSONResponse({"detail": TOO_LARGE}, status_code=413)(scope, receive, send)

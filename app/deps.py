@@ -9,9 +9,11 @@ dependency level costs FastAPI more per request than a prediction costs the libr
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Request
+from fastapi.dependencies.models import Dependant
 
 from app.dashboard.session import COOKIE, valid_session
 from app.errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
@@ -28,6 +30,7 @@ __all__ = [
     "WriteDefaultModel",
     "WriteModel",
     "WriteRegistry",
+    "access_of",
     "check_access",
     "has_key",
     "get_registry",
@@ -124,6 +127,22 @@ async def default_for_write(request: Request, registry: RegistryDep) -> ModelHos
     """The model named ``default``, for a write (404 if it was deleted)."""
     check_access(request, write=True)
     return _lookup(registry, DEFAULT_MODEL)
+
+
+#: The dependencies above that check access, and whether for a write.
+_ACCESS: dict[Callable[..., Any], bool] = {
+    registry_for_read: False, model_for_read: False, default_for_read: False,
+    registry_for_write: True, model_for_write: True, default_for_write: True,
+}
+
+
+def access_of(dependant: Dependant) -> bool | None:
+    """Which access check a route's dependencies make: True for a write's, False for a
+    read's, None for none. A route whose body is parsed before its dependencies run makes
+    that check first (:class:`app.json_route.JSONRoute`): a caller without a key is answered
+    401, whatever its body."""
+    checks = {_ACCESS[d.call] for d in dependant.dependencies if d.call in _ACCESS}
+    return max(checks) if checks else None
 
 
 ReadRegistry = Annotated[Registry, Depends(registry_for_read)]

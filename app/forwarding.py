@@ -31,6 +31,7 @@ from app.cluster import Cluster
 from app.coalescing import LOCAL, Coalescer, mergeable_events
 from app.errors import NOT_WRITER, NOT_WRITER_HEADER
 from app.http_client import Answer, HTTPPool, NoAnswer, NotSent
+from app.json_route import parse_json
 
 __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 
@@ -62,12 +63,16 @@ def _is_write(method: str, path: str) -> bool | None:
 
 
 def _has_id(body: bytes) -> bool:
-    """Whether a JSON body is an object with a non-null ``id`` (a malformed one is the app's to refuse)."""
-    if b'"id"' not in body:
+    """Whether a JSON body is an object with a non-null ``id``, read by the routes' own parser
+    (:func:`app.json_route.parse_json`), so a replica keeps only what the writer would not
+    take; a malformed body is the app's to refuse."""
+    # The key id is written `"id"`, or with an escape (`"\u0069d"`): a body holding neither
+    # has none, and is not parsed here.
+    if b'"id"' not in body and b"\\" not in body:
         return False
     try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        parsed = parse_json(body)
+    except ValueError:
         return False
     return isinstance(parsed, dict) and parsed.get("id") is not None
 

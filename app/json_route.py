@@ -26,7 +26,9 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["JSONRoute", "SURROGATE", "surrogate_path"]
+from app.deps import access_of, check_access
+
+__all__ = ["JSONRoute", "SURROGATE", "parse_json", "surrogate_path"]
 
 SURROGATE = "Strings must be valid Unicode (no lone UTF-16 surrogates)"
 
@@ -100,12 +102,27 @@ def _decode_error(exc: ValueError, body: bytes) -> json.JSONDecodeError:
     return json.JSONDecodeError(msg, body.decode("utf-8", "replace"), pos)
 
 
+def parse_json(body: bytes) -> Any:
+    """A JSON body as every route reads it: the one parser of the service's request bodies.
+
+    A replica deciding whether a request is a write it must forward (:mod:`app.forwarding`)
+    reads the body with this too, so it finds exactly what the writer's route will find
+    (an ``"\\u0069d"`` key is ``id`` to both).
+
+    Raises
+    ------
+    ValueError
+        The body is not JSON (or holds a lone surrogate).
+    """
+    return pydantic_core.from_json(body)
+
+
 class _JSONRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
             try:
-                self._json = pydantic_core.from_json(body)
+                self._json = parse_json(body)
             except ValueError as exc:
                 invalid = _invalid_unicode(body) if b"\\u" in body else None
                 if invalid is not None:
@@ -115,12 +132,21 @@ class _JSONRequest(Request):
 
 
 class JSONRoute(APIRoute):
-    """A FastAPI route whose JSON body is parsed by pydantic-core (pass as ``route_class``)."""
+    """A FastAPI route whose JSON body is parsed by pydantic-core (pass as ``route_class``).
+
+    FastAPI reads and parses a body before it runs the route's dependencies, so a malformed
+    body would be answered 422 before the key is asked for: a route with a body that checks
+    access (:func:`app.deps.access_of`) checks it first, and a caller without a key gets
+    401 (403 with a wrong one) whatever it sent.
+    """
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        write = access_of(self.dependant) if self.body_field is not None else None
 
         async def parse_with_pydantic_core(request: Request) -> Response:
+            if write is not None:
+                check_access(request, write)
             return await handler(_JSONRequest(request.scope, request.receive))
 
         return parse_with_pydantic_core

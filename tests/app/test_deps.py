@@ -71,3 +71,26 @@ def test_registry_is_swapped_with_dependency_overrides(client, tmp_path) -> None
     finally:
         client.app.dependency_overrides.clear()  # type: ignore[attr-defined]
     assert client.get("/health").status_code == 200
+
+
+def test_the_key_is_checked_before_the_body_is_parsed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A caller without a key learns nothing about its body: 401 (403 with a wrong key), not a
+    422 naming the body's fault, on every write and, with protect_reads, every read with a body."""
+    from app.main import create_app
+    from app.settings import Settings
+    from tests.app.conftest import TestClient
+
+    malformed = [b'{"features": ', b'{"events": [1, 2]}', b"\xff\xfe", b'{"features": {"a": NaN}, "label": []}']
+    routes = [("POST", "/learn"), ("POST", "/models/default/learn"), ("PUT", "/models/m"),
+              ("POST", "/predict_proba"), ("POST", "/models/default/decide"), ("POST", "/models/default/explain")]
+    with TestClient(create_app(Settings(data_dir=tmp_path, api_keys=[KEY], protect_reads=True))) as c:
+        for method, path in routes:
+            for body in malformed:
+                r = c.request(method, path, content=body, headers={"content-type": "application/json"})
+                assert r.status_code == 401 and r.json() == {"detail": "Missing bearer token."}, (path, body)
+                r = c.request(method, path, content=body, headers={"content-type": "application/json",
+                                                                  "Authorization": "Bearer wrong-key-000000000"})
+                assert r.status_code == 403 and r.json() == {"detail": "Invalid API key."}, (path, body)
+            r = c.request(method, path, content=malformed[0], headers={"content-type": "application/json",
+                                                                      "Authorization": f"Bearer {KEY}"})
+            assert r.status_code == 422 and r.json()["detail"][0]["type"] == "json_invalid", path

@@ -36,6 +36,14 @@ def test_writes_are_told_from_reads(method: str, path: str, expected: bool | Non
     (b'{"features": {"a": 1}}', False),
     (b'{"features": ', False),  # malformed: the replica's own validation answers it
     (b'["id"]', False),
+    # read as the writer's route reads it (app.json_route.parse_json): an escaped key is id,
+    # and numbers beyond 64 bits or NaN do not hide it
+    (rb'{"features": {"a": 1}, "\u0069d": "esc-1"}', True),
+    (rb'{"features": {"a": 1}, "i\u0064": "esc-2"}', True),
+    (rb'{"features": {"\u0069d": 1}}', False),
+    (b'{"features": {"a": 123456789012345678901234567890}, "id": "big"}', True),
+    (b'{"features": {"a": NaN}, "id": "nan"}', True),
+    (b'{"id": "x", "id": null}', False),  # the last of two keys, as for the route
 ])
 def test_a_prediction_with_an_id_is_a_write(body: bytes, expected: bool) -> None:
     assert _has_id(body) is expected
