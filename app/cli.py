@@ -76,6 +76,8 @@ def serve(app: Any, settings: Any) -> None:
     """
     import uvicorn
 
+    from app.http_protocol import limited_protocol
+
     try:
         import uvloop  # noqa: F401
 
@@ -92,7 +94,8 @@ def serve(app: Any, settings: Any) -> None:
         port=settings.port,
         workers=1,  # one process owns each model's state: more workers would split it
         loop=loop,
-        http="httptools",
+        # httptools, with bounded request heads and JSON answers to malformed requests
+        http=limited_protocol(settings.max_header_bytes, settings.max_head_bytes, settings.max_headers),
         log_level=settings.log_level,
         access_log=False,
         server_header=False,  # per-request logging costs more than the request; see /metrics

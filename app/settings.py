@@ -14,7 +14,8 @@ from app.storage import check_url
 
 __all__ = ["Settings"]
 
-MiB = 1024 * 1024
+KiB = 1024
+MiB = 1024 * KiB
 
 
 class Settings(BaseSettings):
@@ -42,6 +43,11 @@ class Settings(BaseSettings):
         With ``api_keys`` set, also require a key for reads (predictions, model data, metrics).
     max_body_bytes
         Largest accepted request body; larger ones get 413 before they are parsed.
+    max_header_bytes, max_head_bytes, max_headers
+        Request heads (:mod:`app.http_protocol`): the longest header (name and value) or
+        request target, the longest head (request line and every header) and the most
+        headers. Beyond one: 431 (414 for the target), JSON naming the setting; an unfinished
+        head is never held beyond ``max_head_bytes``.
     max_batch
         Most events (learn) or instances (predict) in one request.
     max_features
@@ -110,6 +116,9 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     protect_reads: bool = False
     max_body_bytes: int = Field(default=4 * MiB, ge=1024)
+    max_header_bytes: int = Field(default=8 * KiB, ge=1 * KiB, le=1 * MiB)
+    max_head_bytes: int = Field(default=64 * KiB, ge=4 * KiB, le=16 * MiB)
+    max_headers: int = Field(default=100, ge=10, le=10_000)
     max_batch: int = Field(default=10_000, ge=1)
     max_features: int = Field(default=1_000, ge=1)
     max_string_length: int = Field(default=256, ge=1)

@@ -25,7 +25,8 @@ from app.storage import StorageError
 from app.telemetry import Telemetry
 
 ROOT = Path(app.__file__).parent
-HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers", "forwarding"}
+HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers", "forwarding",
+              "http_protocol"}
 ENGINES = {"storage.sqlite", "storage.postgres", "storage.postgres_schema", "storage.postgres_lease"}
 DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
 FOREIGN = DRIVERS | {"fastapi", "starlette"}

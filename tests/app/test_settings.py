@@ -15,6 +15,7 @@ KEY1, KEY2 = "k" * 16, "secret-key-number-2"
 def test_defaults_are_safe() -> None:
     s = Settings()
     assert s.max_body_bytes == 4 * 1024 * 1024
+    assert (s.max_header_bytes, s.max_head_bytes, s.max_headers) == (8 * 1024, 64 * 1024, 100)
     assert s.api_keys == [] and s.protect_reads is False
     assert s.host == "127.0.0.1" and s.sync == "full"
     assert s.data_dir == Path("./data")

@@ -1,0 +1,142 @@
+"""The HTTP/1.1 protocol ``streamtree serve`` runs: uvicorn's httptools protocol with bounded
+request heads, and JSON answers to the requests it refuses before the application sees them.
+
+uvicorn's httptools protocol sets no limit on a request's head: the parser gathers a header's
+value piece by piece until the line ends, so one client sending an unfinished header of 32 MiB
+made the process hold it all (20 such clients took a service from 274 to 978 MiB), and 20,000
+headers were accepted. Here the head is bounded three ways, each an operator setting:
+
+- the whole head (request line and headers, ``max_head_bytes``): counted as the bytes arrive,
+  before the parser gathers them, so an unfinished head costs at most about that much memory
+  (plus one read of the socket) however long it grows;
+- one header, name and value (``max_header_bytes``), and the request target (the same limit);
+- the number of headers (``max_headers``).
+
+A head over a limit is answered ``431 Request Header Fields Too Large`` (``414 URI Too Long``
+for the target) with a JSON body naming the limit, and the connection is closed. A request the
+parser cannot read (a malformed request line or header) is answered 400 with a JSON body too,
+where uvicorn answers plain text. Either answer is written unless a response is being
+written on the connection already (a client that pipelines requests): then the connection
+is closed without one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+__all__ = ["MALFORMED", "LimitedHttpToolsProtocol", "limited_protocol"]
+
+log = logging.getLogger("streamtree.app")
+
+MALFORMED = "Malformed HTTP request: the request line or a header could not be parsed."
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a head over a limit."""
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with bounded request heads (module docstring).
+
+    The limits are class attributes: :func:`limited_protocol` makes a subclass with an
+    operator's values, which uvicorn instantiates once per connection.
+    """
+
+    max_header_bytes: int = 8 * 1024
+    max_head_bytes: int = 64 * 1024
+    max_headers: int = 100
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True  # between two requests, or in a head: bytes received count against its limit
+        self._head_bytes = 0
+        self._refusal: tuple[int, str] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if not self._in_head:
+            super().data_received(data)
+            return
+        room = self.max_head_bytes - self._head_bytes
+        if len(data) <= room:
+            self._head_bytes += len(data)
+            super().data_received(data)
+            return
+        # Only the head's allowance is parsed: if the head is still unfinished after it, it is
+        # over the limit, and the rest is never gathered.
+        if room > 0:
+            self._head_bytes += room
+            super().data_received(data[:room])
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            self._refuse(431, f"The request head (request line and headers) is over {self.max_head_bytes} "
+                              "bytes (max_head_bytes).")
+            return
+        super().data_received(data[room:])  # the head ended within its allowance: the body follows
+
+    # parser callbacks
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > self.max_header_bytes:
+            self._stop(414, f"The request target is over {self.max_header_bytes} bytes (max_header_bytes).")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) + len(value) > self.max_header_bytes:
+            self._stop(431, f"A request header (name and value) is over {self.max_header_bytes} bytes "
+                            "(max_header_bytes).")
+        if len(self.headers) >= self.max_headers:
+            self._stop(431, f"The request has more than {self.max_headers} headers (max_headers).")
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+
+    # refusals
+    def _stop(self, status: int, detail: str) -> None:
+        """Refuse the request from a parser callback: the parser stops, and uvicorn answers
+        the parse error with :meth:`send_400_response`, which sends this refusal instead."""
+        self._refusal = (status, detail)
+        raise _Refused(detail)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request it cannot parse: 400 JSON, or the limit's refusal."""
+        self._answer(*(self._refusal or (400, MALFORMED)))  # uvicorn logged a warning already
+
+    def _refuse(self, status: int, detail: str) -> None:
+        log.warning("request refused before the application (%d): %s", status, detail)
+        self._answer(status, detail)
+
+    def _answer(self, status: int, detail: str) -> None:
+        """Write a JSON error and close the connection (only close it while a response is being written)."""
+        if self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete:
+            self.transport.close()  # an answer now would land inside the one being written
+            return
+        body = orjson.dumps({"detail": detail})
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode(),
+                 b"\r\nconnection: close\r\n\r\n", body]
+        self.transport.write(b"".join(head))
+        self.transport.close()
+
+
+def limited_protocol(max_header_bytes: int, max_head_bytes: int, max_headers: int) -> type[LimitedHttpToolsProtocol]:
+    """The protocol class (``uvicorn.run(http=...)``) with these limits (module docstring)."""
+    return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,),
+                {"max_header_bytes": max_header_bytes, "max_head_bytes": max_head_bytes,
+                 "max_headers": max_headers})

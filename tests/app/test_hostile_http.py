@@ -1,0 +1,142 @@
+"""Hostile HTTP against a real ``streamtree serve`` on loopback, over raw sockets.
+
+Heads over the size and count limits are answered 431 (414 for a long target) with JSON
+naming the setting; a head that never ends is not held (the connection is closed once the
+head passes its limit, and the process's memory stays put); a request the parser cannot read
+is answered 400 JSON. Each refusal closes its connection, and the service goes on serving.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.app.test_process import free_port, request, start
+
+pytestmark = pytest.mark.slow
+
+#: The server's head limit in these tests: small, so that a head over it arrives in one read.
+HEAD = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    data_dir: Path = tmp_path_factory.mktemp("hostile") / "data"
+    port = free_port()
+    proc = start(data_dir, port, max_head_bytes=str(HEAD))
+    try:
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def exchange(port: int, raw: bytes, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """Send ``raw`` on a new connection; the answer's status, headers and body, read until the
+    server closes the connection (every answer here closes it)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(raw)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+def refused(port: int, raw: bytes, status: int, setting: str) -> None:
+    code, headers, body = exchange(port, raw)
+    assert code == status, body
+    assert headers["content-type"] == "application/json" and headers["connection"] == "close"
+    assert setting in json.loads(body)["detail"]
+
+
+def test_heads_over_the_limits_are_answered_431_json_naming_the_limit(port: int) -> None:
+    get = b"GET /health HTTP/1.1\r\nHost: x\r\n"
+    refused(port, get + b"Authorization: Bearer " + b"k" * 9000 + b"\r\n\r\n", 431, "max_header_bytes")
+    refused(port, get + b"".join(b"X-%d: 1\r\n" % i for i in range(101)) + b"\r\n", 431, "max_headers")
+    refused(port, get + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 4000) for i in range(5)) + b"\r\n", 431,
+            "max_head_bytes")
+    refused(port, b"GET /health?" + b"q" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "max_header_bytes")
+    # just within every limit: served
+    code, _, body = exchange(port, get + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 40) for i in range(97))
+                             + b"Authorization: Bearer " + b"k" * 8000 + b"\r\nConnection: close\r\n\r\n")
+    assert code == 200 and json.loads(body)["status"] == "ok"
+
+
+def test_malformed_requests_are_answered_400_json(port: int) -> None:
+    for raw in [b"GARBAGE\r\n\r\n", b"GET /health HTTP/1.1\r\nNo colon here\r\n\r\n",
+                b"GET /health HTTP/9.9\r\n\r\n", b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
+                b"POST /learn HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"]:
+        code, headers, body = exchange(port, raw)
+        assert code == 400 and headers["content-type"] == "application/json", raw
+        assert "Malformed HTTP request" in json.loads(body)["detail"]
+    assert request(port, "GET", "/health")[0] == 200
+
+
+def rss(pid: int) -> int:
+    """The process's resident memory, bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def server_pid(port: int) -> int:
+    """The pid of the process listening on ``port`` (found through /proc)."""
+    inode = None
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
+                inode = fields[9]
+    assert inode is not None
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if any(str(fd.readlink()) == f"socket:[{inode}]" for fd in (proc / "fd").iterdir()):
+                    return int(proc.name)
+            except OSError:
+                continue
+    raise AssertionError("no process listens on the port")
+
+
+def test_an_unfinished_huge_header_is_not_held(port: int) -> None:
+    """Clients that send an endless header (32 MiB each, never finished) are cut off at the
+    head limit: none gets to send it all, and the server's memory stays put."""
+    pid = server_pid(port)
+    before = rss(pid)
+    sent: list[int] = []
+    cut: list[bool] = []
+
+    def endless() -> None:
+        n = 0
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+                piece = b"a" * 65536
+                while n < 32 * 1024 * 1024:
+                    s.sendall(piece)
+                    n += len(piece)
+                cut.append(s.recv(65536) == b"")  # the server never answered, and holds the connection
+        except TimeoutError:  # the server holds the connection without answering
+            cut.append(False)
+        except OSError:  # reset by the server, which closed the connection
+            cut.append(True)
+        sent.append(n)
+
+    clients = [threading.Thread(target=endless) for _ in range(12)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join(timeout=120)
+    assert len(cut) == len(clients) and all(cut)
+    assert max(sent) < 32 * 1024 * 1024, sent  # every one was cut off before the end
+    time.sleep(0.5)
+    assert rss(pid) - before < 64 * 1024 * 1024, (before, rss(pid))
+    assert request(port, "GET", "/health")[0] == 200
