@@ -14,6 +14,7 @@ from fastapi import FastAPI
 import streamtree
 
 from app.body_limit import BodyLimitMiddleware
+from app.dashboard.throttle import LoginThrottle
 from app.errors import install_handlers
 from app.forwarding import Forwarder, ForwardingMiddleware
 from app.registry import Registry
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
                   telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.settings = settings
     app.state.telemetry = telemetry
+    app.state.login_throttle = LoginThrottle()
     install_handlers(app)
     for module in (predict, learn, decide, models, inspect, events, health, prometheus, dashboard):  # hot routes first
         app.include_router(module.router)

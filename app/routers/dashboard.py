@@ -5,13 +5,15 @@ the models, their prequential metrics and their metrics history; its content sec
 policy lets it load and fetch from this service only. When reads need an API key
 (``protect_reads``), the page, its assets and its data need one too: a browser signs in
 once with the form at ``/dashboard`` and then carries a read-only cookie
-(:mod:`app.dashboard.session`).
+(:mod:`app.dashboard.session`). Wrong keys sent to the form are throttled per client
+(:mod:`app.dashboard.throttle`).
 """
 
 from __future__ import annotations
 
 import hmac
 import html
+import math
 from collections.abc import Mapping
 from urllib.parse import parse_qs
 
@@ -20,14 +22,16 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.dashboard.assets import asset, page
 from app.dashboard.session import cookie_header
+from app.dashboard.throttle import LoginThrottle, client_key
 from app.deps import check_access
 from app.errors import INVALID_KEY
 from app.settings import Settings
 from app.validation import field_error
 
-__all__ = ["ASSET_NOT_FOUND", "SECURITY_HEADERS", "router"]
+__all__ = ["ASSET_NOT_FOUND", "SECURITY_HEADERS", "TOO_MANY_SIGN_INS", "router"]
 
 ASSET_NOT_FOUND = "Asset not found."
+TOO_MANY_SIGN_INS = "Too many wrong keys from this client; retry after the time in Retry-After (seconds)."
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 #: Sent with every dashboard response: nothing may be loaded from, or sent to, another origin.
@@ -57,14 +61,24 @@ async def dashboard(request: Request) -> Response:
     return HTMLResponse(page("index.html"), headers=SECURITY_HEADERS)
 
 
+def _check_wait(throttle: LoginThrottle, client: str) -> None:
+    """429 with ``Retry-After`` while ``client`` must wait before its next key."""
+    if (wait := throttle.wait(client)) > 0:
+        raise HTTPException(status_code=429, detail=TOO_MANY_SIGN_INS, headers={"Retry-After": str(math.ceil(wait))})
+
+
 @router.post("/login")
 async def login(request: Request) -> Response:
     """Trade an API key (form field ``token``) for the read-only session cookie, then go to the page.
 
     Without a form body naming ``token`` the answer is 422 naming it; with an unknown key,
-    403 and the form again.
+    403 and the form again. A client that sent too many wrong keys is answered 429 with
+    ``Retry-After`` until its wait is over, whatever it sends (:mod:`app.dashboard.throttle`).
     """
     settings: Settings = request.app.state.settings
+    throttle: LoginThrottle = request.app.state.login_throttle
+    client = client_key(request.client.host if request.client else None)
+    _check_wait(throttle, client)
     content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if content_type != FORM_TYPE:
         raise field_error(("body",), f"Expected a form ({FORM_TYPE})", "content_type")
@@ -77,9 +91,12 @@ async def login(request: Request) -> Response:
         raise field_error(("body", "token"), "Field required", "missing")
     if not settings.api_keys:  # no keys: nothing to sign in to
         return RedirectResponse("/dashboard", status_code=303)
+    _check_wait(throttle, client)  # again, after the await: guesses sent at once are each counted
     key = next((k for k in settings.api_keys if hmac.compare_digest(token.encode(), k.encode())), None)
     if key is None:
+        throttle.failed(client)
         return _login_page(403, INVALID_KEY)
+    throttle.succeeded(client)
     response = RedirectResponse("/dashboard", status_code=303)
     response.headers["Set-Cookie"] = cookie_header(key, secure=request.url.scheme == "https")
     return response

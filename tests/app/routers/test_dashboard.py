@@ -92,3 +92,29 @@ def test_a_bad_sign_in_form_is_a_422_naming_the_field(protected, body: str, cont
     assert r.status_code in (403, 422), r.text
     if r.status_code == 422:
         assert r.json()["detail"][0]["loc"] == loc
+
+
+def test_wrong_keys_are_throttled_per_client(protected) -> None:  # type: ignore[no-untyped-def]
+    """300 wrong keys at once: the first 10 are answered 403, then 429 JSON with Retry-After,
+    the right key too (the answer tells nothing about the key); another client is not held up."""
+    statuses = [protected.post("/dashboard/login", data={"token": f"wrong-key-{i:010d}"},
+                               follow_redirects=False).status_code for i in range(300)]
+    assert statuses[:10] == [403] * 10 and set(statuses[10:]) == {429}
+    r = protected.post("/dashboard/login", data={"token": KEY}, follow_redirects=False)
+    assert r.status_code == 429 and r.headers["content-type"] == "application/json"
+    assert "Too many wrong keys" in r.json()["detail"] and "set-cookie" not in r.headers
+    assert 1 <= int(r.headers["retry-after"]) <= 10
+    # the wait over, one more attempt: the right key signs in and clears the record
+    throttle = protected.app.state.login_throttle
+    clock = throttle.clock
+    throttle.clock = lambda: clock() + 10.5
+    try:
+        r = protected.post("/dashboard/login", data={"token": KEY}, follow_redirects=False)
+        assert r.status_code == 303 and COOKIE in r.headers["set-cookie"]
+        assert len(throttle) == 0
+    finally:
+        throttle.clock = clock
+    # another client (only the address counts)
+    other = TestClient(protected.app, client=("192.0.2.8", 5000))
+    r = other.post("/dashboard/login", data={"token": "wrong-key-0123456789"}, follow_redirects=False)
+    assert r.status_code == 403
