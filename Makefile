@@ -4,9 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ./data
-URL ?= http://127.0.0.1:8000
+HOST ?= 127.0.0.1
+PORT ?= 8000
+URL ?= http://127.0.0.1:$(PORT)
+DOCS_PORT ?= 8001
 
-.PHONY: serve test demo dashboard-screenshot bench clean
+.PHONY: serve test demo docs dashboard-screenshot clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +17,13 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@
 
+# The first start on a machine compiles the kernels (about two minutes); later ones load them
+# from the on-disk cache (~/.cache/streamtree, or $STREAMTREE_KERNEL_CACHE).
 serve: $(BIN)/.installed
-	$(BIN)/streamtree serve --data-dir $(DATA_DIR)
+	$(BIN)/streamtree serve --data-dir $(DATA_DIR) --host $(HOST) --port $(PORT)
 
+# Includes tests/docs: the site builds with `mkdocs build --strict` and every answer the
+# README and the site show is run.
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
@@ -24,9 +31,13 @@ test: $(BIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/streamtree demo --url $(URL)
 
-# Refresh the README's dashboard screenshot (the browser test; needs Debian's chromium).
+# The documentation site (mkdocs.yml, docs/) on http://127.0.0.1:$(DOCS_PORT), rebuilt on every change.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+# Refresh the dashboard screenshot of the docs (the browser test; needs Debian's chromium).
 dashboard-screenshot: $(BIN)/.installed
 	STREAMTREE_SCREENSHOT=docs/images/dashboard.png $(BIN)/python -m pytest -q tests/app/dashboard/test_browser.py -k drifting
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info site
