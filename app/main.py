@@ -16,6 +16,7 @@ import streamtree
 from app.body_limit import BodyLimitMiddleware
 from app.dashboard.throttle import LoginThrottle
 from app.errors import install_handlers
+from app.export import ExportSlots
 from app.forwarding import Forwarder, ForwardingMiddleware
 from app.registry import Registry
 from app.routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     app.state.settings = settings
     app.state.telemetry = telemetry
     app.state.login_throttle = LoginThrottle()
+    app.state.exports = ExportSlots(settings.max_exports)
     install_handlers(app)
     for module in (predict, learn, decide, models, inspect, events, health, prometheus, dashboard):  # hot routes first
         app.include_router(module.router)

@@ -58,6 +58,10 @@ class Settings(BaseSettings):
         Most distinct labels one model may learn; a new label beyond it is refused with 422.
     max_models
         Most models the service holds.
+    max_exports, export_stall_seconds
+        Event log exports (``GET /models/{name}/events``, :mod:`app.export`): how many may
+        stream at once (one more is answered 429 with ``Retry-After``), and how long one
+        whose client reads nothing is kept before it is cut off.
     pending_max, pending_max_bytes, pending_ttl_seconds
         Delayed labels, per model: how many ``predict_proba`` ids are remembered, how many
         bytes their features may take (each id is charged :func:`app.pending.entry_bytes`,
@@ -124,6 +128,8 @@ class Settings(BaseSettings):
     max_string_length: int = Field(default=256, ge=1)
     max_labels: int = Field(default=1_000, ge=2)
     max_models: int = Field(default=100, ge=1)
+    max_exports: int = Field(default=4, ge=1, le=1_000)
+    export_stall_seconds: float = Field(default=30.0, gt=0, le=3_600)
     pending_max: int = Field(default=10_000, ge=0)
     pending_max_bytes: int = Field(default=20 * MiB, ge=64 * 1024)
     pending_ttl_seconds: float = Field(default=3600.0, gt=0)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 
 from app.deps import ReadModel
-from app.errors import FastJSON
+from app.export import EXPORTS_BUSY, EventExport, ExportSlots
 from app.json_route import JSONRoute
 from app.schemas import LoggedEvents
+from app.settings import Settings
 
 __all__ = ["EVENTS_DEFAULT", "EVENTS_MAX", "router"]
 
@@ -24,14 +25,27 @@ SEQ_MAX = 2**63 - 1
 
 
 @router.get("/events", summary="The event log", response_model=LoggedEvents,
-            responses={503: {"description": "The event log could not be read."}})
+            responses={429: {"description": "Too many exports are streaming (`max_exports`); retry after "
+                                            "`Retry-After` seconds."},
+                       503: {"description": "The event log could not be read."}})
 async def model_events(
     host: ReadModel,
+    request: Request,
     after: Annotated[int, Query(ge=0, le=SEQ_MAX, description="Only events with a larger `seq`.")] = 0,
     limit: Annotated[int, Query(ge=1, le=EVENTS_MAX, description="Most events returned.")] = EVENTS_DEFAULT,
-) -> FastJSON:
+) -> EventExport:
     """The model's logged events with `seq > after`, oldest first, at most `limit`:
     `{"events": [{"seq", "features", "label"}]}`. Only committed (durable) events are
     listed; a delayed label's `features` are those of its prediction. Page through the log
-    with `after` = the last `seq` received until the page is empty."""
-    return FastJSON({"events": await host.events(after, limit)})
+    with `after` = the last `seq` received until the page is empty.
+
+    The answer is streamed as the client reads it; at most `max_exports` answers stream at
+    once (429 with `Retry-After` beyond), and one whose client reads nothing for
+    `export_stall_seconds` is cut off (it ends without its last chunk)."""
+    settings: Settings = request.app.state.settings
+    slots: ExportSlots = request.app.state.exports
+    if not slots.take():
+        raise HTTPException(status_code=429, detail=EXPORTS_BUSY, headers={"Retry-After": "1"})
+    export = EventExport(host, after, limit, slots, settings.export_stall_seconds)
+    await export.read_first()
+    return export

@@ -26,7 +26,7 @@ from app.telemetry import Telemetry
 
 ROOT = Path(app.__file__).parent
 HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers", "forwarding",
-              "http_protocol"}
+              "http_protocol", "export"}
 ENGINES = {"storage.sqlite", "storage.postgres", "storage.postgres_schema", "storage.postgres_lease"}
 DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
 FOREIGN = DRIVERS | {"fastapi", "starlette"}

@@ -89,3 +89,50 @@ def test_a_store_failure_is_503(client: TestClient) -> None:
         store.read_events = real
     assert r.status_code == 503 and r.json() == {"detail": LOG_UNAVAILABLE}
     assert len(client.get("/models/default/events").json()["events"]) == 5  # nothing changed
+
+
+def test_a_streamed_answer_is_read_a_page_at_a_time_and_equals_the_log(client: TestClient) -> None:
+    """Events of very different sizes: the export reads pages of about PAGE_BYTES each, and the
+    streamed document is exactly the log, at every window."""
+    from app.export import FIRST_PAGE, PAGE_BYTES
+
+    store = client.app.state.registry.db.store  # type: ignore[attr-defined]
+    real = store.read_events
+    asked: list[int] = []
+
+    def counting(name: str, after: int, limit: int) -> Any:
+        asked.append(limit)
+        return real(name, after, limit)
+
+    stream = [({"a": i, "pad": i % 7 * 40} | ({f"f{j}": j for j in range(60)} if i % 3 == 0 else {}), "y")
+              for i in range(2_500)]
+    learn_all(client, stream, batch=500)
+    logged = [{"seq": i, "features": x, "label": y} for i, (x, y) in enumerate(stream, start=1)]
+    store.read_events = counting
+    try:
+        for after, limit in [(0, EVENTS_MAX), (0, 1), (17, FIRST_PAGE), (17, FIRST_PAGE + 1), (2_400, 333),
+                             (2_499, 10), (2_500, 10), (0, 2_500)]:
+            asked.clear()
+            r = client.get("/models/default/events", params={"after": after, "limit": limit})
+            assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+            assert r.json() == {"events": logged[after:after + limit]}, (after, limit)
+            assert sum(asked) <= limit + FIRST_PAGE and max(asked) <= max(FIRST_PAGE, 1_000)
+        asked.clear()
+        body = client.get("/models/default/events", params={"limit": EVENTS_MAX}).content
+        assert len(asked) >= len(body) // (2 * PAGE_BYTES)  # many small reads, not one
+    finally:
+        store.read_events = real
+
+
+def test_exports_beyond_max_exports_are_429_with_retry_after(running: Running) -> None:
+    with running(max_exports=2) as client:
+        learn_all(client, make_stream(5))
+        slots = client.app.state.exports  # type: ignore[attr-defined]
+        assert slots.take() and slots.take()  # two exports streaming
+        r = client.get("/models/default/events")
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+        assert r.json() == {"detail": "Too many event log exports are streaming; retry shortly."}
+        slots.release()
+        assert len(client.get("/models/default/events").json()["events"]) == 5
+        assert slots.active == 1  # its place given back once answered
+        assert client.get("/models/nope/events").status_code == 404 and slots.active == 1
