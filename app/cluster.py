@@ -11,6 +11,12 @@ A replica that takes the lease (the writer died, stopped or left) first brings e
 to the log's end (nobody else can append any more) and only then writes; a writer that
 loses the lease (a commit refused by the fence, or a renewal that failed) is a replica from
 that moment, and its models whose commit was refused are rebuilt from the log.
+
+An instance with a model it could not rebuild from the store (:mod:`app.recovery`) is not
+*eligible* for the lease: it gives the lease up if it holds it (once, when the model becomes
+unavailable) and takes a free lease only after a further lease length, so an instance that
+serves every model becomes the writer when there is one, and the cluster keeps a writer for
+its other models when there is none.
 """
 
 from __future__ import annotations
@@ -69,8 +75,10 @@ class Cluster:
         self._lease: Lease | None = None
         self._opened_with: Lease | None = None  # the lease held when the models were loaded
         self._started = False
+        self._healthy = True  # every model could be rebuilt (eligible for the lease)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._promotion: asyncio.Task[None] | None = None
+        self._handover: asyncio.Task[None] | None = None
 
     @property
     def role(self) -> Role:
@@ -99,12 +107,39 @@ class Cluster:
         if self._coordinator is None:
             self.is_writer = True
             return
+        self._healthy = not self.registry.unavailable()
+        self._coordinator.set_eligible(self._healthy)
         # loaded under the same lease: nobody else appended since, the models are at the log's end
-        self.is_writer = self._lease is not None and self._lease is self._opened_with
+        self.is_writer = self._healthy and self._lease is not None and self._lease is self._opened_with
         log.warning("this instance is the %s (%s, reached at %s)", self.role, self.me, self.url)
         self.follower.start()
-        if self._lease is not None and not self.is_writer:  # taken while loading: catch up first
+        if self._lease is not None and not self._healthy:
+            self._hand_over()
+        elif self._lease is not None and not self.is_writer:  # taken while loading: catch up first
             self._lease_changed(self._lease)
+
+    def health_changed(self) -> None:
+        """Called (on the loop) when a model became unavailable or available again: eligible
+        for the lease only while every model is served; a writer that stops being so hands the
+        lease over."""
+        healthy = not self.registry.unavailable()
+        if healthy == self._healthy:
+            return
+        self._healthy = healthy
+        if self._coordinator is None:
+            return
+        self._coordinator.set_eligible(healthy)
+        log.warning("this instance %s every model: %s for the writer's lease", "serves" if healthy else
+                    "cannot serve", "eligible" if healthy else "not eligible (it takes it only if no other does)")
+        if not healthy and self._started and self._lease is not None:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give the lease up (on the coordinator's thread; ``_lease_changed(None)`` follows)."""
+        assert self._loop is not None and self._coordinator is not None
+        self.is_writer = False
+        coordinator = self._coordinator
+        self._handover = self._loop.create_task(asyncio.to_thread(coordinator.release), name="hand-over")
 
     def _on_loop(self, fn: Callable[..., None]) -> Callable[..., None]:
         """``fn`` called on the event loop, from whatever thread calls the result."""

@@ -14,9 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, NoLabels, NotAvailable,
-                            NotWriter, PendingFull, PendingIdTaken, Recovering, SeqNotReached, StorageFailure,
-                            TooManyModels)
+from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, ModelUnavailable, NoLabels,
+                            NotAvailable, NotWriter, PendingFull, PendingIdTaken, Recovering, SeqNotReached,
+                            StorageFailure, TooManyModels)
 
 __all__ = [
     "CONFIG_CONFLICT",
@@ -115,6 +115,7 @@ def install_handlers(app: FastAPI) -> None:
         return response
 
     app.add_exception_handler(SeqNotReached, not_reached)
+    app.add_exception_handler(ModelUnavailable, not_reached)  # 503 naming the model and why it is out
     app.add_exception_handler(NotWriter, not_writer)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(InvalidInput, invalid)

@@ -14,6 +14,7 @@ __all__ = [
     "LearnFailure",
     "Loc",
     "LogUnavailable",
+    "ModelUnavailable",
     "NoLabels",
     "NotAvailable",
     "NotWriter",
@@ -40,6 +41,26 @@ class NotAvailable(ServiceError):
 
 class Recovering(ServiceError):
     """The model is being rebuilt from its durable state after a failure."""
+
+
+class ModelUnavailable(Recovering):
+    """The model could not be rebuilt from the store (its log cannot be read or replayed).
+
+    The service serves its other models meanwhile and tries the rebuild again now and then
+    (:mod:`app.recovery`); the message says why, in the service's own words (no driver text).
+
+    Parameters
+    ----------
+    model
+        The model's name.
+    reason
+        Why it could not be rebuilt.
+    """
+
+    def __init__(self, model: str, reason: str) -> None:
+        super().__init__(f"Model {model!r} is unavailable: {reason}. The other models are served; this one is "
+                         f"rebuilt from its log again from time to time (see the service's log)")
+        self.model, self.reason = model, reason
 
 
 class NotWriter(ServiceError):

@@ -32,10 +32,11 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.exceptions import (InvalidInput, LearnFailure, Loc, LogUnavailable, NoLabels, NotAvailable, NotWriter,
-                            Recovering, SeqNotReached, StorageFailure)
+from app.exceptions import (InvalidInput, LearnFailure, Loc, LogUnavailable, ModelUnavailable, NoLabels, NotAvailable,
+                            NotWriter, Recovering, SeqNotReached, StorageFailure)
 from app.learning import Restored, apply_logged, bad_row, encode_event, learn_scored, logged_events, restore
 from app.pending import PendingIds
+from app.recovery import reason_of
 from app.schemas import label_key
 from app.settings import Settings
 from app.storage import EventStore, IdempotentAnswer, LeaseLost, Snapshot, StorageError
@@ -153,6 +154,10 @@ class ModelHost:
         self._learned = telemetry.learned.labels(name)
         self.pending = PendingIds(settings.pending_max, settings.pending_max_bytes, settings.pending_ttl_seconds)
         self.recovering = False
+        #: Why the model could not be rebuilt from the store, if so (then ``recovering`` stays
+        #: True and every route answers 503 with it, until a rebuild succeeds: :mod:`app.recovery`).
+        self.unavailable: str | None = None
+        self.on_unavailable: Callable[[], None] = lambda: None  # called when ``unavailable`` changes
         self.apply_lock = asyncio.Lock()
         self.on_fenced: Callable[[], None] = lambda: None
         self._writable = writable if writable is not None else (lambda: True)
@@ -167,7 +172,10 @@ class ModelHost:
         if self._closing:
             raise NotAvailable()
         if self.recovering:
-            raise Recovering()
+            raise self._not_ready()
+
+    def _not_ready(self) -> Recovering:
+        return Recovering() if self.unavailable is None else ModelUnavailable(self.name, self.unavailable)
 
     def predict_one(self, x: dict[str, Any], key: str | int | None = None, trusted: bool = True) -> dict[str, float]:
         """Class probabilities for one instance; with ``key``, remember ``x`` for a delayed label.
@@ -387,7 +395,7 @@ class ModelHost:
         if self._closing:
             raise NotAvailable()
         if self.recovering:
-            raise Recovering()
+            raise self._not_ready()
         future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
         self._queue.append(_LearnRequest(events, batch, future, key, body_hash))
         self._wakeup.set()
@@ -431,7 +439,7 @@ class ModelHost:
         """Learn a group of requests in chunks, then commit them in one transaction."""
         if self.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
             for request in group:
-                _fail(request, Recovering())
+                _fail(request, self._not_ready())
             return
         if not self._writable():  # another instance is the writer now: learn nothing here
             for request in group:
@@ -625,13 +633,18 @@ class ModelHost:
         try:
             restored = await self.db.run(restore, self.db.store, self.name, self.config, self.model_cls,
                                          self.settings)
-        except Exception:
-            # The in-memory model may differ from the log: keep refusing (503) until a restart.
-            log.exception("model %r: rebuild failed; the model stays unavailable until restart", self.name)
+        except Exception as exc:
+            # The in-memory model may differ from the log: refuse (503, saying why) until a rebuild succeeds.
+            log.exception("model %r: rebuild failed; the model stays unavailable until one succeeds", self.name)
+            self.unavailable = reason_of(exc)
+            self.on_unavailable()
             raise
         self.model, self.prequential = restored.model, restored.prequential
         self.seq, self.snapshot_seq = restored.seq, restored.snapshot_seq
         self.recovering = False
+        if self.unavailable is not None:
+            self.unavailable = None
+            self.on_unavailable()
         self._advanced()
         log.warning("model %r: rebuilt from the store at seq %d", self.name, self.seq)
 

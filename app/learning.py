@@ -21,7 +21,7 @@ import orjson
 from app.history import History
 from app.prequential import Prequential
 from app.settings import Settings
-from app.storage import EventStore
+from app.storage import EventStore, StorageError
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
 
@@ -139,25 +139,37 @@ class Restored:
 def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any, settings: Settings) -> Restored:
     """Load the newest readable snapshot of a model and replay the events logged after it.
 
-    Runs on the store's thread. A snapshot the library cannot read (for example one written
-    by an incompatible version) is skipped with a warning: the log alone rebuilds the model.
+    Runs on the store's thread. Snapshots are read one at a time, newest first: one that
+    cannot be read (the store fails on it, a piece is corrupt, or the library refuses its
+    bytes, e.g. written by an incompatible version) is skipped with a warning, and without
+    any readable one the log alone rebuilds the model from seq 0. A model rebuilt either way
+    equals the one that served, bit for bit (the library learns a replay exactly as live).
 
     Raises
     ------
     RuntimeError
         If the log has a gap or holds an event the library refuses: the service must not
-        start with a model that differs from its log.
+        serve a model that differs from its log.
+    StorageError
+        If the log cannot be read.
     """
     restored: Restored | None = None
-    for snap in store.snapshots(name):
+    try:
+        seqs = store.snapshot_seqs(name)
+    except StorageError as exc:
+        log.warning("model %r: its snapshots cannot be listed (%s); rebuilding it from its log", name, exc)
+        seqs = []
+    for seq in seqs:
         try:
+            snap = store.read_snapshot(name, seq)
             model = model_cls.from_bytes(snap.model_bytes)
-            state = orjson.loads(snap.state)
-            preq = Prequential.from_state(state["prequential"])
-        except (StreamtreeError, ValueError, KeyError, TypeError) as exc:
-            log.warning("model %r: snapshot at seq %d unreadable (%s); trying an older one", name, snap.seq, exc)
+            preq = Prequential.from_state(orjson.loads(snap.state)["prequential"])
+            del snap  # its bytes go before the replay
+        except Exception as exc:  # whatever fails (the store, the bytes, the library): an older one, or the log
+            log.warning("model %r: snapshot at seq %d unreadable (%s: %s); trying an older one", name, seq,
+                        type(exc).__name__, exc)
             continue
-        restored = Restored(model, preq, snap.seq, snap.seq)
+        restored = Restored(model, preq, seq, seq)
         break
     if restored is None:
         params, service = split_config(config)
@@ -187,10 +199,13 @@ def apply_logged(model: Any, prequential: Prequential, seq: int, name: str, page
     if first != seq + 1 or last != first + len(page) - 1:
         i, found = next((i, s) for i, (s, _) in enumerate(page) if s != seq + 1 + i)
         raise RuntimeError(f"model {name!r}: event log jumps from seq {seq + i} to {found}")
-    events = [orjson.loads(text) for _, text in page]
     try:
-        learn_scored(model, prequential, [e["x"] for e in events], [e["y"] for e in events],
-                     [e.get("t") for e in events])
+        events = [orjson.loads(text) for _, text in page]
+        xs, ys, ts = [e["x"] for e in events], [e["y"] for e in events], [e.get("t") for e in events]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not what the service logs
+        raise RuntimeError(f"model {name!r}: logged events {first}..{last} are not events ({exc!r})") from None
+    try:
+        learn_scored(model, prequential, xs, ys, ts)
     except StreamtreeError as exc:
         raise RuntimeError(f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}") from exc
     return last

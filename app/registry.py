@@ -1,4 +1,8 @@
-"""The set of hosted models: loaded at start, created and deleted over HTTP, closed at stop."""
+"""The set of hosted models: loaded at start, created and deleted over HTTP, closed at stop.
+
+The service always starts: a model that cannot be rebuilt from the store is hosted
+unavailable (503 saying why, :mod:`app.recovery`) and the others serve.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from app.cluster import Cluster
 from app.exceptions import ConfigConflict, NotWriter, TooManyModels
 from app.hosting import ModelHost, restore
 from app.learning import SERVICE_FIELDS, split_config
+from app.recovery import Recovery, placeholder, reason_of
 from app.settings import Settings
 from app.storage import LeaseLost, ModelExists, StoredModel, open_store
 from app.storage.thread import StoreThread
@@ -75,6 +80,7 @@ class Registry:
         self.generations: dict[str, int] = {}  # the stored generation each hosted model was loaded from
         self.ready = False
         self.cluster = Cluster(self, settings)
+        self.recovery = Recovery(self.all)
         self._db: StoreThread | None = None
         self._admin = asyncio.Lock()
         telemetry.watch_models(lambda: list(self.hosts.values()))
@@ -94,28 +100,54 @@ class Registry:
         await self.cluster.open(store)
         for stored in await self.db.run(store.models):
             await self._load(stored)
+        self.recovery.start()
         self.cluster.start()
         if self.cluster.is_writer and await self.db.run(store.claim_first_start) and DEFAULT_MODEL not in self.hosts:
             await self.create(DEFAULT_MODEL, {})
         self.ready = True
 
     async def _load(self, stored: StoredModel) -> None:
-        """Host a stored model, restored from its snapshot and log."""
-        stored_config = orjson.loads(stored.config)
-        from_stored = getattr(self.model_cls, "from_stored", None)
-        if from_stored is not None:  # parameters added since: the values that rebuild the stored model
-            stored_config = from_stored(stored_config)
-        restored = await self.db.run(restore, self.db.store, stored.name, stored_config, self.model_cls, self.settings)
-        # complete, as a config created now is: parameters added since it was stored take the
-        # values that rebuild it (ESTIMATORS.from_stored), the others their defaults
-        config = _canonical(config_of(self.model_cls, restored.model) | split_config(stored_config)[1])[0]
+        """Host a stored model, restored from its snapshot and log; unavailable (503 saying
+        why, retried by :attr:`recovery`) if it cannot be."""
+        try:
+            stored_config = orjson.loads(stored.config)
+            from_stored = getattr(self.model_cls, "from_stored", None)
+            if from_stored is not None:  # parameters added since: the values that rebuild the stored model
+                stored_config = from_stored(stored_config)
+            restored = await self.db.run(restore, self.db.store, stored.name, stored_config, self.model_cls,
+                                         self.settings)
+            # complete, as a config created now is: parameters added since it was stored take the
+            # values that rebuild it (ESTIMATORS.from_stored), the others their defaults
+            config = _canonical(config_of(self.model_cls, restored.model) | split_config(stored_config)[1])[0]
+        except Exception as exc:  # the service starts whatever one model's state: this one answers 503
+            log.exception("model %r cannot be rebuilt from the store; it is unavailable, the others are served",
+                          stored.name)
+            self._unavailable(stored, reason_of(exc))
+            return
         self._host(stored.name, config, restored, stored.generation)
         log.info("model %r restored at seq %d (snapshot at %d)", stored.name, restored.seq, restored.snapshot_seq)
+
+    def _unavailable(self, stored: StoredModel, reason: str) -> None:
+        """Host a model that could not be rebuilt: every route answers 503 with ``reason``."""
+        config: dict[str, Any] = {}
+        try:  # as _load completes it, as far as it goes: a later rebuild starts from this config
+            config = orjson.loads(stored.config)
+            from_stored = getattr(self.model_cls, "from_stored", None)
+            config = from_stored(config) if from_stored is not None else config
+        except Exception:  # not even the config: the 503 gives the rebuild's reason all the same
+            config = config if isinstance(config, dict) else {}
+        restored = placeholder(config, self.model_cls, self.settings)
+        if restored.model is not None:
+            config = _canonical(config_of(self.model_cls, restored.model) | split_config(config)[1])[0]
+        host = self._host(stored.name, config, restored, stored.generation)
+        host.recovering, host.unavailable = True, reason
+        self.cluster.health_changed()
 
     def _host(self, name: str, config: dict[str, Any], restored: Any, generation: int) -> ModelHost:
         host = ModelHost(name, config, restored, self.model_cls, self.settings, self.db, self.telemetry,
                          writable=lambda: self.cluster.is_writer)
         host.on_fenced = self.cluster.demote
+        host.on_unavailable = self.cluster.health_changed
         self.hosts[name] = host
         self.generations[name] = generation
         return host
@@ -126,6 +158,7 @@ class Registry:
         self.generations.pop(name, None)
         await host.close(snapshot=False)
         self.telemetry.forget_model(name)
+        self.cluster.health_changed()
 
     async def sync_models(self) -> None:
         """Host the stored models this instance does not, and drop those no longer stored (a
@@ -144,6 +177,7 @@ class Registry:
     async def close(self) -> None:
         """Finish queued writes, snapshot every model, close the store."""
         self.ready = False
+        await self.recovery.stop()
         await self.cluster.follower.stop()
         writer = self.cluster.is_writer
         for host in list(self.hosts.values()):
@@ -164,6 +198,10 @@ class Registry:
     def all(self) -> list[ModelHost]:
         """Every model, by name."""
         return [self.hosts[k] for k in sorted(self.hosts)]
+
+    def unavailable(self) -> dict[str, str]:
+        """The models that could not be rebuilt from the store, and why."""
+        return {h.name: h.unavailable for h in self.all() if h.unavailable is not None}
 
     def build_config(self, config: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """Validate a config with the library and complete it.

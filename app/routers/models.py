@@ -33,10 +33,19 @@ def info(host: ModelHost) -> ModelInfo:
     return ModelInfo(name=host.name, config=host.config, summary=host.summary(), seq=host.seq)
 
 
+def listed(host: ModelHost) -> ModelInfo:
+    """:func:`info`, or for a model that cannot be served now, ``{"unavailable": why}`` as its summary."""
+    if not host.recovering:
+        return info(host)
+    why = host.unavailable or "it is being rebuilt from the store"
+    return ModelInfo(name=host.name, config=host.config, summary={"unavailable": why}, seq=host.seq)
+
+
 @router.get("", response_model=ModelList, summary="List models")
 async def list_models(registry: ReadRegistry) -> ModelList:
-    """Every model with its config and summary."""
-    return ModelList(models=[info(h) for h in registry.all()])
+    """Every model with its config and summary (a model that cannot be served now is listed
+    with ``{"unavailable": why}`` as its summary: the others are not held up by it)."""
+    return ModelList(models=[listed(h) for h in registry.all()])
 
 
 @router.put("/{name}", response_model=ModelInfo, status_code=201,

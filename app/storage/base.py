@@ -2,7 +2,10 @@
 
 A store holds, per model, its config, an append-only event log numbered 1, 2, 3, ... and
 periodic snapshots (the library's own safe byte format, never pickle) with the service-side
-state at the same sequence number. A snapshot and the events after it rebuild the model.
+state at the same sequence number. A snapshot and the events after it rebuild the model. A
+snapshot's bytes are stored in pieces of bounded size (:data:`PIECE_BYTES`), each with a
+checksum, so a model of any size can be stored and read back, and a damaged snapshot is
+found out (:meth:`EventStore.read_snapshot` raises) rather than loaded.
 
 Every engine (one module each: :mod:`app.storage.sqlite`, :mod:`app.storage.postgres`) implements
 :class:`EventStore` and raises only the exceptions defined here, so its driver's exception
@@ -11,13 +14,20 @@ types never reach the service's core.
 
 from __future__ import annotations
 
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
-__all__ = ["Coordinator", "EventStore", "IdempotentAnswer", "Lease", "LeaseLost", "ModelExists", "SeqConflict",
-           "Snapshot", "StorageError", "StoredModel", "Sync"]
+__all__ = ["PIECE_BYTES", "Coordinator", "EventStore", "IdempotentAnswer", "Lease", "LeaseLost", "ModelExists",
+           "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync", "checked_piece", "join_pieces", "piece_crc",
+           "pieces"]
+
+#: Most bytes of a snapshot stored in one value. A snapshot is stored as pieces of at most this
+#: size, so no single value comes near an engine's limit (PostgreSQL's 1 GB per value, whose
+#: text form doubles a ``bytea``; SQLite's 1 GB per blob), whatever the model's size.
+PIECE_BYTES = 16 * 2**20
 
 #: Durability of a commit: ``"full"`` survives a power cut, ``"normal"`` a killed process only.
 Sync = Literal["full", "normal"]
@@ -74,6 +84,53 @@ class Snapshot:
     state: str
 
 
+def pieces(data: bytes, size: int) -> list[memoryview]:
+    """``data`` cut into consecutive pieces of ``size`` bytes (the last one shorter; none for no
+    bytes), as views: no piece is copied."""
+    if size < 1:
+        raise ValueError(f"size is the most bytes a piece holds, at least 1; got {size!r}")
+    view = memoryview(data)
+    return [view[i:i + size] for i in range(0, len(view), size)]
+
+
+def piece_crc(data: bytes | memoryview) -> int:
+    """The checksum stored with each piece: CRC-32 (``zlib.crc32``, an unsigned 32-bit integer)."""
+    return zlib.crc32(data)
+
+
+def checked_piece(name: str, seq: int, i: int, row: tuple[bytes, int] | None) -> bytes:
+    """Piece ``i`` of a snapshot as read (``(bytes, crc)``, or None if missing), once it is there
+    and its checksum matches.
+
+    Raises
+    ------
+    StorageError
+        The piece is missing, or its bytes differ from those written.
+    """
+    if row is None:
+        raise StorageError(f"model {name!r}: snapshot at seq {seq} lacks its piece {i}")
+    data, crc = bytes(row[0]), int(row[1])
+    if piece_crc(data) != crc:
+        raise StorageError(f"model {name!r}: snapshot at seq {seq} is corrupt (piece {i} fails its checksum)")
+    return data
+
+
+def join_pieces(name: str, seq: int, parts: list[bytes], size: int | None) -> bytes:
+    """A snapshot's checked pieces as one value (``parts`` is emptied, so the pieces are freed
+    before the caller decodes the whole: at most twice the snapshot's size is held meanwhile).
+
+    Raises
+    ------
+    StorageError
+        Their total is not the ``size`` written.
+    """
+    data = b"".join(parts)
+    parts.clear()
+    if size is not None and len(data) != size:
+        raise StorageError(f"model {name!r}: snapshot at seq {seq} holds {len(data)} bytes, not {size}")
+    return data
+
+
 @dataclass(frozen=True)
 class IdempotentAnswer:
     """A learn request made with an ``Idempotency-Key``: what it was and what it was answered.
@@ -126,6 +183,17 @@ class Coordinator(ABC):
         """The lease as last read from the store (None: nobody holds a live one)."""
 
     @abstractmethod
+    def set_eligible(self, eligible: bool) -> None:
+        """Whether this instance takes the lease as soon as it is free (True, at first) or only
+        once it has been free for a further lease length (False), so that an instance that
+        serves every model takes it first; one that cannot (a model it could not rebuild)
+        still takes it when no other does."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the lease up now if held (``on_lease(None)`` follows), and keep competing for it."""
+
+    @abstractmethod
     def close(self) -> None:
         """Stop the threads and release the lease if held (a clean stop hands over at once)."""
 
@@ -141,6 +209,10 @@ class EventStore(ABC):
     Every method raises :class:`StorageError` (or a subclass) when the engine fails, and no
     other exception type of the engine's driver.
     """
+
+    #: Most bytes of a snapshot stored in one value (engines take it at construction too;
+    #: tests set a small one to see snapshots of many pieces).
+    piece_bytes: int = PIECE_BYTES
 
     @classmethod
     @abstractmethod
@@ -227,9 +299,31 @@ class EventStore(ABC):
         """Up to ``limit`` of the model's events numbered above ``after``: ``(seq, event)`` in order."""
 
     @abstractmethod
+    def snapshot_seqs(self, name: str) -> list[int]:
+        """The seqs of the model's snapshots, newest first (their bytes are not read)."""
+
+    @abstractmethod
+    def read_snapshot(self, name: str, seq: int) -> Snapshot:
+        """The model's snapshot at ``seq``, read piece by piece.
+
+        Raises
+        ------
+        StorageError
+            There is none at ``seq`` (any more), it cannot be read, or a piece differs from
+            what was written (its checksum does not match): the caller may try an older one,
+            or rebuild the model from its log.
+        """
+
     def snapshots(self, name: str) -> list[Snapshot]:
-        """The model's snapshots, newest first."""
+        """The model's snapshots, newest first, all read (each held in memory: tests and tools;
+        the service reads one at a time with :meth:`read_snapshot`)."""
+        return [self.read_snapshot(name, seq) for seq in self.snapshot_seqs(name)]
 
     @abstractmethod
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
-        """Store a snapshot atomically and keep only the newest ``keep`` of the model's."""
+        """Store a snapshot atomically and keep only the newest ``keep`` of the model's.
+
+        The model's bytes are stored as pieces of at most the store's ``piece_bytes``
+        (:data:`PIECE_BYTES` by default) in the same transaction, each with a checksum
+        (CRC-32) that :meth:`read_snapshot` checks.
+        """

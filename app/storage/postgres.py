@@ -1,8 +1,12 @@
 """The PostgreSQL engine: every model, its event log and its snapshots in one database.
 
 Selected by a ``postgresql://user:password@host:port/dbname`` URL (libpq's; ``postgres://``
-too). A new instance needs nothing but the URL: snapshots are ``bytea`` rows next to the log.
-The schema is created and migrated at open (:mod:`app.storage.postgres_schema`).
+too). A new instance needs nothing but the URL: snapshots are rows next to the log, their
+bytes in ``bytea`` pieces of at most ``piece_bytes`` (16 MiB by default) with a CRC-32 each,
+written in the snapshot's transaction and read back one piece at a time in binary, so no
+value comes near the server's 1 GB limit (a 656 MB snapshot in one value could not be read:
+its text form is twice that). The schema is created and migrated at open
+(:mod:`app.storage.postgres_schema`).
 
 Connections come from a ``psycopg_pool`` pool in autocommit mode. A small append (a few
 single-event learns) is one ``INSERT ... SELECT`` statement that checks the numbering and
@@ -18,9 +22,19 @@ The caller assigns sequence numbers (one writer per database) and the primary ke
 ``(model, seq)`` refuses a duplicate whatever happens, so several writers can never both log
 an event under one number. Once the store has handed out its coordinator
 (:mod:`app.storage.postgres_lease`), every write also checks the lease's fencing token in its
-own statement or transaction, under a share lock on the lease row: an instance that took the
-lease waits for such a write to commit, and every later write of the previous holder is
-refused with :class:`~app.storage.base.LeaseLost`.
+own statement, or as the last statement of its transaction, under a share lock on the lease
+row: an instance that took the lease waited for such a write to commit, and every later
+write of the previous holder is refused with :class:`~app.storage.base.LeaseLost`. The check
+comes last so that the lock is held for one round trip and the commit, not across the
+transaction (a writer's own renewal of the lease waits for it).
+
+Every session of a store carries one ``application_name``, ``streamtree-<12 hex digits>``,
+recorded in the lease by its coordinator: the instance that takes an expired lease ends
+these sessions (a stopped writer keeps its transaction open, and its locks, for as long as it
+is stopped). As a backstop where it may not (another database role), each session also has
+``idle_in_transaction_session_timeout`` and ``lock_timeout`` set
+(:data:`SESSION_TIMEOUT`), so no transaction of a stopped process outlives it by much and no
+statement waits on a lock for ever.
 
 ``psycopg`` and its exceptions stay in this module: every failure leaves it as a
 :class:`~app.storage.base.StorageError`.
@@ -28,6 +42,7 @@ refused with :class:`~app.storage.base.LeaseLost`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Self
@@ -37,8 +52,9 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 
 from app.storage import redact
-from app.storage.base import (Coordinator, EventStore, IdempotentAnswer, LeaseLost, ModelExists, SeqConflict,
-                              Snapshot, StorageError, StoredModel, Sync)
+from app.storage.base import (PIECE_BYTES, Coordinator, EventStore, IdempotentAnswer, LeaseLost, ModelExists,
+                              SeqConflict, Snapshot, StorageError, StoredModel, Sync, checked_piece, join_pieces,
+                              piece_crc, pieces)
 from app.storage.postgres_schema import migrate
 
 __all__ = ["PostgresStore"]
@@ -48,6 +64,12 @@ CONNECT_TIMEOUT = 10.0
 
 #: Appends of at least this many events are written with ``COPY`` rather than one ``INSERT``.
 COPY_FROM = 64
+
+#: Seconds a store session may sit idle inside a transaction, and a statement may wait for a
+#: lock, before the server ends it: bounds how long a stopped process's transaction holds its
+#: locks when the instance taking the lease may not end its sessions. None of the store's
+#: transactions waits on its client (every statement's data is ready before it begins).
+SESSION_TIMEOUT = 5.0
 
 _APPEND = """
 INSERT INTO streamtree_events (model, seq, event)
@@ -102,14 +124,24 @@ class PostgresStore(EventStore):
     max_connections
         Most connections the pool opens.
 
+    piece_bytes
+        Most bytes of a snapshot stored in one value (:data:`~app.storage.base.PIECE_BYTES`).
+
     Raises
     ------
     StorageError
         The database cannot be reached, or its schema is newer than this code.
     """
 
-    def __init__(self, url: str, sync: Sync = "full", max_connections: int = 4) -> None:
+    def __init__(self, url: str, sync: Sync = "full", max_connections: int = 4,
+                 piece_bytes: int = PIECE_BYTES) -> None:
+        if piece_bytes < 1:
+            raise ValueError(f"piece_bytes is the most bytes of a snapshot stored in one value, at least 1; "
+                             f"got {piece_bytes!r}")
         self.url = redact(url)
+        self.piece_bytes = piece_bytes
+        #: The ``application_name`` of every session of this store (recorded with the lease).
+        self.sessions = f"streamtree-{uuid.uuid4().hex[:12]}"
         self._dsn = url
         self._fenced = False  # set for good once the coordinator is handed out
         self._token: int | None = None  # the lease's fencing token, once taken
@@ -127,9 +159,13 @@ class PostgresStore(EventStore):
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Set up each new pooled connection: the commit durability, a name for pg_stat_activity."""
+        """Set up each new pooled connection: the commit durability, the store's name for
+        pg_stat_activity, the timeouts that bound a stopped process's transaction."""
+        ms = int(SESSION_TIMEOUT * 1000)
         conn.execute(f"SET synchronous_commit = {self._setting}")
-        conn.execute("SET application_name = 'streamtree'")
+        conn.execute(f"SET application_name = '{self.sessions}'")
+        conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
+        conn.execute(f"SET lock_timeout = {ms}")
 
     @classmethod
     def from_url(cls, url: str, sync: Sync = "full") -> Self:
@@ -140,9 +176,34 @@ class PostgresStore(EventStore):
         return cls(url, sync)
 
     @contextmanager
-    def _conn(self, conflict: type[StorageError] = StorageError) -> Iterator[psycopg.Connection[Any]]:
-        with _translated(conflict), self._pool.connection() as conn:
-            yield conn
+    def _conn(self, conflict: type[StorageError] = StorageError,
+              write: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; psycopg's exceptions leave as the store's.
+
+        When the connection fails (e.g. ended by an instance that took the lease: it ends all
+        of the previous holder's sessions), the pool's other connections are checked at once,
+        so the next call does not meet a dead one; and a fenced write that failed so raises
+        :class:`LeaseLost` if the lease has changed hands (nothing of it was committed: the
+        server rolled it back, or it never began).
+        """
+        with _translated(conflict):
+            try:
+                with self._pool.connection() as conn:
+                    yield conn
+            except psycopg.OperationalError:
+                self._pool.check()
+                if write and self._fenced and not self._holds_token():
+                    raise LeaseLost("this instance does not hold the writer's lease any more") from None
+                raise
+
+    def _holds_token(self) -> bool:
+        """Whether the lease's token is still this store's (True when that cannot be read)."""
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute("SELECT token FROM streamtree_lease WHERE id = 1").fetchone()
+        except psycopg.Error:
+            return True
+        return row is not None and self._token is not None and int(row[0]) == self._token
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -155,14 +216,16 @@ class PostgresStore(EventStore):
         from app.storage.postgres_lease import PostgresCoordinator
 
         self._fenced = True
-        return PostgresCoordinator(self._dsn, holder, url, lease_s, poll_s, on_token=self._set_token)
+        return PostgresCoordinator(self._dsn, holder, url, lease_s, poll_s, on_token=self._set_token,
+                                   sessions=self.sessions)
 
     def _set_token(self, token: int) -> None:
         """Called by the coordinator when it takes the lease, before it tells the service."""
         self._token = token
 
     def _check_fence(self, conn: psycopg.Connection[Any]) -> None:
-        """Inside a transaction: hold the lease row until commit, or raise :class:`LeaseLost`."""
+        """Last in a transaction: hold the lease row until the commit, or raise :class:`LeaseLost`
+        (then the transaction is rolled back: nothing of it is written)."""
         if not self._fenced:
             return
         if self._token is None or conn.execute(_FENCE, {"token": self._token}).fetchone() is None:
@@ -187,15 +250,15 @@ class PostgresStore(EventStore):
 
     def create_model(self, name: str, config: str) -> None:
         """Record a new model; :class:`ModelExists` if the name is taken."""
-        with self._conn(ModelExists) as conn, conn.transaction():
-            self._check_fence(conn)
+        with self._conn(ModelExists, write=True) as conn, conn.transaction():
             conn.execute("INSERT INTO streamtree_models (name, config) VALUES (%s, %s)", (name, config))
+            self._check_fence(conn)
 
     def delete_model(self, name: str) -> None:
         """Remove a model; its events and snapshots go with it (``ON DELETE CASCADE``), in one statement."""
-        with self._conn() as conn, conn.transaction():
-            self._check_fence(conn)
+        with self._conn(write=True) as conn, conn.transaction():
             conn.execute("DELETE FROM streamtree_models WHERE name = %s", (name,))
+            self._check_fence(conn)
 
     def append(self, name: str, first_seq: int, events: Sequence[str],
                keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
@@ -204,10 +267,9 @@ class PostgresStore(EventStore):
         :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``
         (the primary key ``(model, key)`` refuses it, also from another instance).
         """
-        with self._conn(SeqConflict) as conn:
+        with self._conn(SeqConflict, write=True) as conn:
             if keys:
                 with conn.transaction():
-                    self._check_fence(conn)
                     _check_follows(conn, name, first_seq)
                     conn.cursor().executemany(
                         "INSERT INTO streamtree_events (model, seq, event) VALUES (%s, %s, %s)",
@@ -218,6 +280,7 @@ class PostgresStore(EventStore):
                     conn.cursor().executemany(
                         "INSERT INTO streamtree_idempotency (model, key, body_hash, learned, seq) "
                         "VALUES (%s, %s, %s, %s, %s)", [(name, k.key, k.body_hash, k.learned, k.seq) for k in keys])
+                    self._check_fence(conn)
                 return
             if len(events) < COPY_FROM:
                 params = {"model": name, "first": first_seq, "events": list(events), "token": self._token}
@@ -229,11 +292,11 @@ class PostgresStore(EventStore):
                     _check_follows(conn, name, first_seq)
                 raise SeqConflict(f"model {name!r}: append at seq {first_seq} refused")
             with conn.transaction():
-                self._check_fence(conn)
                 _check_follows(conn, name, first_seq)
                 with conn.cursor().copy("COPY streamtree_events (model, seq, event) FROM STDIN") as copy:
                     for i, event in enumerate(events):
                         copy.write_row((name, first_seq + i, event))
+                self._check_fence(conn)
 
     def find_idempotent(self, name: str, key: str, window_s: float) -> IdempotentAnswer | None:
         """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
@@ -252,26 +315,51 @@ class PostgresStore(EventStore):
             ).fetchall()
         return [(int(seq), event) for seq, event in rows]
 
-    def snapshots(self, name: str) -> list[Snapshot]:
-        """The model's snapshots, newest first."""
+    def snapshot_seqs(self, name: str) -> list[int]:
+        """The seqs of the model's snapshots, newest first."""
         with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT seq, model_bytes, state FROM streamtree_snapshots WHERE model = %s ORDER BY seq DESC",
-                (name,),
-            ).fetchall()
-        return [Snapshot(int(seq), bytes(blob), state) for seq, blob, state in rows]
+            rows = conn.execute("SELECT seq FROM streamtree_snapshots WHERE model = %s ORDER BY seq DESC",
+                                (name,)).fetchall()
+        return [int(seq) for (seq,) in rows]
+
+    def read_snapshot(self, name: str, seq: int) -> Snapshot:
+        """The snapshot at ``seq``, read in one repeatable-read transaction (a snapshot pruned
+        meanwhile is still whole), a piece per round trip in binary, each piece checked."""
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            row = conn.execute("SELECT model_bytes, state, pieces, size FROM streamtree_snapshots "
+                               "WHERE model = %s AND seq = %s", (name, seq), binary=True).fetchone()
+            if row is None:
+                raise StorageError(f"model {name!r} has no snapshot at seq {seq}")
+            blob, state, count, size = row
+            if count is None:  # written before pieces: the bytes are in the row
+                return Snapshot(seq, bytes(blob), state)
+            parts = []
+            for i in range(count):
+                piece = conn.execute("SELECT bytes, crc FROM streamtree_snapshot_pieces "
+                                     "WHERE model = %s AND seq = %s AND piece = %s", (name, seq, i),
+                                     binary=True).fetchone()
+                parts.append(checked_piece(name, seq, i, piece))
+        return Snapshot(seq, join_pieces(name, seq, parts, size), state)
 
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
-        """Store a snapshot and keep only the newest ``keep`` of the model's, in one transaction."""
-        with self._conn() as conn, conn.transaction():
+        """Store a snapshot, its bytes in pieces, and keep only the newest ``keep`` of the
+        model's, in one transaction (fenced: a writer that lost the lease writes none)."""
+        parts = pieces(snapshot.model_bytes, self.piece_bytes)
+        with self._conn(write=True) as conn, conn.transaction():
+            conn.execute("DELETE FROM streamtree_snapshot_pieces WHERE model = %s AND seq = %s", (name, snapshot.seq))
             conn.execute(
-                "INSERT INTO streamtree_snapshots (model, seq, model_bytes, state) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (model, seq) DO UPDATE SET model_bytes = EXCLUDED.model_bytes, "
-                "state = EXCLUDED.state, created_at = now()",
-                (name, snapshot.seq, snapshot.model_bytes, snapshot.state),
+                "INSERT INTO streamtree_snapshots (model, seq, model_bytes, state, pieces, size) "
+                "VALUES (%s, %s, '', %s, %s, %s) ON CONFLICT (model, seq) DO UPDATE SET model_bytes = '', "
+                "state = EXCLUDED.state, pieces = EXCLUDED.pieces, size = EXCLUDED.size, created_at = now()",
+                (name, snapshot.seq, snapshot.state, len(parts), len(snapshot.model_bytes)),
             )
-            conn.execute(
+            for i, part in enumerate(parts):
+                conn.execute("INSERT INTO streamtree_snapshot_pieces (model, seq, piece, bytes, crc) "
+                             "VALUES (%s, %s, %s, %b, %s)", (name, snapshot.seq, i, part, piece_crc(part)))
+            conn.execute(  # their pieces go with them (ON DELETE CASCADE)
                 "DELETE FROM streamtree_snapshots WHERE model = %s AND seq NOT IN "
                 "(SELECT seq FROM streamtree_snapshots WHERE model = %s ORDER BY seq DESC LIMIT %s)",
                 (name, name, keep),
             )
+            self._check_fence(conn)

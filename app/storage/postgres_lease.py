@@ -1,17 +1,32 @@
 """The writer's lease and the log's change notices on PostgreSQL (one writer, many replicas).
 
 The lease is the one row of ``streamtree_lease``: its holder, the URL the holder serves at,
-the database session (``holder_pid``) that renews it, its expiry and a fencing token that
-grows by one at each change of holder. An instance takes the lease when it has expired, or
-at once when the holder's session is gone (its process was killed: the server closed the
-session), so a killed writer is replaced within one poll, and a stopped one (SIGSTOP keeps
-its session open) once its lease expires. Every expiry is the database server's clock, so
-instances' clocks do not matter.
+the database session (``holder_pid``) that renews it, the ``application_name`` of its store's
+sessions (``holder_sessions``), its expiry and a fencing token that grows by one at each
+change of holder. An instance takes the lease when it has expired, or at once when the
+holder's session is gone (its process was killed: the server closed the session), so a
+killed writer is replaced within one poll, and a stopped one (SIGSTOP keeps its session
+open) once its lease expires. Every expiry is the database server's clock, so instances'
+clocks do not matter.
 
 Safety does not rest on the expiry: every write of a store whose coordinator is out checks
 the token under a share lock on the lease row (:mod:`app.storage.postgres`), and taking the
 lease updates that row, so it waits for such a write to commit, and every write of the
 previous holder after it is refused.
+
+Liveness does not rest on the previous holder: a holder stopped (or cut off) in the middle of
+a write keeps its transaction open, and with it the share lock (and the rows it wrote, on
+which the next writer's appends would wait), for as long as it stays stopped. So an instance
+that finds the lease free first ends the previous holder's store sessions
+(``pg_terminate_backend`` on those carrying ``holder_sessions``: the server rolls their
+transactions back), then updates the row with a short ``lock_timeout``, and tries again at
+its next poll if the row is still locked (a write still committing, or sessions it may not
+end: then the store sessions' own timeouts end them, :data:`app.storage.postgres.SESSION_TIMEOUT`).
+
+An instance that cannot serve every model (one could not be rebuilt from the store) is not
+*eligible* (:meth:`PostgresCoordinator.set_eligible`): it takes the lease only once it has
+been free for a further lease length, so that an instance that serves every model takes it
+first, and it still takes it when no such instance is there.
 
 Two threads, each with its own connection (never from the store's pool, so a busy pool
 cannot delay a renewal): one renews the lease (every quarter of its length) or, without it,
@@ -25,10 +40,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg import errors
 
 from app.storage.base import Coordinator, Lease
 
@@ -42,12 +59,26 @@ RESYNC_EVERY = 1.0
 #: Seconds to wait for a connection.
 CONNECT_TIMEOUT = 5
 
+#: When the lease is free for an eligible instance: expired, or its holder's session is gone.
+_FREE = """(l.expires_at < clock_timestamp() OR l.holder_pid IS NULL
+        OR NOT EXISTS (SELECT 1 FROM pg_stat_activity s WHERE s.pid = l.holder_pid))"""
+
+#: When it is free for an instance that is not eligible: expired a further ``grace`` seconds ago.
+_FREE_DEFERRED = "l.expires_at < clock_timestamp() - make_interval(secs => %(grace)s)"
+
 _ACQUIRE = """
-UPDATE streamtree_lease SET token = token + 1, holder = %(holder)s, url = %(url)s, holder_pid = pg_backend_pid(),
-    expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
-WHERE id = 1 AND (expires_at < clock_timestamp() OR holder_pid IS NULL
-                  OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = streamtree_lease.holder_pid))
+UPDATE streamtree_lease l SET token = token + 1, holder = %(holder)s, url = %(url)s, holder_pid = pg_backend_pid(),
+    holder_sessions = %(sessions)s, expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
+WHERE id = 1 AND {free}
 RETURNING token
+"""
+
+#: Ends the store sessions of the lease's holder once the lease is free (not this instance's own).
+_END_HOLDER = """
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid))
+FROM streamtree_lease l JOIN pg_stat_activity a
+    ON a.application_name = l.holder_sessions AND a.datname = current_database() AND a.pid <> pg_backend_pid()
+WHERE l.id = 1 AND l.holder_sessions IS DISTINCT FROM %(sessions)s AND {free}
 """
 
 # The token alone decides: a holder whose lease expired may renew it as long as nobody took it
@@ -59,11 +90,18 @@ WHERE id = 1 AND token = %(token)s
 RETURNING token
 """
 
-_RELEASE = "UPDATE streamtree_lease SET expires_at = '-infinity', holder_pid = NULL WHERE id = 1 AND token = %s"
+# expired now (not '-infinity'): an instance that is not eligible still waits its grace after it
+_RELEASE = "UPDATE streamtree_lease SET expires_at = clock_timestamp(), holder_pid = NULL WHERE id = 1 AND token = %s"
 
 _HOLDER = "SELECT holder, url, token FROM streamtree_lease WHERE id = 1 AND expires_at > clock_timestamp()"
 
 _CHANNELS = ("streamtree_events", "streamtree_models", "streamtree_lease")
+
+
+def _lock_wait_ms(lease_s: float) -> int:
+    """How long the lease's statements wait for the row lock: a quarter of the lease (at least
+    50 ms), so a blocked attempt is retried well within a lease."""
+    return max(50, int(lease_s * 250))
 
 
 def _connect(dsn: str, name: str) -> psycopg.Connection[Any]:
@@ -86,11 +124,16 @@ class PostgresCoordinator(Coordinator):
     on_token
         Called with the fencing token when the lease is taken, before anything else is told
         (the store fences its writes with it).
+    sessions
+        The ``application_name`` of the store's sessions, recorded with the lease: whoever
+        takes it next ends them (a random one by default).
     """
 
     def __init__(self, dsn: str, holder: str, url: str, lease_s: float, poll_s: float,
-                 on_token: Callable[[int], None]) -> None:
+                 on_token: Callable[[int], None], sessions: str | None = None) -> None:
         self._dsn, self._me, self._url = dsn, holder, url
+        self._sessions = sessions or f"streamtree-{uuid.uuid4().hex[:12]}"
+        self._eligible = True
         self._lease_s, self._poll_s = lease_s, poll_s
         self._on_token = on_token
         self._on_lease: Callable[[Lease | None], None] = lambda lease: None
@@ -128,6 +171,24 @@ class PostgresCoordinator(Coordinator):
         """The live lease as last read (every poll, and at once on a change of holder)."""
         return self._held or self._holder
 
+    def set_eligible(self, eligible: bool) -> None:
+        """Take the lease as soon as it is free (True), or only once it has been free for a
+        further lease length (False: this instance cannot serve every model)."""
+        self._eligible = eligible
+
+    def release(self) -> None:
+        """Give the lease up now if held (the others are told at once); keep competing for it."""
+        with self._lock:
+            if self._held is None:
+                return
+            try:
+                self._connection().execute(_RELEASE, (self._held.token,))
+                self._connection().execute("NOTIFY streamtree_lease")
+            except psycopg.Error as exc:
+                log.warning("releasing the writer's lease failed (it expires by itself): %s", str(exc).strip())
+                self._drop_conn()
+            self._lose("released by this instance")
+
     def close(self) -> None:
         """Stop the threads; release the lease if held, so that a replica takes it at once."""
         self._stop.set()
@@ -148,8 +209,10 @@ class PostgresCoordinator(Coordinator):
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
             self._conn = _connect(self._dsn, "streamtree-lease")
-            # a hung database must not hold the lease thread past the lease
+            # a hung database must not hold the lease thread past the lease, nor a locked row
+            # (a write still committing) past a quarter of it: the next attempt comes soon
             self._conn.execute(f"SET statement_timeout = {max(1, int(self._lease_s * 1000))}")
+            self._conn.execute(f"SET lock_timeout = {_lock_wait_ms(self._lease_s)}")
         return self._conn
 
     def _drop_conn(self) -> None:
@@ -161,10 +224,24 @@ class PostgresCoordinator(Coordinator):
             self._conn = None
 
     def _acquire(self) -> None:
-        """With the lock: take the lease if free; tell the store and the service."""
+        """With the lock: take the lease if free (first ending the previous holder's sessions);
+        tell the store and the service."""
+        free = _FREE if self._eligible else _FREE_DEFERRED
+        params = {"holder": self._me, "url": self._url, "lease": self._lease_s, "sessions": self._sessions,
+                  "grace": self._lease_s}
+        conn = self._connection()
+        try:
+            ended = conn.execute(_END_HOLDER.format(free=free), params).fetchone()
+            if ended and ended[0]:
+                log.warning("the writer's lease is free: ended %d session(s) of its previous holder", ended[0])
+        except errors.InsufficientPrivilege as exc:  # another role's: their own timeouts end them
+            log.warning("cannot end the previous writer's sessions (%s); waiting for them", str(exc).strip())
         sent = time.monotonic()
-        row = self._connection().execute(
-            _ACQUIRE, {"holder": self._me, "url": self._url, "lease": self._lease_s}).fetchone()
+        try:
+            row = conn.execute(_ACQUIRE.format(free=free), params).fetchone()
+        except errors.LockNotAvailable:  # a write of the holder's is still committing: next poll
+            log.info("the writer's lease row is locked; trying again")
+            return
         if row is None:
             found = self._connection().execute(_HOLDER).fetchone()
             self._holder = None if found is None else Lease(str(found[0]), str(found[1]), int(found[2]))
@@ -201,6 +278,10 @@ class PostgresCoordinator(Coordinator):
                         self._renew()
                     else:
                         self._acquire()
+                except (errors.LockNotAvailable, errors.QueryCanceled) as exc:  # the connection is fine
+                    log.warning("writer's lease: %s", str(exc).strip())
+                    if self._held is not None and time.monotonic() > self._valid_until:
+                        self._lose("not renewed in time")
                 except psycopg.Error as exc:
                     log.warning("writer's lease: %s", str(exc).strip())
                     self._drop_conn()

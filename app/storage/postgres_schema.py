@@ -106,6 +106,25 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER streamtree_lease_notify AFTER UPDATE OF token ON streamtree_lease
         FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify('streamtree_lease');
     """,
+    # 5: a snapshot's bytes in pieces with a CRC-32 each, so no value comes near PostgreSQL's
+    # 1 GB limit (a bytea's text form is twice its size: a 656 MB snapshot could not be read);
+    # rows written before keep their bytes in model_bytes (pieces NULL) and read as before. The
+    # lease records the application_name its holder's store sessions carry, so an instance
+    # taking an expired lease can end them: a stopped holder's open transaction would
+    # otherwise keep its locks for as long as it stays stopped.
+    """
+    ALTER TABLE streamtree_snapshots ADD COLUMN pieces integer, ADD COLUMN size bigint;
+    CREATE TABLE streamtree_snapshot_pieces (
+        model text NOT NULL,
+        seq bigint NOT NULL,
+        piece integer NOT NULL,
+        bytes bytea NOT NULL,
+        crc bigint NOT NULL,
+        PRIMARY KEY (model, seq, piece),
+        FOREIGN KEY (model, seq) REFERENCES streamtree_snapshots (model, seq) ON DELETE CASCADE
+    );
+    ALTER TABLE streamtree_lease ADD COLUMN holder_sessions text;
+    """,
 )
 
 

@@ -1,5 +1,9 @@
 """The SQLite engine: one embedded database file (WAL) holding every model.
 
+A snapshot's model bytes are rows of ``snapshot_pieces`` (at most ``piece_bytes`` each, with
+a CRC-32), so no blob comes near SQLite's 1 GB limit; a database written before pieces keeps
+its snapshots' bytes in ``snapshots.model_bytes`` (``pieces`` NULL) and they read as before.
+
 ``sqlite3`` and its exceptions stay in this module: every failure leaves it as a
 :class:`~app.storage.base.StorageError`.
 """
@@ -13,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from app.storage.base import (EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError,
-                              StoredModel, Sync)
+from app.storage.base import (PIECE_BYTES, EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot,
+                              StorageError, StoredModel, Sync, checked_piece, join_pieces, piece_crc, pieces)
 
 __all__ = ["SQLiteStore"]
 
@@ -40,7 +44,17 @@ CREATE TABLE IF NOT EXISTS snapshots (
     model_bytes BLOB NOT NULL,
     state TEXT NOT NULL,
     created_at REAL NOT NULL,
+    pieces INTEGER,
+    size INTEGER,
     PRIMARY KEY (model, seq)
+);
+CREATE TABLE IF NOT EXISTS snapshot_pieces (
+    model TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    piece INTEGER NOT NULL,
+    bytes BLOB NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (model, seq, piece)
 );
 CREATE TABLE IF NOT EXISTS idempotency (
     model TEXT NOT NULL,
@@ -53,6 +67,9 @@ CREATE TABLE IF NOT EXISTS idempotency (
 );
 CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency (model, created_at);
 """
+
+#: Columns added to ``snapshots`` since its first release (NULL in the rows written before).
+_ADDED = {"snapshots": ("pieces INTEGER", "size INTEGER")}
 
 
 @contextmanager
@@ -78,8 +95,12 @@ class SQLiteStore(EventStore):
         before it returns; ``"normal"`` survives a killed process but not a power cut.
     """
 
-    def __init__(self, path: Path | str, sync: Sync = "full") -> None:
+    def __init__(self, path: Path | str, sync: Sync = "full", piece_bytes: int = PIECE_BYTES) -> None:
+        if piece_bytes < 1:
+            raise ValueError(f"piece_bytes is the most bytes of a snapshot stored in one blob, at least 1; "
+                             f"got {piece_bytes!r}")
         self.path = path
+        self.piece_bytes = piece_bytes
         with _translated():
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +109,11 @@ class SQLiteStore(EventStore):
             self._db.execute(f"PRAGMA synchronous={sync.upper()}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
+            for table, columns in _ADDED.items():  # a database made before them
+                have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                for column in columns:
+                    if column.split()[0] not in have:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
     @classmethod
     def from_url(cls, url: str, sync: Sync = "full") -> Self:
@@ -132,6 +158,7 @@ class SQLiteStore(EventStore):
         """Remove a model with its event log and snapshots, in one transaction."""
         with _translated(), self._transaction():
             self._db.execute("DELETE FROM events WHERE model = ?", (name,))
+            self._db.execute("DELETE FROM snapshot_pieces WHERE model = ?", (name,))
             self._db.execute("DELETE FROM snapshots WHERE model = ?", (name,))
             self._db.execute("DELETE FROM idempotency WHERE model = ?", (name,))
             self._db.execute("DELETE FROM models WHERE name = ?", (name,))
@@ -176,26 +203,50 @@ class SQLiteStore(EventStore):
             ).fetchall()
         return rows
 
-    def snapshots(self, name: str) -> list[Snapshot]:
-        """The model's snapshots, newest first."""
+    def snapshot_seqs(self, name: str) -> list[int]:
+        """The seqs of the model's snapshots, newest first."""
         with _translated():
-            rows = self._db.execute(
-                "SELECT seq, model_bytes, state FROM snapshots WHERE model = ? ORDER BY seq DESC", (name,)
-            ).fetchall()
-        return [Snapshot(seq, bytes(blob), state) for seq, blob, state in rows]
+            rows = self._db.execute("SELECT seq FROM snapshots WHERE model = ? ORDER BY seq DESC", (name,)).fetchall()
+        return [int(seq) for (seq,) in rows]
+
+    def read_snapshot(self, name: str, seq: int) -> Snapshot:
+        """The snapshot at ``seq``, its pieces read one at a time and checked (:class:`StorageError` if
+        missing or corrupt)."""
+        with _translated():
+            row = self._db.execute("SELECT model_bytes, state, pieces, size FROM snapshots WHERE model = ? AND seq = ?",
+                                   (name, seq)).fetchone()
+            if row is None:
+                raise StorageError(f"model {name!r} has no snapshot at seq {seq}")
+            blob, state, count, size = row
+            if count is None:  # written before pieces: the bytes are in the row
+                return Snapshot(seq, bytes(blob), state)
+            parts = []
+            for i in range(count):
+                piece = self._db.execute("SELECT bytes, crc FROM snapshot_pieces WHERE model = ? AND seq = ? "
+                                         "AND piece = ?", (name, seq, i)).fetchone()
+                parts.append(checked_piece(name, seq, i, piece))
+        return Snapshot(seq, join_pieces(name, seq, parts, size), state)
 
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
-        """Store a snapshot atomically and keep only the newest ``keep`` of the model's."""
+        """Store a snapshot (its bytes in pieces) atomically and keep only the newest ``keep`` of the model's."""
+        parts = pieces(snapshot.model_bytes, self.piece_bytes)
         with _translated(), self._transaction():
+            self._db.execute("DELETE FROM snapshot_pieces WHERE model = ? AND seq = ?", (name, snapshot.seq))
             self._db.execute(
-                "INSERT OR REPLACE INTO snapshots(model, seq, model_bytes, state, created_at) VALUES (?, ?, ?, ?, ?)",
-                (name, snapshot.seq, snapshot.model_bytes, snapshot.state, time.time()),
+                "INSERT OR REPLACE INTO snapshots(model, seq, model_bytes, state, created_at, pieces, size) "
+                "VALUES (?, ?, x'', ?, ?, ?, ?)",
+                (name, snapshot.seq, snapshot.state, time.time(), len(parts), len(snapshot.model_bytes)),
             )
+            for i, part in enumerate(parts):
+                self._db.execute("INSERT INTO snapshot_pieces(model, seq, piece, bytes, crc) VALUES (?, ?, ?, ?, ?)",
+                                 (name, snapshot.seq, i, part, piece_crc(part)))
             self._db.execute(
                 "DELETE FROM snapshots WHERE model = ? AND seq NOT IN "
                 "(SELECT seq FROM snapshots WHERE model = ? ORDER BY seq DESC LIMIT ?)",
                 (name, name, keep),
             )
+            self._db.execute("DELETE FROM snapshot_pieces WHERE model = ? AND seq NOT IN "
+                             "(SELECT seq FROM snapshots WHERE model = ?)", (name, name))
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -212,3 +263,4 @@ class SQLiteStore(EventStore):
             if self._db.in_transaction:  # a failed COMMIT may leave it open: later writes would all fail
                 self._db.execute("ROLLBACK")
             raise
+

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from app.storage import EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot, StorageError, open_store
@@ -150,6 +153,54 @@ def test_snapshots_newest_first_and_pruned(store: EventStore) -> None:
     store.save_snapshot("m", Snapshot(30, b"again", "{}"), keep=2)  # the same seq again replaces it
     assert [(s.seq, s.model_bytes) for s in store.snapshots("m")] == [(30, b"again"), (20, bytes([20, 0, 255]))]
     assert store.snapshots("other") == []
+
+
+def raw(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on the store's database with its own driver (PostgreSQL's tables have the
+    ``streamtree_`` prefix; ``{t}`` stands for it)."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return db.execute(sql.format(t=""), params).fetchall()
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(sql.format(t="streamtree_").replace("?", "%s"), params)
+        return cur.fetchall() if cur.description else []
+
+
+def test_snapshots_larger_than_a_piece_are_stored_in_pieces_and_read_back_whole(url: str, store: EventStore) -> None:
+    store.piece_bytes = 7
+    store.create_model("m", "{}")
+    data = bytes(range(256)) * 3 + b"tail"  # 772 bytes: 110 whole pieces and one of 2
+    for seq, blob in [(1, b""), (2, b"x"), (3, b"exactly"), (4, data)]:
+        store.save_snapshot("m", Snapshot(seq, blob, f'{{"s": {seq}}}'), keep=10)
+        assert store.read_snapshot("m", seq) == Snapshot(seq, blob, f'{{"s": {seq}}}')
+    assert store.snapshot_seqs("m") == [4, 3, 2, 1]
+    # no stored value is larger than a piece: the snapshot row holds none of the bytes
+    assert raw(url, "SELECT max(length(bytes)), count(*) FROM {t}snapshot_pieces WHERE seq = 4") == [(7, 111)]
+    assert raw(url, "SELECT length(model_bytes) FROM {t}snapshots WHERE seq = 4") == [(0,)]
+    store.save_snapshot("m", Snapshot(4, b"again", "{}"), keep=2)  # the same seq again: its pieces replaced
+    assert store.snapshots("m") == [Snapshot(4, b"again", "{}"), Snapshot(3, b"exactly", '{"s": 3}')]
+    assert raw(url, "SELECT DISTINCT seq FROM {t}snapshot_pieces ORDER BY seq") == [(3,), (4,)]  # pruned with theirs
+    store.delete_model("m")
+    assert raw(url, "SELECT count(*) FROM {t}snapshot_pieces") == [(0,)]
+
+
+def test_a_corrupt_or_missing_piece_is_a_storage_error_and_older_snapshots_still_read(
+        url: str, store: EventStore) -> None:
+    store.piece_bytes = 4
+    store.create_model("m", "{}")
+    store.save_snapshot("m", Snapshot(1, b"older snapshot", "{}"), keep=3)
+    store.save_snapshot("m", Snapshot(2, b"newer snapshot", "{}"), keep=3)
+    store.save_snapshot("m", Snapshot(3, b"newest snapshot", "{}"), keep=3)
+    raw(url, "UPDATE {t}snapshot_pieces SET bytes = ? WHERE seq = 3 AND piece = 1", (b"XXXX",))  # same length
+    with pytest.raises(StorageError, match="seq 3 is corrupt"):
+        store.read_snapshot("m", 3)
+    raw(url, "DELETE FROM {t}snapshot_pieces WHERE seq = 2 AND piece = 3")
+    with pytest.raises(StorageError, match="seq 2 lacks its piece 3"):
+        store.read_snapshot("m", 2)
+    with pytest.raises(StorageError, match="no snapshot at seq 9"):
+        store.read_snapshot("m", 9)
+    assert store.snapshot_seqs("m") == [3, 2, 1]
+    assert store.read_snapshot("m", 1) == Snapshot(1, b"older snapshot", "{}")
 
 
 def test_create_twice_is_model_exists(store: EventStore) -> None:

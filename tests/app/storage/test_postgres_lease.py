@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from app.storage import EventStore, LeaseLost, open_store
+from app.storage.postgres import PostgresStore
 from app.storage.postgres_lease import PostgresCoordinator
 
 
@@ -99,27 +100,50 @@ def test_a_stopped_holder_keeps_its_session_and_loses_the_lease_when_it_expires(
 
 
 def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str, stores: Callable[[], EventStore]) -> None:
+    """A write under the fence by a session the taker does not end (not one of the holder's
+    store sessions): each attempt waits a short while for the row, then gives up until the
+    next poll; once the write commits the lease is taken and the write is seen."""
     a, b = stores(), stores()
-    # the lease connection's statement timeout is the lease (0.6 s): the takeover must be
-    # released well within it (with 0.3 s and a 0.3 s wait, a loaded machine timed it out)
     ca, cb = coordinator(a, "a", lease_s=0.6), coordinator(b, "b", lease_s=0.6)
     lease = ca.try_acquire()
     assert lease is not None
     a.create_model("m", "{}")
-    taken: list[Any] = []
-    with psycopg.connect(pg_url) as conn:  # a write of a's in flight: the fence's lock, held
+    with psycopg.connect(pg_url) as conn:  # a write in flight: the fence's lock, held
         conn.execute("SELECT 1 FROM streamtree_lease WHERE token = %s FOR SHARE", (lease.token,))
         conn.execute("INSERT INTO streamtree_events (model, seq, event) VALUES ('m', 1, 'in flight')")
         time.sleep(0.7)  # a's lease expires meanwhile
-        thread = threading.Thread(target=lambda: taken.append(cb.try_acquire()))
-        thread.start()
-        time.sleep(0.2)
-        assert not taken, "the lease was taken while a write under the old token was in flight"
+        for _ in range(3):
+            assert cb.try_acquire() is None, "the lease was taken while a write under the old token was in flight"
         conn.commit()
-    thread.join(timeout=5)
-    assert taken and taken[0] is not None and taken[0].holder == "b"
+    wait_for(lambda: cb.try_acquire() is not None)
+    assert cb.holder() is not None and cb.holder().holder == "b"
     assert b.models()[0].last_seq == 1  # the new writer sees the committed write before its first own
     b.append("m", 2, ["b"])
+    cb.close()
+
+
+def test_the_takeover_ends_a_stopped_holders_transaction(pg_url: str, stores: Callable[[], EventStore]) -> None:
+    """A write of the holder's own store sessions stopped mid-transaction (its client SIGSTOPped
+    after the fence): once the lease expired, the taker ends the holder's sessions, so the
+    write is rolled back, the lease is taken at once and the new writer appends unhindered."""
+    a, b = stores(), stores()
+    assert isinstance(a, PostgresStore)
+    ca, cb = coordinator(a, "a", lease_s=0.6), coordinator(b, "b", lease_s=0.6)
+    lease = ca.try_acquire()
+    assert lease is not None
+    a.create_model("m", "{}")
+    with psycopg.connect(pg_url, application_name=a.sessions) as conn:  # one of a's sessions
+        conn.execute("INSERT INTO streamtree_events (model, seq, event) VALUES ('m', 1, 'in flight')")
+        conn.execute("SELECT 1 FROM streamtree_lease WHERE token = %s FOR SHARE", (lease.token,))
+        assert cb.try_acquire() is None  # not expired: the holder is alive
+        time.sleep(0.7)  # expired, the transaction still open
+        wait_for(lambda: cb.try_acquire() is not None)  # not held up by the stopped transaction
+        b.append("m", 1, ["b"])  # not held up by the rows a's transaction wrote
+        with pytest.raises(psycopg.OperationalError):
+            conn.commit()  # its session was ended: nothing of it is written
+    assert b.read_events("m", 0, 10) == [(1, "b")]
+    with pytest.raises(LeaseLost):  # a's own store: its dead sessions replaced, its writes fenced
+        a.append("m", 2, ["late from a"])
     cb.close()
 
 
