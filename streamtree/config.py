@@ -14,7 +14,8 @@ from typing import Any
 
 from streamtree.exceptions import ConfigError
 
-__all__ = ["ADDED", "CONSTRAINTS", "FOREST_ADDED", "MAX_FEATURES_LIMIT", "validate_config"]
+__all__ = ["ADDED", "CONSTRAINTS", "FOREST_ADDED", "MAX_CATEGORIES_LIMIT", "MAX_FEATURES_LIMIT", "MIN_BYTES",
+           "validate_config"]
 
 
 def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
@@ -52,6 +53,11 @@ def _float(
 
 #: Most distinct features a model may learn (``max_features``), and its default.
 MAX_FEATURES_LIMIT = 1_000_000
+#: Most categories a nominal feature may keep apart (``max_categories``).
+MAX_CATEGORIES_LIMIT = 1_000_000
+#: The smallest memory budget (``max_bytes``): an empty tree's arrays take about 20 KB (60 KB
+#: with the linear component's window).
+MIN_BYTES = 2**16
 #: Upper bound of the parameters that count examples: far beyond any stream's use, and well
 #: inside the kernels' 64-bit integers.
 EXAMPLES = 10**9
@@ -75,6 +81,8 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_depth": _int(1, 10_000, none=True),
     "max_nodes": _int(1, 10_000_000),
     "max_features": _int(1, MAX_FEATURES_LIMIT),
+    "max_categories": _int(1, MAX_CATEGORIES_LIMIT, none=True),
+    "max_bytes": _int(MIN_BYTES, 2**50, none=True),
     "n_split_points": _int(1, 1000),
     "min_branch_fraction": _float(0.0, 0.5, high_open=True),
     "nominal_features": (_names, f"None or a list of at most {MAX_FEATURES_LIMIT:,} feature names (str or int)"),
@@ -97,8 +105,9 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 #: Parameters added after models were first stored, with the value that rebuilds a model whose
 #: complete config was stored before the parameter existed (its default may differ: the
-#: linear component is on by default, but a model stored without the parameter had none).
-ADDED: dict[str, Any] = {"linear": False, "tau_scale": "absolute"}
+#: linear component is on by default, but a model stored without the parameter had none; a
+#: model stored before the category bound and the memory budget had neither).
+ADDED: dict[str, Any] = {"linear": False, "tau_scale": "absolute", "max_categories": None, "max_bytes": None}
 #: The same for a forest's own parameters: one stored before weighting averaged its members.
 FOREST_ADDED: dict[str, Any] = {"weighted": False}
 

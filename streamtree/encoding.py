@@ -2,7 +2,8 @@
 
 A batch (a pandas DataFrame, a 2-D numpy array with features named 0, 1, ..., or a list of
 dicts) becomes a float matrix ``num[row, column]`` (NaN: missing) and an int matrix
-``nom[row, column]`` of nominal value codes (-1: missing, or unseen at prediction time), with
+``nom[row, column]`` of nominal value codes (-1: missing, or unseen at prediction time by a
+feature without an other code, :mod:`streamtree.features`), with
 columns as the :class:`~streamtree.features.FeatureRegistry` numbers them. Learning registers
 new features and values in order of first appearance, row by row, so a batch registers exactly
 what the same rows one at a time would.
@@ -126,7 +127,8 @@ def encode_batch(
 
 
 def encode_for_prediction(registry: FeatureRegistry, X: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Numeric (NaN missing) and nominal code (-1 missing or unseen) matrices for prediction,
+    """Numeric (NaN missing) and nominal code (-1 missing or unseen; an unseen value of a
+    feature with an other code gets that code) matrices for prediction,
     with :meth:`FeatureRegistry.encode` semantics without ``learn``: unknown features are
     ignored and unusable values count as missing. Registers nothing."""
     n, columns, matrix = _as_batch(X, registry)
@@ -162,7 +164,7 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
     """One example's values and codes by column (NaN and -1 where missing, unusable or
     unseen), as :func:`encode_for_prediction` reads them; only the model's features are read."""
     numeric, nominal = registry.names_by_kind
-    value_of, codes_of = registry.value_of, registry.codes
+    value_of, codes_of, unseen = registry.value_of, registry.codes, registry.unseen
     values = []
     for c, name in enumerate(numeric):
         v: Any = x.get(name)
@@ -174,7 +176,10 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
     for c, name in enumerate(nominal):
         v = x.get(name)
         t = type(v)
-        code = codes_of[c].get(v, -1) if t is str or t is bool else (None if v is None else value_of(NOMINAL, c, v))
+        if t is str or t is bool:
+            code = codes_of[c].get(v, unseen[c])
+        else:
+            code = None if v is None else value_of(NOMINAL, c, v)
         codes.append(-1 if code is None else int(code))
     return values, codes
 
@@ -261,17 +266,12 @@ def _encode_columns(
         if kind == NUMERIC:
             num[:, col] = values
             continue
-        codes_of, known = reg.codes[col], reg.values[col]
+        codes_of = reg.codes[col]
         codes = np.full(n, -1, dtype=np.int64)
         for i, value in enumerate(values.tolist()):
             if value is None:
                 continue
             code = codes_of.get(value)
-            if code is None:
-                code = len(known)
-                codes_of[value] = code
-                known.append(value)
-                reg.max_values = max(reg.max_values, code + 1)
-            codes[i] = code
+            codes[i] = reg.learn_code(col, value) if code is None else code
         nom[:, col] = codes
     return num, nom

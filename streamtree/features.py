@@ -10,6 +10,13 @@ registry whatever the batch boundaries. A feature's kind is fixed by its first v
 
 Numeric features get a column in the numeric statistics, nominal ones a column in the nominal
 statistics and a code per value (0, 1, 2, ... in order of first appearance).
+
+With ``max_categories`` ``B``, a nominal feature keeps its own code for its first ``B`` values
+only: every later value shares code ``B``, its *other* code, so no feature holds more than
+``B + 1`` codes (each code is a row of every growing leaf's statistics: a feature that looks
+like an id would otherwise grow them with every example). The first value beyond the bound
+creates the other code; from then on a value the registry has not seen is read as *other* at
+prediction time too, where before it (and without a bound) it gets -1.
 """
 
 from __future__ import annotations
@@ -47,7 +54,8 @@ _NOMINAL_TYPES = frozenset({str, bool}) | _NO_VALUE
 class EncodedRow:
     """One example's present features: numeric (column, value) and nominal (column, code).
 
-    A nominal code of ``-1`` is a value the registry has not seen (only at prediction time).
+    A nominal code of ``-1`` is a value the registry has not seen (only at prediction time,
+    and only for a feature without an other code: :class:`FeatureRegistry`).
     """
 
     num_cols: list[int] = field(default_factory=list)
@@ -110,9 +118,11 @@ class FeatureRegistry:
     [-1]
     """
 
-    def __init__(self, nominal_features: Collection[Hashable] = (), max_features: int | None = None) -> None:
+    def __init__(self, nominal_features: Collection[Hashable] = (), max_features: int | None = None,
+                 max_categories: int | None = None) -> None:
         self.nominal_features = frozenset(nominal_features)
         self.max_features = max_features
+        self.max_categories = max_categories
         self.names: list[Hashable] = []
         self.kinds: list[int] = []
         self.cols: list[int] = []
@@ -121,7 +131,9 @@ class FeatureRegistry:
         self.n_nominal = 0
         self.values: list[list[Any]] = []  # per nominal column, values in code order
         self.codes: list[dict[Any, int]] = []
-        self.max_values = 0  # the largest number of values any nominal feature has
+        self.max_values = 0  # the largest number of codes any nominal feature has
+        self.other: list[int] = []  # per nominal column: examples learned whose value took the other code
+        self.unseen: list[int] = []  # per nominal column: the code of an unregistered value at prediction
         self.names_by_kind: tuple[list[Hashable], list[Hashable]] = ([], [])  # per kind, by column
 
 
@@ -195,16 +207,9 @@ class FeatureRegistry:
                 row.num_cols.append(col)
                 row.num_vals.append(value)
                 continue
-            codes = self.codes[col]
-            code = codes.get(value)
+            code = self.codes[col].get(value)
             if code is None:
-                if learn:
-                    code = len(self.values[col])
-                    codes[value] = code
-                    self.values[col].append(value)
-                    self.max_values = max(self.max_values, code + 1)
-                else:
-                    code = -1
+                code = self.learn_code(col, value) if learn else self.unseen[col]
             row.nom_cols.append(col)
             row.nom_codes.append(code)
         return row
@@ -317,15 +322,39 @@ class FeatureRegistry:
             return None
         return num, nom
 
+    def learn_code(self, col: int, value: Any) -> int:
+        """Register ``value``, not yet registered, of nominal column ``col`` and return its code:
+        the next code while the column has fewer than ``max_categories`` values, else its other
+        code (``max_categories``), counted in :attr:`other`."""
+        values = self.values[col]
+        bound = self.max_categories
+        if bound is None or len(values) < bound:
+            code = len(values)
+            self.codes[col][value] = code
+            values.append(value)
+        else:
+            code = bound
+            self.other[col] += 1
+            self.unseen[col] = code
+        if code >= self.max_values:
+            self.max_values = code + 1
+        return code
+
+    def overflow(self) -> dict[Hashable, int]:
+        """``{feature: examples}`` for every nominal feature some of whose learned values took
+        its other code (they came after its first ``max_categories`` values)."""
+        return {self.names_by_kind[NOMINAL][c]: n for c, n in enumerate(self.other) if n}
+
     def value_of(self, kind: int, col: int, value: Any) -> float | int | None:
         """What routing compares for the feature at ``col`` of ``kind``: the float of a numeric
-        value, the code of a nominal one (-1 if unseen), ``None`` if missing or unusable.
-        Agrees with :meth:`encode` without ``learn``."""
+        value, the code of a nominal one (for an unseen value -1, or the other code once the
+        feature has one), ``None`` if missing or unusable. Agrees with :meth:`encode` without
+        ``learn``."""
         t = type(value)
         if kind == NUMERIC and (t is float or (t is int and -_MAX_INT <= value <= _MAX_INT)):
             return None if value != value else value
         if kind == NOMINAL and (t is str or t is bool):
-            return self.codes[col].get(value, -1)
+            return self.codes[col].get(value, self.unseen[col])
         if value is None:
             return None
         try:
@@ -334,7 +363,7 @@ class FeatureRegistry:
             return None
         if got != kind:
             return None
-        return value if kind == NUMERIC else self.codes[col].get(value, -1)
+        return value if kind == NUMERIC else self.codes[col].get(value, self.unseen[col])
 
     def check_room(self, n_new: int, what: str = "this example") -> None:
         """Raise :class:`InputError` naming ``max_features`` if ``n_new`` more features would
@@ -359,6 +388,8 @@ class FeatureRegistry:
             self.n_nominal += 1
             self.values.append([])
             self.codes.append({})
+            self.other.append(0)
+            self.unseen.append(-1)
         return fid
 
     def feature_of(self, kind: int, col: int) -> Hashable:
@@ -377,20 +408,32 @@ class FeatureRegistry:
 
     # -- persistence --------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
-        return {
+        """The registry as JSON data; ``other`` (per nominal column, the examples whose value
+        took its other code) only when one did, so a registry without a bound hit writes what
+        it wrote before the bound existed."""
+        state = {
             "nominal_features": sorted(self.nominal_features, key=repr),
             "names": list(self.names),
             "kinds": list(self.kinds),
             "values": [list(v) for v in self.values],
         }
+        if any(self.other):
+            state["other"] = list(self.other)
+        return state
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], max_features: int | None = None) -> FeatureRegistry:
-        reg = cls(state["nominal_features"], max_features)
+    def from_state(cls, state: Mapping[str, Any], max_features: int | None = None,
+                   max_categories: int | None = None) -> FeatureRegistry:
+        reg = cls(state["nominal_features"], max_features, max_categories)
         for name, kind in zip(state["names"], state["kinds"]):
             reg._register(name, int(kind))
+        other = state.get("other") or [0] * len(reg.values)
         for col, values in enumerate(state["values"]):
             reg.values[col] = list(values)
             reg.codes[col] = {v: i for i, v in enumerate(values)}
             reg.max_values = max(reg.max_values, len(values))
+            reg.other[col] = n = int(other[col])
+            if n:  # the column has its other code, right after its values
+                reg.unseen[col] = len(values)
+                reg.max_values = max(reg.max_values, len(values) + 1)
         return reg

@@ -69,6 +69,7 @@ from streamtree.config import validate_config
 from streamtree.dispatch import direct
 from streamtree.exceptions import ConfigError
 from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.inspection import limit_notes
 from streamtree.kernels.forest import (
     ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_list, member_weights, members_scratch,
     predict_forest_rows, put_member, weigh_rows,
@@ -177,12 +178,12 @@ class _MemberArrays:
 
     def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
         """Before learning: each member makes room for the registry's ``shapes``
-        (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns the examples
-        each had learned (the kernel's ``totals``)."""
+        (``ProbabilityTree._make_room``, which also notes the sizes it grows from, for the
+        memory budget) and is followed (:meth:`sync`); returns the examples each had learned
+        (the kernel's ``totals``)."""
         totals = self._totals
         for i, m in enumerate(self.members):
-            if shapes != m._shapes:
-                m._make_room(first_values, shapes)
+            m._make_room(first_values, shapes)
             totals[i] = m.n_examples
         self.sync()
         return totals
@@ -217,7 +218,8 @@ class ProbabilityForest(Classifier):
     tree
         :class:`~streamtree.tree.ProbabilityTree` parameters of every member (``None``: its
         defaults, and :data:`METHOD_TREE_DEFAULTS` for the method); ``splitter`` and ``seed``
-        are the forest's to set.
+        are the forest's to set. Each member has its own ``max_bytes``: the forest's arrays
+        stay within ``n_trees`` times it.
     weighted
         Weigh the members by their recent log loss (module docstring); ``False``: the plain
         mean of the paper.
@@ -377,7 +379,7 @@ class ProbabilityForest(Classifier):
         member, row, reason = direct(learn_forest, *args) if _at_entry(num, nom) else learn_forest(*args)
         if reason != DONE:  # a member stopped: handle it, resume, and weigh once all are done
             while reason != DONE:
-                self.members[member]._resolve(reason, reps[member], row)
+                self.members[member]._resolve(reason, reps[member], row, (num, nom, ks))
                 arrays.sync()
                 member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num,
                                                         nom, ks, reps, fkeys, row, member, totals, member_proba,
@@ -398,9 +400,17 @@ class ProbabilityForest(Classifier):
 
     # -- introspection ------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        """Size and state of the forest as JSON-able data: totals, and each member's summary."""
+        """Size and state of the forest as JSON-able data: totals, and each member's summary.
+        ``growth_stop`` counts the members stopped at each limit, ``other_values`` and
+        ``notes`` are a tree's (:meth:`ProbabilityTree.summary`)."""
         members = [m.summary() for m in self.members]
         drifts = [s["drift"] for s in members]
+        stops: dict[str, int] = {}
+        for s in members:
+            if s["growth_stop"]:
+                stops[s["growth_stop"]] = stops.get(s["growth_stop"], 0) + 1
+        first = self.members[0]
+        limits = {"max_nodes": first.max_nodes, "max_bytes": first.max_bytes}
         return {
             "n_trees": self.n_trees,
             "method": self.method,
@@ -411,9 +421,14 @@ class ProbabilityForest(Classifier):
             "classes": list(self.classes_),
             "n_features": len(self.registry.names),
             "memory_bytes": sum(s["memory_bytes"] for s in members),
+            "growth_stop": stops,
+            "max_bytes": first.max_bytes,
+            "max_categories": first.max_categories,
+            "other_values": self.registry.overflow(),
+            "notes": limit_notes(self.registry, first.max_categories, stops, limits, self.n_trees),
             "drift": self.drift_summary(),
             "weights": self.weights(),
-            "members": [{k: s[k] for k in ("n_nodes", "n_leaves", "depth", "memory_bytes")}
+            "members": [{k: s[k] for k in ("n_nodes", "n_leaves", "depth", "memory_bytes", "growth_stop")}
                         | {"n_detections": d["n_detections"], "n_swaps": d["n_swaps"]} for s, d in zip(members, drifts)],
         }
 

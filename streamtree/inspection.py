@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamtree.encoding import encode_one
-from streamtree.features import NUMERIC
+from streamtree.features import NUMERIC, FeatureRegistry
+from streamtree.growth import describe_stop
 from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at, tree_proba
 from streamtree.kernels.linear import lr_proba_row, uncertainty
 from streamtree.kernels.naive_bayes import nb_loglik
@@ -23,7 +24,7 @@ from streamtree.state import (
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["drift_summary", "explain", "summary", "tree_as_data"]
+__all__ = ["drift_summary", "explain", "limit_notes", "summary", "tree_as_data"]
 
 EVENT_NAMES = ("detection", "swap", "dropped")
 
@@ -38,10 +39,30 @@ def memory_bytes(t: TreeArrays | None) -> int:
     return 0 if t is None else int(sum(a.nbytes for a in t))
 
 
+def limit_notes(registry: FeatureRegistry, max_categories: int | None, stops: dict[str, int], limits: dict[str, Any],
+                n_trees: int | None = None) -> list[str]:
+    """One line a user can read for each limit the model met: each nominal feature some of
+    whose values went to *other* (``max_categories``), and growth stopped at a limit
+    (``stops``: how many trees stopped at each, of ``n_trees`` for a forest; ``limits``: their
+    values)."""
+    notes = [f"Feature {name!r} has more than max_categories={max_categories} values: {n:,} examples' values "
+             f"beyond its first {max_categories} share its 'other' code." for name, n in registry.overflow().items()]
+    at = {"max_nodes": "at max_nodes={:,}", "max_bytes": "rather than pass max_bytes={:,}"}
+    for reason, n in stops.items():
+        who = "The tree" if n_trees is None else f"{n} of {n_trees} trees"
+        notes.append(f"{who} stopped growing {at[reason].format(limits[reason])}: leaves keep counting, without "
+                     "split statistics.")
+    return notes
+
+
 def summary(model: ProbabilityTree) -> dict[str, Any]:
-    """Size and state of the model as JSON-able data."""
+    """Size and state of the model as JSON-able data. ``other_values`` counts, per nominal
+    feature, the examples whose value went to its *other* code (``max_categories``);
+    ``growth_stop`` is the limit growth stopped at (``"max_nodes"``, ``"max_bytes"`` or
+    ``None``); ``notes`` says both in words."""
     t = model._tree
     n = int(t.meta[M_NODES])
+    stop = describe_stop([t])
     out: dict[str, Any] = {
         "n_nodes": n,
         "n_leaves": int((t.node[:n, KIND] == LEAF).sum()),
@@ -51,8 +72,14 @@ def summary(model: ProbabilityTree) -> dict[str, Any]:
         "n_features": len(model.registry.names),
         "smoothing": model.smoothing,
         "growth_stopped": bool(t.meta[M_STOPPED]),
+        "growth_stop": stop,
         "memory_bytes": memory_bytes(t) + memory_bytes(model._background)
         + (int(sum(a.nbytes for a in model._drift)) if model._drift is not None else 0),
+        "max_bytes": model.max_bytes,
+        "max_categories": model.max_categories,
+        "other_values": model.registry.overflow(),
+        "notes": limit_notes(model.registry, model.max_categories, {stop: 1} if stop else {},
+                             {"max_nodes": model.max_nodes, "max_bytes": model.max_bytes}),
         "drift": drift_summary(model),
     }
     extra = model._smoother.summary(t)
@@ -103,7 +130,10 @@ def _split_description(model: ProbabilityTree, node: int) -> dict[str, Any] | No
     feature = model.registry.feature_of(kind, col)
     if kind == NUMERIC:
         return {"feature": feature, "operator": "<=", "value": float(t.thr[node])}
-    return {"feature": feature, "operator": "==", "value": model.registry.values[col][int(t.thr[node])]}
+    values, code = model.registry.values[col], int(t.thr[node])
+    if code == len(values):  # the feature's other code: every value beyond its first max_categories
+        return {"feature": feature, "operator": "==", "value": None, "other": True}
+    return {"feature": feature, "operator": "==", "value": values[code]}
 
 
 def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]:

@@ -14,8 +14,11 @@ on record). Version 3 is version 4 without the linear component's arrays (``lr_*
 ``mix_*``): such a file was written by a model without it, and its configuration loads with
 ``linear=False`` whatever today's default. Any parameter added since a file was written loads
 with the value that rebuilds its model (:data:`~streamtree.config.ADDED`: ``linear=False``,
-``tau_scale="absolute"``). Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf
-statistics, smoother, naive-Bayes and detector states) still load, converted to the arrays.
+``tau_scale="absolute"``, and no ``max_categories`` or ``max_bytes``: such a model keeps a code
+for every value and grows as it did). A file's size is linear in what the model holds: nodes
+and slots, times columns, value codes (at most ``max_categories + 1`` a feature) and classes.
+Versions 1 and 2 (the layout before the compiled core: per-structure lists, leaf statistics,
+smoother, naive-Bayes and detector states) still load, converted to the arrays.
 Loading a file written by a newer format version, or anything else, raises
 :class:`~streamtree.exceptions.FormatError`.
 """
@@ -167,7 +170,7 @@ def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
     if isinstance(config, dict):  # parameters added since it was written: the values that rebuild it
         config = {**ADDED, **config}
     model = cls(**config)
-    model.registry = FeatureRegistry.from_state(header["registry"], model.max_features)
+    model.registry = FeatureRegistry.from_state(header["registry"], model.max_features, model.max_categories)
     model.classes_ = list(header["classes"])
     model._class_index = {c: i for i, c in enumerate(model.classes_)}
     model.n_examples = int(header["n_examples"])

@@ -45,7 +45,9 @@ prequential window ``mix_a``, ``mix_b`` (``WINDOW`` rows), ``mix_y`` and ``mix_u
 
 ``meta`` (int64) and ``meta_f`` (float64) hold the logical sizes, counters and fitted scalars
 (``M_*`` and ``F_*`` indexes). ``meta[M_EXAMPLES]`` counts the examples *this* tree learned: it
-schedules its refits and naive-Bayes samples.
+schedules its refits and naive-Bayes samples. ``meta[M_STOPPED]`` is 1 once growth stopped,
+and ``meta[M_OVER_BUDGET]`` 1 when it stopped for the memory budget (``max_bytes``): such a tree
+keeps a single, unused slot (:func:`empty_slots`) and never needs room again.
 
 A model's change detection is not part of a tree (a background tree replaces the tree by one
 assignment; the detector and the drift history stay): :class:`DriftArrays` holds ADWIN's
@@ -60,7 +62,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["DriftArrays", "TreeArrays", "grow", "new_arrays", "new_drift"]
+__all__ = ["DriftArrays", "TreeArrays", "capacities", "empty_slots", "grow", "grown_capacities", "nbytes", "new_arrays",
+           "new_drift"]
 
 # node columns
 PARENT, LEFT, RIGHT, KIND, COL, DEPTH, SLOT = range(7)
@@ -82,8 +85,8 @@ ADWIN_SCALARS = 11  # models saved with 10 (before A_DETECTED_AT) load with it 0
 
 # meta (int64): logical sizes and counters
 (M_NODES, M_EXAMPLES, M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES, M_FREE, M_STOPPED, M_REFITS,
- M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES, M_MIX_SCORED) = range(15)
-META_INTS = 16
+ M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES, M_MIX_SCORED, M_OVER_BUDGET) = range(16)
+META_INTS = 16  # models saved before M_OVER_BUDGET had it 0 already (never stopped for a budget)
 # meta_f (float64): fitted scalars
 (F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C) = range(8)
 META_FLOATS = 8
@@ -237,6 +240,51 @@ def _capacity(have: int, need: int) -> int:
     return have
 
 
+def capacities(t: TreeArrays) -> tuple[int, int, int, int, int, int]:
+    """``(N, M, K, F, C, V)``: the capacities of nodes, slots, classes, numeric and nominal
+    columns and nominal values."""
+    return (t.node.shape[0], t.slot_seen.shape[0], t.counts.shape[1], t.shift.shape[0], t.nom_stats.shape[1],
+            t.nom_stats.shape[2])
+
+
+def grown_capacities(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, numeric: int = 0,
+                     nominal: int = 0, values: int = 0) -> tuple[int, int, int, int, int, int]:
+    """The capacities :func:`grow` gives ``t`` for these arguments (without growing it)."""
+    n_cap, m_cap, k_cap, f_cap, c_cap, v_cap = capacities(t)
+    free = int(t.meta[M_FREE])
+    M = m_cap if free >= slots else max(m_cap + slots - free, 2 * m_cap)
+    return (_capacity(n_cap, nodes), M, _capacity(k_cap, classes), _capacity(f_cap, numeric),
+            _capacity(c_cap, nominal), _capacity(v_cap, values))
+
+
+def nbytes(caps: tuple[int, int, int, int, int, int], naive_bayes: bool, linear: bool) -> int:
+    """The bytes of a tree's arrays at capacities ``caps`` (:func:`capacities`), with or
+    without the naive-Bayes factor and the linear component: per node ``7 + 1 + 4`` ints and
+    floats and two counts per class; per slot ``F K 3 + 2 F + C V K + 3`` values; then the
+    factor's and the component's arrays and ``meta``. Equal to the sum of the ``nbytes`` of
+    the arrays :func:`grow` makes (a test checks it), without making them."""
+    N, M, K, F, C, V = caps
+    nb, lin = int(naive_bayes), int(linear)
+    cells = N * (NODE_COLUMNS + 1 + HGS_COLUMNS + 2 * K) + F
+    cells += M * (F * K * 3 + F * 2 + C * V * K + 2 + 1)
+    cells += nb * (F * K * 3 + F * 2 + C * V * K + 2 + 3 * F * K + C * (V + 1) * K + 2 * BUFFER * K + BUFFER)
+    cells += lin * (K * F + K * 2 + F * 4 + 2 * WINDOW * K + 2 * WINDOW)
+    return 8 * (cells + META_INTS + META_FLOATS)
+
+
+def empty_slots(slots: int, numeric: int, nominal: int, values: int, classes: int) -> dict[str, np.ndarray]:
+    """Split statistics of ``slots`` empty slots at these capacities, all free (the lowest on
+    top of the stack): the fields ``num_stats``, ``num_range``, ``nom_stats``, ``slot_seen``
+    and ``free_slots`` of :class:`TreeArrays`."""
+    return {
+        "num_stats": np.zeros((slots, numeric, classes, 3)),
+        "num_range": _empty_range(slots, numeric),
+        "nom_stats": np.zeros((slots, nominal, values, classes)),
+        "slot_seen": np.zeros((slots, 2)),
+        "free_slots": np.arange(slots - 1, -1, -1, dtype=np.int64),
+    }
+
+
 def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, numeric: int = 0, nominal: int = 0,
          values: int = 0) -> TreeArrays:
     """``t`` with room for at least this many nodes, free slots, classes, numeric and nominal
@@ -245,15 +293,12 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
     Returns ``t`` itself when it is already large enough, else a new :class:`TreeArrays`
     whose arrays are copies (the old ones are left as they were).
     """
-    n_cap, m_cap = t.node.shape[0], t.slot_seen.shape[0]
-    k_cap, f_cap = t.counts.shape[1], t.shift.shape[0]
-    c_cap, v_cap = t.nom_stats.shape[1], t.nom_stats.shape[2]
+    have = capacities(t)
+    n_cap, m_cap = have[0], have[1]
     free = int(t.meta[M_FREE])
-    N = _capacity(n_cap, nodes)
-    M = m_cap if free >= slots else max(m_cap + slots - free, 2 * m_cap)
-    K, F = _capacity(k_cap, classes), _capacity(f_cap, numeric)
-    C, V = _capacity(c_cap, nominal), _capacity(v_cap, values)
-    if (N, M, K, F, C, V) == (n_cap, m_cap, k_cap, f_cap, c_cap, v_cap):
+    N, M, K, F, C, V = grown_capacities(t, nodes=nodes, slots=slots, classes=classes, numeric=numeric, nominal=nominal,
+                                        values=values)
+    if (N, M, K, F, C, V) == have:
         return t
     nb = t.nb_seen.shape[0]  # 1 with the naive-Bayes factor, else 0
     lin = 1 if t.mix_y.shape[0] else 0  # 1 with the linear component

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from streamtree import inspection
+from streamtree import growth, inspection
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.dispatch import direct
@@ -40,9 +40,7 @@ from streamtree.kernels.learn import (
 from streamtree.kernels.split import CRITERION_CODES
 from streamtree.smoothing import make_smoother
 from streamtree.state import (
-    D_ACTIVE, D_COMPARED, D_GAP, PARENT, M_CLASSES, M_NODES, M_NOMINAL, M_NUMERIC, M_STOPPED, M_VALUES, DriftArrays,
-    TreeArrays,
-    grow, new_arrays, new_drift,
+    D_ACTIVE, D_COMPARED, D_GAP, M_NODES, M_STOPPED, PARENT, DriftArrays, TreeArrays, new_arrays, new_drift,
 )
 from streamtree.typing import ClassLabel, FloatArray
 
@@ -125,6 +123,14 @@ class ProbabilityTree(Classifier):
         Most distinct features the model learns. An example that would register more is
         refused (:class:`~streamtree.exceptions.InputError` naming ``max_features``) and
         changes nothing; every feature grows each leaf's statistics and the saved model.
+    max_categories
+        Values a nominal feature keeps apart (``None``: all); later ones share one more code,
+        *other*, also an unseen value's at prediction once the feature has it. Each code is a
+        row of every growing leaf's statistics: an id-like feature would otherwise grow them
+        with every example (:mod:`streamtree.features`). 255: 256 codes with *other*.
+    max_bytes
+        Budget of the tree's arrays in bytes (``None``: none): growth that would pass it stops
+        the tree as ``max_nodes`` does (:mod:`streamtree.growth`). ``summary()`` reports both.
     n_split_points
         Candidate thresholds per numeric feature at each split attempt.
     min_branch_fraction
@@ -231,6 +237,8 @@ class ProbabilityTree(Classifier):
         max_depth: int | None = None,
         max_nodes: int = 20_000,
         max_features: int = 10_000,
+        max_categories: int | None = 255,
+        max_bytes: int | None = 2**28,
         n_split_points: int = 10,
         min_branch_fraction: float = 0.001,
         nominal_features: Sequence[Hashable] | None = None,
@@ -258,6 +266,8 @@ class ProbabilityTree(Classifier):
         self.max_depth = max_depth
         self.max_nodes = max_nodes
         self.max_features = max_features
+        self.max_categories = max_categories
+        self.max_bytes = max_bytes
         self.n_split_points = n_split_points
         self.min_branch_fraction = min_branch_fraction
         self.nominal_features = nominal_features
@@ -320,7 +330,7 @@ class ProbabilityTree(Classifier):
         return new_arrays(naive_bayes=self.naive_bayes, prior_weight=self.prior_weight, linear=self.linear)
 
     def _reset(self) -> None:
-        self.registry = FeatureRegistry(self.nominal_features or (), self.max_features)
+        self.registry = FeatureRegistry(self.nominal_features or (), self.max_features, self.max_categories)
         self.classes_: list[ClassLabel] = []
         self._class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0
@@ -328,6 +338,7 @@ class ProbabilityTree(Classifier):
         self._background: TreeArrays | None = None
         self._drift: DriftArrays | None = new_drift(self.drift_delta) if self.drift_delta is not None else None
         self._shapes: tuple[int, ...] = ()  # (classes, numeric, nominal, values) the arrays were last fitted to
+        self._before: tuple[int, int, int] | None = None  # the registry's sizes before this batch, if it grew
         self._fkeys = np.zeros(0, dtype=np.int64)  # the registry's feature keys, for the randomized splitters
         self._handles: dict[int, tuple[Any, Any]] = {}  # id -> (arrays, their handle): _handle
 
@@ -393,7 +404,7 @@ class ProbabilityTree(Classifier):
             stop, reason = direct(learn_rows, *args) if at_entry else learn_rows(*args)
             self.n_examples += stop - start
             start = stop
-            self._resolve(reason, reps, stop)
+            self._resolve(reason, reps, stop, (num, nom, ks))
         return proba[:, : len(self.classes_)] if want_proba else None
 
     def _registry_shapes(self) -> tuple[int, ...]:
@@ -404,22 +415,27 @@ class ProbabilityTree(Classifier):
     def _make_room(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> None:
         """Before a batch (classes registered): when the registry's ``shapes`` changed (new
         classes, features or values) or the arrays were replaced since the last check, fit
-        both trees to them (:meth:`_fit_shapes`) and refresh the feature keys. A forest calls
+        both trees to them (:func:`~streamtree.growth.fit_shapes`), keeping the sizes they grow
+        from (:class:`~streamtree.growth.Sizes`), and refresh the feature keys. A forest calls
         it on each member with the shapes of the registry they share."""
         if shapes != self._shapes:
-            self._tree = self._fit_shapes(self._tree, first_values)
+            self._before = growth.registry_sizes(self._tree)
+            self._tree = growth.fit_shapes(self._tree, self.registry, len(self.classes_), first_values)
             if self._background is not None:
-                self._background = self._fit_shapes(self._background, first_values)
+                self._background = growth.fit_shapes(self._background, self.registry, len(self.classes_), first_values)
             self._shapes = shapes
             self._fkeys = self.registry.feature_keys()
+        else:
+            self._before = None  # nothing new since the last fit: the sizes are the registry's
 
-    def _resolve(self, reason: int, reps: np.ndarray, row: int) -> None:
+    def _resolve(self, reason: int, reps: np.ndarray, row: int, rows: tuple[np.ndarray, ...] | None = None) -> None:
         """Do what the learning loop stopped for, before it resumes at ``row``.
 
         Called after every return of the loop (``DONE`` included): a background tree that was
         adopted becomes the tree (one assignment); one the loop dropped (inactive detector) is
         let go; ``GROW`` makes room for row ``row`` learned ``reps[row]`` times (a split per
-        repetition at most, in each tree); ``START`` makes a background tree. The tree's path
+        repetition at most, in each tree) within ``max_bytes``, given the batch's encoded
+        rows and class ids ``rows``; ``START`` makes a background tree. The tree's path
         and a forest's (:mod:`streamtree.kernels.forest`, one member at a time) share it, so
         a member's arrays evolve exactly as a tree's."""
         if reason == ADOPT:
@@ -431,33 +447,17 @@ class ProbabilityTree(Classifier):
             return
         if reason == GROW:
             room = 2 * max(int(reps[row]), 1)
-            self._tree = grow(self._tree, nodes=self.n_nodes + room, slots=room)
+            sizes = None if rows is None else growth.Sizes(self._before or growth.registry_sizes(self._tree), *rows)
+            self._tree = growth.grow_for_row(self._tree, room, self.max_bytes, sizes, row)
             if self._background is not None:
-                self._background = grow(self._background, nodes=int(self._background.meta[M_NODES]) + room, slots=room)
+                self._background = growth.grow_for_row(self._background, room, self.max_bytes, sizes, row)
         elif reason == START:
             self._background = self._start_background()
         self._shapes = ()  # a grown or new tree: check every shape again next time
 
-    def _fit_shapes(self, t: TreeArrays, first_values: dict[int, float]) -> TreeArrays:
-        """Room for every class, column and value of the registry, its logical sizes in
-        ``meta``, and each new numeric column's shift (its first value)."""
-        reg = self.registry
-        t = grow(t, classes=len(self.classes_), numeric=reg.n_numeric, nominal=reg.n_nominal, values=reg.max_values)
-        t.meta[M_NUMERIC] = reg.n_numeric
-        t.meta[M_NOMINAL] = reg.n_nominal
-        t.meta[M_VALUES] = reg.max_values
-        for col, value in first_values.items():
-            t.shift[col] = value
-        return t
-
     def _start_background(self) -> TreeArrays:
         """An empty tree with the tree's shapes, classes and shifts; comparison from zero."""
-        t = self._tree
-        background = grow(self._new_tree(), classes=t.counts.shape[1], numeric=t.shift.shape[0],
-                          nominal=t.nom_stats.shape[1], values=t.nom_stats.shape[2])
-        for i in (M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES):
-            background.meta[i] = t.meta[i]
-        background.shift[: t.shift.shape[0]] = t.shift
+        background = growth.like(self._new_tree(), self._tree)
         assert self._drift is not None
         self._drift.drift_s[D_ACTIVE] = 1.0
         self._drift.drift_s[D_GAP] = 0.0

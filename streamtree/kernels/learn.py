@@ -68,7 +68,8 @@ from streamtree.state import (
     D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
     F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES,
     M_FREE, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
-    M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP, THETA,
+    M_NUMERIC, M_OVER_BUDGET, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP,
+    THETA,
 )
 
 __all__ = [
@@ -172,7 +173,9 @@ def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-
 def _has_room(meta, capacity, splits) -> bool:  # type: ignore[no-untyped-def]
     """Whether ``splits`` more splits fit in a tree's arrays (``meta``, and ``capacity``
     nodes; a split adds two nodes and takes two slots); an example learned ``w`` times may
-    cause up to ``w``."""
+    cause up to ``w``. A tree stopped for its memory budget never splits again: it has room."""
+    if meta[M_OVER_BUDGET] != 0:
+        return True
     if meta[M_NODES] + 2 * splits > capacity:
         return False
     return meta[M_STOPPED] == 1 or meta[M_FREE] >= 2 * splits
