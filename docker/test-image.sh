@@ -6,7 +6,7 @@
 #
 # Self-contained for a clean machine (CI): installs docker.io and debootstrap with apt if
 # missing, builds a stand-in for python:3.11-slim-bookworm with debootstrap (no registry can
-# be reached here; see shared/docs/docker-here.md) and caches its tarball under
+# be reached here; docs/operations/docker.md has the recipe) and caches its tarball under
 # $STREAMTREE_CACHE (default /var/cache/streamtree), starts a private dockerd, and stops and
 # removes everything it started on exit. Network: loopback only (--network host, 127.0.0.1).
 # Needs root, the PostgreSQL server binaries and haproxy (.ci/run installs both).

@@ -196,10 +196,10 @@ def run_console(client: Client, page_blocks: list[Block]) -> list[str]:
     return failures
 
 
-ANSWER_IN_SHELL = re.compile(r'^\s*(#\s*)?(\{"|\[\{|\[")')
+ANSWER_IN_SHELL = re.compile(r'^\s*(\{"|\[\{|\[")|#\s*(\{"|\[\{|\[")')
 
 
 def shell_answers(block: Block) -> list[str]:
     """Lines of a shell block that look like an answer (JSON), which nothing would check."""
     return [f"{block.where}+{i + 1}: {line.strip()}" for i, line in enumerate(block.body.splitlines())
-            if ANSWER_IN_SHELL.match(line)]
+            if ANSWER_IN_SHELL.search(line)]
