@@ -45,6 +45,7 @@ from app.telemetry import Telemetry
 from app.validation import Limits, event_loc, field_error
 from streamtree.decision import CostMatrix, decide, decide_many
 from streamtree.exceptions import DecisionError, InputError
+from streamtree.inspection import limit_gauges
 from streamtree.typing import ClassLabel
 
 __all__ = ["APPLY_EVENTS", "KEY_LOC", "LearnEvent", "ModelHost", "label_key", "restore"]
@@ -372,7 +373,7 @@ class ModelHost:
                 "examples": s.get("n_examples", 0), "classes": len(s.get("classes", ())),
                 "seq": self.seq, "pending_ids": len(self.pending), "snapshot_bytes": self.snapshot_bytes,
                 "drift_detections": drift["n_detections"], "drift_swaps": drift["n_swaps"],
-                "drift_background": float(drift["background"] is not None)}
+                "drift_background": float(drift["background"] is not None)} | limit_gauges(s)
 
     # ------------------------------------------------------------------ writing
     async def learn(self, events: Sequence[LearnEvent], batch: bool,

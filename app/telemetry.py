@@ -67,6 +67,10 @@ _GAUGES = {
     "pending_ids": "Predictions waiting for a delayed label.",
     "snapshot_bytes": "Size of the newest snapshot this instance wrote (0 before its first).",
     "drift_background": "1 while a background tree is compared with the tree after a detected change.",
+    "memory_bytes": "Bytes the model's arrays hold (summary memory_bytes).",
+    "other_values": "Examples whose nominal value went to its feature's 'other' code, past max_categories "
+                    "(all features; summary other_values has them by feature).",
+    "budget_stops": "Trees of the model that stopped growing rather than pass max_bytes.",
 }
 # the prequential metrics of the recent window (``metrics_window`` scored events); absent
 # while the window is empty

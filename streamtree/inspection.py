@@ -24,7 +24,7 @@ from streamtree.state import (
 if TYPE_CHECKING:
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["drift_summary", "explain", "limit_notes", "summary", "tree_as_data"]
+__all__ = ["drift_summary", "explain", "limit_gauges", "limit_notes", "summary", "tree_as_data"]
 
 EVENT_NAMES = ("detection", "swap", "dropped")
 
@@ -53,6 +53,16 @@ def limit_notes(registry: FeatureRegistry, max_categories: int | None, stops: di
         notes.append(f"{who} stopped growing {at[reason].format(limits[reason])}: leaves keep counting, without "
                      "split statistics.")
     return notes
+
+
+def limit_gauges(summary: Mapping[str, Any]) -> dict[str, float]:
+    """A model's limits as gauges, from its ``summary()`` (a tree's or a forest's): the bytes
+    its arrays hold, the examples whose value went to *other* (all features), and the trees
+    that stopped growing rather than pass ``max_bytes``."""
+    stop = summary.get("growth_stop")
+    stopped = stop.get("max_bytes", 0) if isinstance(stop, dict) else int(stop == "max_bytes")
+    return {"memory_bytes": float(summary.get("memory_bytes", 0)),
+            "other_values": float(sum(summary.get("other_values", {}).values())), "budget_stops": float(stopped)}
 
 
 def summary(model: ProbabilityTree) -> dict[str, Any]:

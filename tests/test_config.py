@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from streamtree import ConfigError, ProbabilityTree
-from streamtree.config import CONSTRAINTS, MAX_FEATURES_LIMIT
+from streamtree import ConfigError, ProbabilityForest, ProbabilityTree
+from streamtree.config import CONSTRAINTS, MAX_CATEGORIES_LIMIT, MAX_FEATURES_LIMIT, MIN_BYTES
 
 HUGE = 2**70  # beyond the kernels' 64-bit integers, and as a float 1.2e21
 DEFAULTS = ProbabilityTree().get_config()
@@ -59,3 +59,23 @@ def test_integer_parameters_accept_their_whole_range_and_nothing_beyond(name: st
 
 def test_max_features_defaults_to_ten_thousand() -> None:
     assert DEFAULTS["max_features"] == 10_000
+
+
+@pytest.mark.parametrize(("name", "lowest", "highest"), [
+    ("max_categories", 1, MAX_CATEGORIES_LIMIT), ("max_bytes", MIN_BYTES, 2**50),
+])
+def test_growth_bounds_take_their_range_or_none_and_a_refusal_names_them(name: str, lowest: int, highest: int) -> None:
+    for value in (lowest, highest, None):
+        assert ProbabilityTree(**{name: value}).get_config()[name] == value
+    for value in (lowest - 1, highest + 1, 2.5, float(lowest), True, "100", [lowest]):
+        with pytest.raises(ConfigError) as err:
+            ProbabilityTree(**{name: value})
+        assert err.value.param == name
+        assert f"The '{name}' parameter of ProbabilityTree must be an int in [{lowest:,}, {highest:,}] or None" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        ProbabilityForest(tree={name: lowest - 1})
+    assert err.value.param == f"tree.{name}"
+
+
+def test_growth_bounds_default_to_256_codes_and_256_mib() -> None:
+    assert DEFAULTS["max_categories"] == 255 and DEFAULTS["max_bytes"] == 2**28
