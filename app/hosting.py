@@ -4,7 +4,8 @@ Concurrency design
 ------------------
 Everything that touches a model runs on the event loop thread, in synchronous stretches
 without ``await``: predictions read the model directly, and one writer task per model applies
-learn requests. So a prediction always sees the model between two whole requests. The
+learn requests. So a prediction sees the model between two library calls: between two whole
+requests, or inside a request whose cost needed several calls (:mod:`app.pacing`). The
 writer batches the requests waiting for it into one *group commit*: it learns them in order,
 several requests per :func:`~app.learning.learn_scored` call, numbering their events, then
 writes the group to the store in one transaction on the store's thread and only then resolves
@@ -34,7 +35,8 @@ import orjson
 
 from app.exceptions import (InvalidInput, LearnFailure, Loc, LogUnavailable, ModelUnavailable, NoLabels, NotAvailable,
                             NotWriter, Recovering, SeqNotReached, StorageFailure)
-from app.learning import Restored, apply_logged, bad_row, encode_event, learn_scored, logged_events, restore
+from app.learning import Restored, apply_logged, bad_row, encode_event, logged_events, restore
+from app.pacing import learn_in_stretches, stretch_events
 from app.pending import PendingIds
 from app.recovery import reason_of
 from app.schemas import label_key
@@ -448,7 +450,7 @@ class ModelHost:
             return
         group = await self._settle_keys(group)
         done = _Group()
-        for i, chunk in enumerate(_chunks(group, APPLY_EVENTS)):
+        for i, chunk in enumerate(_chunks(group, stretch_events(self.model, APPLY_EVENTS))):
             if i:
                 await asyncio.sleep(0)  # let predictions in between two chunks
             await self._learn_chunk(chunk, done)
@@ -510,8 +512,9 @@ class ModelHost:
         ys = [y for a in admitted for y in a.ys]
         now = round(time.time(), 3)  # the arrival time, logged: the metrics history replays with it
         try:
-            if xs:
-                learn_scored(self.model, self.prequential, xs, ys, now)
+            if xs:  # in stretches that leave the loop free in between (app.pacing)
+                await learn_in_stretches(self.model, self.prequential, xs, ys, now,
+                                         stretch_events(self.model, APPLY_EVENTS))
         except InputError as exc:  # nothing was learned
             if len(chunk) > 1:
                 for request in chunk:

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         Most distinct labels one model may learn; a new label beyond it is refused with 422.
     max_models
         Most models the service holds.
+    max_trees, max_tree_nodes, max_model_features, max_model_categories, max_tree_bytes
+        Bounds on the models a write key may create (:mod:`app.model_limits`): a forest's
+        ``n_trees``, each tree's ``max_nodes``, a model's ``max_features`` and
+        ``max_categories``, and each tree's memory budget ``max_bytes``. A config over one
+        (the library's defaults included) is refused with 422 naming the parameter.
     max_exports, export_stall_seconds
         Event log exports (``GET /models/{name}/events``, :mod:`app.export`): how many may
         stream at once (one more is answered 429 with ``Retry-After``), and how long one
@@ -128,6 +133,11 @@ class Settings(BaseSettings):
     max_string_length: int = Field(default=256, ge=1)
     max_labels: int = Field(default=1_000, ge=2)
     max_models: int = Field(default=100, ge=1)
+    max_trees: int = Field(default=100, ge=1, le=1_000)
+    max_tree_nodes: int = Field(default=1_000_000, ge=1)
+    max_model_features: int = Field(default=10_000, ge=1)
+    max_model_categories: int = Field(default=10_000, ge=1)
+    max_tree_bytes: int = Field(default=256 * MiB, ge=MiB)
     max_exports: int = Field(default=4, ge=1, le=1_000)
     export_stall_seconds: float = Field(default=30.0, gt=0, le=3_600)
     pending_max: int = Field(default=10_000, ge=0)

@@ -10,6 +10,7 @@ from app.deps import NamePath, ReadModel, ReadRegistry, WriteRegistry
 from app.errors import MODEL_NOT_FOUND
 from app.hosting import ModelHost
 from app.json_route import JSONRoute
+from app.model_limits import check_model_sizes, check_tree_count
 from app.schemas import ModelInfo, ModelList
 
 router = APIRouter(prefix="/models", tags=["models"], route_class=JSONRoute)
@@ -52,7 +53,11 @@ async def list_models(registry: ReadRegistry) -> ModelList:
             summary="Create a model", responses={200: {"description": "It exists with this config."},
                                                  409: {"description": "It exists with another config."}})
 async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry, response: Response) -> ModelInfo:
-    """Create model ``name`` with ``config`` (201); the same config again is a no-op (200)."""
+    """Create model ``name`` with ``config`` (201); the same config again is a no-op (200).
+    A config over the service's size bounds (``n_trees`` and others, the library's defaults
+    included) is refused with 422 naming the parameter, the bound and the value."""
+    check_tree_count(config, registry.settings)  # before the library builds the trees
+    check_model_sizes(registry.build_config(config)[0], registry.settings)
     host, created = await registry.create(name, config)
     if not created:
         response.status_code = 200

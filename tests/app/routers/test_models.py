@@ -201,3 +201,48 @@ def test_costs_are_stored_as_the_floats_the_metrics_use(client) -> None:  # type
     r = client.put("/models/c", json={"costs": {"act": {"low": 2**64, "mid": 1}, "wait": {"low": 0, "mid": 3}}})
     assert r.status_code == 201, r.text  # an integer beyond 64 bits is a valid cost, and JSON-able as a float
     assert r.json()["config"]["costs"] == {"act": {"low": float(2**64), "mid": 1.0}, "wait": {"low": 0.0, "mid": 3.0}}
+
+
+@pytest.mark.parametrize("config, loc, words", [
+    ({"estimator": "forest", "n_trees": 1_000}, ["body", "n_trees"], ["100", "max_trees", "1,000"]),
+    ({"estimator": "forest", "n_trees": 101}, ["body", "n_trees"], ["100", "max_trees", "101"]),
+    ({"max_nodes": 10_000_000}, ["body", "max_nodes"], ["1,000,000", "max_tree_nodes", "10,000,000"]),
+    ({"max_features": 1_000_000}, ["body", "max_features"], ["10,000", "max_model_features", "1,000,000"]),
+    ({"estimator": "forest", "n_trees": 3, "tree": {"max_nodes": 2_000_000}}, ["body", "tree", "max_nodes"],
+     ["1,000,000", "max_tree_nodes", "2,000,000"]),
+])
+def test_sizes_over_the_operators_bounds_are_422_naming_parameter_bound_and_value(
+        client, config, loc, words) -> None:  # type: ignore[no-untyped-def]
+    r = client.put("/models/big", json=config)
+    assert r.status_code == 422, r.text
+    error = r.json()["detail"][0]
+    assert error["loc"] == loc and error["type"] == "over_limit", error
+    assert all(w in error["msg"] for w in words), error["msg"]
+    assert client.get("/models/big").status_code == 404
+
+
+def test_the_memory_budget_and_category_bound_are_bounded_too(client) -> None:  # type: ignore[no-untyped-def]
+    defaults = client.get("/models/default").json()["config"]
+    for name, value, setting in [("max_bytes", 2**40, "max_tree_bytes"), ("max_bytes", None, "max_tree_bytes"),
+                                 ("max_categories", 10**6, "max_model_categories"),
+                                 ("max_categories", None, "max_model_categories")]:
+        if name not in defaults:  # a library without the parameter
+            continue
+        for config, loc in [({name: value}, ["body", name]),
+                            ({"estimator": "forest", "n_trees": 2, "tree": {name: value}}, ["body", "tree", name])]:
+            r = client.put("/models/big", json=config)
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == loc, r.text
+            assert setting in r.json()["detail"][0]["msg"]
+
+
+def test_bounds_are_settings_and_the_defaults_fit(running) -> None:  # type: ignore[no-untyped-def]
+    with running() as client:
+        r = client.put("/models/forest", json={"estimator": "forest", "n_trees": 100})
+        assert r.status_code == 201, r.text  # the largest forest, the library's tree defaults
+    with running(max_trees=5, max_tree_nodes=500) as client:
+        assert client.put("/models/f5", json={"estimator": "forest", "n_trees": 5, "tree": {"max_nodes": 500}}
+                          ).status_code == 201
+        r = client.put("/models/f6", json={"estimator": "forest", "n_trees": 6})
+        assert r.status_code == 422 and "max_trees" in r.text
+        r = client.put("/models/t", json={})  # the library's default max_nodes (20,000) is over 500
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "max_nodes"]

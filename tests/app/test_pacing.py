@@ -1,0 +1,105 @@
+"""Learning in stretches bounded by cost: the same model bits, a refused event still refuses the
+whole request, and ``/health`` answers while a 100-tree forest learns a large batch."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import http.client
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamtree.estimators import ESTIMATORS
+from streamtree.exceptions import InputError
+
+from app.history import History
+from app.learning import learn_scored
+from app.pacing import learn_in_stretches, stretch_events
+from app.prequential import Prequential
+from tests.app.conftest import make_stream
+from tests.app.test_process import free_port, request, start
+
+
+def fresh(config: dict[str, Any]) -> tuple[Any, Prequential]:
+    return ESTIMATORS(**config), Prequential(100, 10, History(50, 30.0, 100))
+
+
+@pytest.mark.parametrize("config", [{}, {"estimator": "forest", "n_trees": 3, "method": "bt+", "seed": 4}],
+                         ids=["tree", "forest"])
+def test_stretches_learn_the_same_model_bit_for_bit(config: dict[str, Any]) -> None:
+    events = make_stream(1_500, seed=9)
+    xs, ys = [x for x, _ in events], [y for _, y in events]
+    whole, whole_scores = fresh(config)
+    learn_scored(whole, whole_scores, xs, ys, 1000.0)
+    cut, cut_scores = fresh(config)
+    asyncio.run(learn_in_stretches(cut, cut_scores, xs, ys, 1000.0, 37))
+    assert cut.to_bytes() == whole.to_bytes()
+    assert cut_scores.state() == whole_scores.state()
+
+
+def test_a_refused_event_in_a_late_stretch_refuses_the_request_before_any_is_learned() -> None:
+    model, scores = fresh({"estimator": "forest", "n_trees": 3})
+    events = make_stream(300, seed=2)
+    learn_scored(model, scores, [x for x, _ in events[:100]], [y for _, y in events[:100]], 1.0)
+    before, state = model.to_bytes(), copy.deepcopy(scores.state())
+    xs = [x for x, _ in events[100:]]
+    xs[180] = xs[180] | {"a": "not a number"}  # 'a' is numeric in this model
+    with pytest.raises(InputError):
+        asyncio.run(learn_in_stretches(model, scores, xs, [y for _, y in events[100:]], 2.0, 20))
+    assert model.to_bytes() == before and scores.state() == state
+    with pytest.raises(InputError):
+        asyncio.run(learn_in_stretches(model, scores, xs[:5], ["ok", "ok", 3.5, "ok", "ok"], 2.0, 2))
+    assert model.to_bytes() == before
+
+
+def test_a_refused_event_of_a_large_batch_on_a_forest_is_422_and_learns_nothing(running) -> None:  # type: ignore[no-untyped-def]
+    with running() as client:
+        assert client.put("/models/f", json={"estimator": "forest", "n_trees": 50}).status_code == 201
+        events = [{"features": x, "label": y} for x, y in make_stream(600, seed=5)]
+        events[550]["features"] = events[550]["features"] | {"colour": 7.5}  # colour is nominal by then
+        r = client.post("/models/f/learn", json={"events": events})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"][:3] == ["body", "events", 550]
+        assert client.get("/models/f").json()["seq"] == 0
+        assert client.get("/models/f/events").json() == {"events": []}
+
+
+@pytest.mark.slow
+def test_health_answers_while_a_100_tree_forest_learns_a_large_batch(tmp_path: Path) -> None:
+    port = free_port()
+    proc = start(tmp_path / "data", port)
+    try:
+        status, out = request(port, "PUT", "/models/big", {"estimator": "forest", "n_trees": 100})
+        assert status == 201, out
+        body = json.dumps({"events": [{"features": x, "label": y} for x, y in make_stream(10_000, seed=6)]})  # max_batch
+        answer: list[int] = []
+
+        def learn() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            conn.request("POST", "/models/big/learn", body=body, headers={"Content-Type": "application/json"})
+            answer.append(conn.getresponse().status)
+
+        learner = threading.Thread(target=learn)
+        learner.start()
+        waits = []
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while learner.is_alive():
+            t0 = time.monotonic()
+            conn.request("GET", "/health")
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200
+            waits.append(time.monotonic() - t0)
+            time.sleep(0.02)
+        learner.join()
+        assert answer == [200]
+        assert len(waits) >= 5, waits  # the learn took a while, and /health answered all along
+        assert max(waits) < 1.0, sorted(waits)[-5:]  # a generous bound: a stretch is about 35 ms
+        assert stretch_events(type("F", (), {"n_trees": 100})(), 1_000) == 100
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
