@@ -1,6 +1,6 @@
 """Reproduce the HGS paper's table (Zhang, Petitjean, Buntine, PAKDD 2020) on its datasets.
 
-For every ARFF file of ``../shared/datasets/hgs-paper`` (131 of the paper's 143 datasets):
+For every ARFF file of ``--data-dir`` (the paper's 131 published datasets, of its 143):
 stratified 10-fold cross-validation; in each fold one unpruned tree
 (``DecisionTreeClassifier(criterion="entropy", min_samples_leaf=2)``, nominal attributes
 one-hot encoded with missing as a value of its own, numeric missing values left as NaN for
@@ -16,7 +16,9 @@ counts and the smoother (``fit_ms``), and the smoother alone (``smooth_ms``).
 
 Per-dataset results are cached as JSON in ``bench/results/paper/`` as soon as a dataset is
 done, so an interrupted run resumes where it stopped. ``--quick`` runs a fixed 16-dataset
-subset. Run it under the shared lock::
+subset, whose ARFF files (and the paper's own per-dataset numbers, ``paper_results.csv``) are
+in the repository, ``bench/data/hgs-paper/``; the full run needs all 131 ARFF files there (or
+in ``--data-dir``). Run it under the benchmarks' lock::
 
     flock /tmp/streamtree-bench.lock nice -n 5 .venv/bin/python -m bench.paper
 """
@@ -43,7 +45,8 @@ from streamtree.smoothing import HDP, HGS, MLE, Laplace, MBranch, MEstimate, Smo
 from streamtree.topology import Topology
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "datasets" / "hgs-paper"
+DATA = REPO / "bench" / "data" / "hgs-paper"
+N_DATASETS = 131  # the paper's published datasets: what a full run (no --quick, no --datasets) needs
 RESULTS = REPO / "bench" / "results"
 CACHE = RESULTS / "paper"
 
@@ -233,11 +236,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     files = sorted(args.data_dir.glob("*.arff"))
-    if not files:
-        parser.error(f"no ARFF files in {args.data_dir}")
     wanted = set(args.datasets or (QUICK if args.quick else []))
     if wanted:
         files = [f for f in files if f.name[: -len(".arff")] in wanted]
+        missing = sorted(wanted - {f.name[: -len(".arff")] for f in files})
+        if missing:
+            parser.error(f"no ARFF file for {', '.join(missing)} in {args.data_dir}")
+    elif len(files) < N_DATASETS:
+        # a full run over fewer files would overwrite the committed full table with a partial one
+        parser.error(f"the full run needs the {N_DATASETS} ARFF files of the paper's datasets in {args.data_dir} "
+                     f"(found {len(files)}; the repository ships the {len(QUICK)} of --quick): put them there, "
+                     "or pass --data-dir, --quick or --datasets")
     # smallest first: early results come fast, the long tail is the big datasets
     files.sort(key=lambda f: f.stat().st_size)
     ms = methods(args.hdp_iterations, args.hdp_burn_in)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mkdocs.structure.files import File, Files
+from mkdocs.structure.files import File, Files, InclusionLevel
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = "bench/results"
@@ -25,7 +25,8 @@ def on_files(files: Files, config: Any) -> Files:
         if path.is_file() and not path.name.endswith(".partial"):
             uri = path.relative_to(REPO).as_posix()
             files.append(File(uri, src_dir=str(REPO), dest_dir=config["site_dir"],
-                              use_directory_urls=config["use_directory_urls"]))
+                              use_directory_urls=config["use_directory_urls"],
+                              inclusion=InclusionLevel.NOT_IN_NAV))  # linked from the pages, not listed
     return files
 
 
