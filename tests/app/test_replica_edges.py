@@ -1,0 +1,69 @@
+"""A replica answers hostile requests as the writer does: a writer and a replica on a real
+PostgreSQL (``streamtree serve`` processes, :func:`tests.app.test_cluster.instances`).
+
+- a chunked body over the size limit is 413 JSON on both roles (it was 500 text on the
+  replica, whose forwarding reads a write's body before any route);
+- a prediction id written with an escaped key (``"\\u0069d"``) is forwarded and kept by the
+  writer, so its label is learned through either instance (the replica used to keep it
+  itself, and the label then got 422 ``unknown_id``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.app.conftest import make_stream
+from tests.app.test_cluster import health, instances, learn
+from tests.app.test_process import request
+
+pytestmark = pytest.mark.slow
+
+LIMIT = 4096
+
+
+def chunked_learn(port: int, size: int) -> tuple[int, str, bytes]:
+    """POST /learn with a chunked body of about ``size`` bytes: status, content type, body."""
+    def chunks() -> Iterator[bytes]:
+        yield b'{"events": ['
+        for i in range(size // 40):
+            yield b'{"features": {"a": %d}, "label": "x"},' % i
+        yield b'{"features": {"a": 0}, "label": "x"}]}'
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/learn", body=chunks(), headers={"Content-Type": "application/json"},
+                 encode_chunked=True)
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r.status, r.getheader("content-type", ""), data
+
+
+def test_a_replica_answers_oversized_bodies_and_escaped_ids_as_the_writer(tmp_path: Path, pg_url: str) -> None:
+    events = make_stream(100, seed=8)
+    with instances(tmp_path, pg_url, 2, max_body_bytes=str(LIMIT)) as [(_, w), (_, r)]:
+        assert health(w)["role"] == "writer" and health(r)["role"] == "replica"
+        learn(w, events[:20])
+        for port in (w, r):
+            status, ctype, body = chunked_learn(port, 4 * LIMIT)
+            assert (status, ctype) == (413, "application/json"), (port, body)
+            assert json.loads(body) == {"detail": "Request body is too large."}
+            status, _, body = chunked_learn(port, LIMIT // 2)  # within the limit: learned
+            assert status == 200, body
+        assert request(w, "GET", "/models/default")[1]["seq"] == 20 + 2 * (LIMIT // 2 // 40 + 1)
+
+        x, y = events[60]
+        for i, (predict_on, label_on) in enumerate([(r, r), (r, w), (w, r)]):
+            key = f"esc-{i}"
+            raw = '{"features": %s, "\\u0069d": "%s"}' % (json.dumps(x), key)
+            conn = http.client.HTTPConnection("127.0.0.1", predict_on, timeout=30)
+            conn.request("POST", "/predict_proba", body=raw, headers={"Content-Type": "application/json"})
+            answer = conn.getresponse()
+            assert answer.status == 200, answer.read()
+            conn.close()
+            status, out = request(label_on, "POST", "/learn", {"id": key, "label": y})
+            assert status == 200 and out["learned"] == 1, (i, out)
