@@ -176,6 +176,7 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
     for c, name in enumerate(nominal):
         v = x.get(name)
         t = type(v)
+        code: float | int | None
         if t is str or t is bool:
             code = codes_of[c].get(v, unseen[c])
         else:

@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from streamtree import growth
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.dispatch import direct
@@ -178,12 +179,12 @@ class _MemberArrays:
 
     def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
         """Before learning: each member makes room for the registry's ``shapes``
-        (``ProbabilityTree._make_room``, which also notes the sizes it grows from, for the
-        memory budget) and is followed (:meth:`sync`); returns the examples each had learned
-        (the kernel's ``totals``)."""
+        (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns the examples
+        each had learned (the kernel's ``totals``)."""
         totals = self._totals
         for i, m in enumerate(self.members):
-            m._make_room(first_values, shapes)
+            if shapes != m._shapes:
+                m._make_room(first_values, shapes)
             totals[i] = m.n_examples
         self.sync()
         return totals
@@ -285,6 +286,7 @@ class ProbabilityForest(Classifier):
         self._class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0
         self.loss_ = np.zeros(self.n_trees)  # each member's recent log loss (weigh_rows)
+        self._shapes: tuple[int, ...] = ()  # the registry's shapes at the last batch
         self._share(self.members[0].registry)
         self._arrays: _MemberArrays | None = None  # built on first use (_member_arrays)
 
@@ -362,7 +364,12 @@ class ProbabilityForest(Classifier):
         n = len(labels)
         ks = class_ids(self.classes_, self._class_index, labels)
         arrays = self._member_arrays()
-        totals = arrays.prepare(first_values, self.members[0]._registry_shapes())
+        shapes = self.members[0]._registry_shapes()
+        # the registry's sizes before this batch when it grew (the members' last fit), for the
+        # memory budget (streamtree.growth.Sizes); None: as they are
+        before = growth.registry_sizes(self.members[0]._tree) if shapes != self._shapes else None
+        self._shapes = shapes
+        totals = arrays.prepare(first_values, shapes)
         fkeys = self.members[0]._fkeys  # every member's: the same registry
         k = len(self.classes_)
         if n == 1 and not want_proba:
@@ -379,7 +386,7 @@ class ProbabilityForest(Classifier):
         member, row, reason = direct(learn_forest, *args) if _at_entry(num, nom) else learn_forest(*args)
         if reason != DONE:  # a member stopped: handle it, resume, and weigh once all are done
             while reason != DONE:
-                self.members[member]._resolve(reason, reps[member], row, (num, nom, ks))
+                self.members[member]._resolve(reason, reps[member], row, (before, num, nom, ks))
                 arrays.sync()
                 member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num,
                                                         nom, ks, reps, fkeys, row, member, totals, member_proba,

@@ -42,7 +42,9 @@ class Sizes(NamedTuple):
     sizes are at any of its rows (:meth:`at`).
 
     ``before`` is ``(numeric columns, nominal columns, value codes)`` before the batch;
-    ``num``, ``nom`` and ``ks`` are the batch's encoded rows and class ids.
+    ``num``, ``nom`` and ``ks`` are the batch's encoded rows and class ids. A model hands
+    ``(before, num, nom, ks)`` to ``ProbabilityTree._resolve``, ``before`` ``None`` when the
+    registry did not grow in the batch (its sizes are then the tree's).
     """
 
     before: tuple[int, int, int]
@@ -110,7 +112,8 @@ def grow_for_row(t: TreeArrays, room: int, max_bytes: int | None, sizes: Sizes |
     if max_bytes is not None and sizes is not None and not t.meta[M_STOPPED]:  # stopped at max_nodes: as before
         n_cap, m_cap = grown_capacities(t, nodes=nodes, slots=room)[:2]
         k, f, c, v = sizes.at(row, int(t.meta[M_CLASSES]))
-        caps = (n_cap, m_cap, *(_doubled(first, size) for first, size in zip(_FIRST, (k, f, c, v))))
+        caps = (n_cap, m_cap, _doubled(_FIRST[0], k), _doubled(_FIRST[1], f), _doubled(_FIRST[2], c),
+                _doubled(_FIRST[3], v))
         if nbytes(caps, t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0) > max_bytes:
             return stop_growth(t)
     return grow(t, nodes=nodes, slots=room)

@@ -404,7 +404,7 @@ class ProbabilityTree(Classifier):
             stop, reason = direct(learn_rows, *args) if at_entry else learn_rows(*args)
             self.n_examples += stop - start
             start = stop
-            self._resolve(reason, reps, stop, (num, nom, ks))
+            self._resolve(reason, reps, stop, (self._before, num, nom, ks))
         return proba[:, : len(self.classes_)] if want_proba else None
 
     def _registry_shapes(self) -> tuple[int, ...]:
@@ -428,14 +428,14 @@ class ProbabilityTree(Classifier):
         else:
             self._before = None  # nothing new since the last fit: the sizes are the registry's
 
-    def _resolve(self, reason: int, reps: np.ndarray, row: int, rows: tuple[np.ndarray, ...] | None = None) -> None:
+    def _resolve(self, reason: int, reps: np.ndarray, row: int, rows: tuple[Any, ...] | None = None) -> None:
         """Do what the learning loop stopped for, before it resumes at ``row``.
 
         Called after every return of the loop (``DONE`` included): a background tree that was
         adopted becomes the tree (one assignment); one the loop dropped (inactive detector) is
         let go; ``GROW`` makes room for row ``row`` learned ``reps[row]`` times (a split per
-        repetition at most, in each tree) within ``max_bytes``, given the batch's encoded
-        rows and class ids ``rows``; ``START`` makes a background tree. The tree's path
+        repetition at most, in each tree) within ``max_bytes`` given the batch ``rows``
+        (:class:`~streamtree.growth.Sizes`); ``START`` makes a background tree. The tree's path
         and a forest's (:mod:`streamtree.kernels.forest`, one member at a time) share it, so
         a member's arrays evolve exactly as a tree's."""
         if reason == ADOPT:
@@ -447,7 +447,7 @@ class ProbabilityTree(Classifier):
             return
         if reason == GROW:
             room = 2 * max(int(reps[row]), 1)
-            sizes = None if rows is None else growth.Sizes(self._before or growth.registry_sizes(self._tree), *rows)
+            sizes = None if rows is None else growth.Sizes(rows[0] or growth.registry_sizes(self._tree), *rows[1:])
             self._tree = growth.grow_for_row(self._tree, room, self.max_bytes, sizes, row)
             if self._background is not None:
                 self._background = growth.grow_for_row(self._background, room, self.max_bytes, sizes, row)
