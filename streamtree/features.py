@@ -163,8 +163,8 @@ class FeatureRegistry:
         With ``learn``, every value is validated first (:class:`InputError` for a value of an
         unusable type, an infinite number, or a kind that contradicts the feature's) and only
         then are new features and values registered: a raise changes nothing. Without it,
-        unknown features are ignored, unknown nominal values get code -1, and values that
-        cannot be used count as missing.
+        unknown features are ignored, unknown nominal values get code -1 (the feature's other
+        code once it has one), and values that cannot be used count as missing.
         """
         check_mapping(x)
         index, kinds, nominal = self.index, self.kinds, self.nominal_features

@@ -404,7 +404,7 @@ class ProbabilityTree(Classifier):
             stop, reason = direct(learn_rows, *args) if at_entry else learn_rows(*args)
             self.n_examples += stop - start
             start = stop
-            self._resolve(reason, reps, stop, (self._before, num, nom, ks))
+            self._resolve(reason, reps, stop, None if reason == DONE else (self._before, num, nom, ks))
         return proba[:, : len(self.classes_)] if want_proba else None
 
     def _registry_shapes(self) -> tuple[int, ...]:
