@@ -69,6 +69,10 @@ def mergeable_events(body: bytes) -> list[Any] | None:
     ``{"events": [{"features": x, "label": y}]}`` learns. Bodies the writer might answer
     otherwise than as a batch event (not JSON, unknown keys, not an object) are not merged.
     """
+    # orjson, not the routes' parser (app.json_route.parse_json): the merged events are
+    # written out again, and orjson refuses what it could not write back as it was (NaN,
+    # integers beyond 64 bits), so such a body goes to the writer as it came, for its parser;
+    # what orjson reads, the routes' parser reads alike (escaped keys, a repeated key's last).
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
