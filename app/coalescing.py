@@ -31,6 +31,7 @@ What merges, and how:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,8 @@ IN_FLIGHT = 1
 #: Statuses of a merged request that refused it whole, learning nothing: each learn is sent alone.
 _RESEND = (413, 422)
 _EVENT_KEYS = frozenset(("features", "label", "id"))
+#: 20 digits in a row: perhaps an integer beyond 64 bits (2**64 has 20), which orjson reads as a float.
+_LONG_DIGITS = re.compile(rb"\d{20}")
 
 #: A learn's answer when this instance became the writer meanwhile: it learns the request itself.
 LOCAL = None
@@ -70,9 +73,12 @@ def mergeable_events(body: bytes) -> list[Any] | None:
     otherwise than as a batch event (not JSON, unknown keys, not an object) are not merged.
     """
     # orjson, not the routes' parser (app.json_route.parse_json): the merged events are
-    # written out again, and orjson refuses what it could not write back as it was (NaN,
-    # integers beyond 64 bits), so such a body goes to the writer as it came, for its parser;
-    # what orjson reads, the routes' parser reads alike (escaped keys, a repeated key's last).
+    # written out again, and orjson refuses NaN and infinities, which it could not write back.
+    # It reads an integer beyond 64 bits as a float, which the writer would then take where it
+    # refuses the integer: a body with a run of 20 digits goes to the writer as it came. What
+    # else orjson reads, the routes' parser reads alike (escaped keys, a repeated key's last).
+    if _LONG_DIGITS.search(body):
+        return None
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
