@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.test_hostile_http import rss, server_pid
+from tests.app.test_hostile_http import rss
 from tests.app.test_process import free_port, request, start
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,8 @@ N_EVENTS = 1_200
 
 
 @pytest.fixture(scope="module")
-def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    """``(port, pid)`` of a server whose log holds N_EVENTS large events."""
     data_dir: Path = tmp_path_factory.mktemp("export") / "data"
     port = free_port()
     proc = start(data_dir, port, max_exports=str(EXPORTS), export_stall_seconds=str(STALL_S))
@@ -44,7 +45,7 @@ def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
                       for k in range(i, i + 200)]
             status, out = request(port, "POST", "/learn", {"events": events})
             assert status == 200, out
-        yield port
+        yield port, proc.pid
     finally:
         proc.kill()
         proc.wait(timeout=30)
@@ -68,10 +69,10 @@ def stalled(port: int) -> socket.socket:
     return s
 
 
-def test_stalled_exports_hold_no_answer_are_bounded_and_cut_off(port: int) -> None:
+def test_stalled_exports_hold_no_answer_are_bounded_and_cut_off(server: tuple[int, int]) -> None:
+    port, pid = server
     status, full, _ = export(port)
     assert status == 200 and len(json.loads(full)["events"]) == LIMIT and len(full) > 4_000_000
-    pid = server_pid(port)
     before = rss(pid)
     clients = [stalled(port) for _ in range(EXPORTS)]
     try:

@@ -26,15 +26,21 @@ HEAD = 16 * 1024
 
 
 @pytest.fixture(scope="module")
-def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    """``(port, pid)`` of the server."""
     data_dir: Path = tmp_path_factory.mktemp("hostile") / "data"
     port = free_port()
     proc = start(data_dir, port, max_head_bytes=str(HEAD))
     try:
-        yield port
+        yield port, proc.pid
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def port(server: tuple[int, int]) -> int:
+    return server[0]
 
 
 def exchange(port: int, raw: bytes, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
@@ -87,29 +93,10 @@ def rss(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
 
-def server_pid(port: int) -> int:
-    """The pid of the process listening on ``port`` (found through /proc)."""
-    inode = None
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
-                inode = fields[9]
-    assert inode is not None
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if any(str(fd.readlink()) == f"socket:[{inode}]" for fd in (proc / "fd").iterdir()):
-                    return int(proc.name)
-            except OSError:
-                continue
-    raise AssertionError("no process listens on the port")
-
-
-def test_an_unfinished_huge_header_is_not_held(port: int) -> None:
+def test_an_unfinished_huge_header_is_not_held(server: tuple[int, int]) -> None:
     """Clients that send an endless header (32 MiB each, never finished) are cut off at the
     head limit: none gets to send it all, and the server's memory stays put."""
-    pid = server_pid(port)
+    port, pid = server
     before = rss(pid)
     sent: list[int] = []
     cut: list[bool] = []
