@@ -66,19 +66,31 @@ _FREE = """(l.expires_at < clock_timestamp() OR l.holder_pid IS NULL
 #: When it is free for an instance that is not eligible: expired a further ``grace`` seconds ago.
 _FREE_DEFERRED = "l.expires_at < clock_timestamp() - make_interval(secs => %(grace)s)"
 
+#: Takes the lease if free; the new token and the previous holder's sessions.
 _ACQUIRE = """
+WITH previous AS (SELECT holder_sessions FROM streamtree_lease WHERE id = 1)
 UPDATE streamtree_lease l SET token = token + 1, holder = %(holder)s, url = %(url)s, holder_pid = pg_backend_pid(),
     holder_sessions = %(sessions)s, expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
-WHERE id = 1 AND {free}
-RETURNING token
+FROM previous
+WHERE l.id = 1 AND {free}
+RETURNING l.token, previous.holder_sessions
 """
 
-#: Ends the store sessions of the lease's holder once the lease is free (not this instance's own).
+#: Ends the store sessions of the lease's holder if the lease is free (and not this instance's):
+#: before taking it, in case a transaction of theirs holds the row.
 _END_HOLDER = """
 SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid))
 FROM streamtree_lease l JOIN pg_stat_activity a
     ON a.application_name = l.holder_sessions AND a.datname = current_database() AND a.pid <> pg_backend_pid()
 WHERE l.id = 1 AND l.holder_sessions IS DISTINCT FROM %(sessions)s AND {free}
+"""
+
+#: Ends the sessions named ``%(previous)s`` (the previous holder's): once the lease is taken, in case
+#: the lease expired between :data:`_END_HOLDER` and the taking, so that no transaction of
+#: theirs holds rows the new writer's first appends would wait for.
+_END_SESSIONS = """
+SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = %(previous)s AND datname = current_database() AND pid <> pg_backend_pid()
 """
 
 # The token alone decides: a holder whose lease expired may renew it as long as nobody took it
@@ -90,8 +102,10 @@ WHERE id = 1 AND token = %(token)s
 RETURNING token
 """
 
-# expired now (not '-infinity'): an instance that is not eligible still waits its grace after it
-_RELEASE = "UPDATE streamtree_lease SET expires_at = clock_timestamp(), holder_pid = NULL WHERE id = 1 AND token = %s"
+# expired now (not '-infinity': an instance that is not eligible still waits its grace after it);
+# no sessions to end: a holder that releases the lease is running, its last writes end by themselves
+_RELEASE = """UPDATE streamtree_lease SET expires_at = clock_timestamp(), holder_pid = NULL, holder_sessions = NULL
+WHERE id = 1 AND token = %s"""
 
 _HOLDER = "SELECT holder, url, token FROM streamtree_lease WHERE id = 1 AND expires_at > clock_timestamp()"
 
@@ -230,12 +244,7 @@ class PostgresCoordinator(Coordinator):
         params = {"holder": self._me, "url": self._url, "lease": self._lease_s, "sessions": self._sessions,
                   "grace": self._lease_s}
         conn = self._connection()
-        try:
-            ended = conn.execute(_END_HOLDER.format(free=free), params).fetchone()
-            if ended and ended[0]:
-                log.warning("the writer's lease is free: ended %d session(s) of its previous holder", ended[0])
-        except errors.InsufficientPrivilege as exc:  # another role's: their own timeouts end them
-            log.warning("cannot end the previous writer's sessions (%s); waiting for them", str(exc).strip())
+        self._end_sessions(conn, _END_HOLDER.format(free=free), params)
         sent = time.monotonic()
         try:
             row = conn.execute(_ACQUIRE.format(free=free), params).fetchone()
@@ -246,11 +255,24 @@ class PostgresCoordinator(Coordinator):
             found = self._connection().execute(_HOLDER).fetchone()
             self._holder = None if found is None else Lease(str(found[0]), str(found[1]), int(found[2]))
             return
+        if row[1] is not None and row[1] != self._sessions:
+            self._end_sessions(conn, _END_SESSIONS, {"previous": row[1]})
         self._held = self._holder = Lease(self._me, self._url, int(row[0]))
         self._valid_until = sent + self._lease_s
         self._on_token(self._held.token)
         log.warning("this instance took the writer's lease (token %d)", self._held.token)
         self._on_lease(self._held)
+
+    def _end_sessions(self, conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> None:
+        """End the previous holder's store sessions that ``sql`` selects (their open transactions
+        are rolled back by the server)."""
+        try:
+            ended = conn.execute(sql, params).fetchone()
+        except errors.InsufficientPrivilege as exc:  # another role's: their own timeouts end them
+            log.warning("cannot end the previous writer's sessions (%s); waiting for them", str(exc).strip())
+            return
+        if ended and ended[0]:
+            log.warning("the writer's lease is free: ended %d session(s) of its previous holder", ended[0])
 
     def _renew(self) -> None:
         """With the lock, holding the lease: extend it, or give it up if it was lost."""

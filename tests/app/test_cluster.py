@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.app.conftest import make_stream
@@ -275,3 +276,45 @@ def test_a_writer_stopped_past_its_lease_cannot_append_after_it_resumes(tmp_path
         handover = wait_until(lambda: health(w)["role"] == "writer", 10, "the old writer takes the lease back")
         assert handover < 1.0, handover
         assert learn(w, events[350:360]) == expected + 10
+
+
+def test_an_instance_that_cannot_rebuild_a_model_starts_but_leaves_the_lease_to_one_that_can(
+        tmp_path: Path, pg_url: str) -> None:
+    """Issue 32: a writer whose model was unavailable took the lease anyway. Here instance B
+    may not read the events' text (a database role without that column), so it cannot rebuild
+    any model: it starts, answers 503 saying why, and when the writer dies it leaves the lease
+    to C, which serves every model, although B polls forty times as often."""
+    events = make_stream(300, seed=51)
+    with instances(tmp_path, pg_url, 1) as [(writer, w)]:
+        learn(w, events[:200])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for sql in ["CREATE ROLE limited LOGIN", "GRANT CREATE, USAGE ON SCHEMA public TO limited",
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO limited",
+                        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO limited",
+                        "REVOKE SELECT ON streamtree_events FROM limited",
+                        "GRANT SELECT (model, seq, logged_at, idempotency_key) ON streamtree_events TO limited"]:
+                conn.execute(sql)
+        b, c = free_port(), free_port()
+        limited_url = pg_url.replace("postgresql://postgres@", "postgresql://limited@", 1)
+        procs = [start(tmp_path / "b", b, database_url=limited_url, **(FAST | {"lease_seconds": "3",
+                                                                                  "lease_poll_seconds": "0.05"})),
+                 start(tmp_path / "c", c, database_url=pg_url, **(FAST | {"lease_seconds": "3",
+                                                                         "lease_poll_seconds": "2"}))]
+        try:
+            status, out = request(b, "POST", "/predict_proba", {"features": events[0][0]})
+            assert status == 503 and out["detail"].startswith(
+                "Model 'default' is unavailable: its event log could not be read from the store"), out
+            assert health(b)["role"] == "replica" and health(c)["role"] == "replica"
+            assert learn(w, events[200:210]) == 210
+            writer.send_signal(signal.SIGKILL)  # its session ends: the lease is free at once
+            writer.wait(timeout=30)
+            wait_until(lambda: health(c)["role"] == "writer", 20, "C takes the lease")
+            assert health(b)["role"] == "replica"
+            assert learn(c, events[210:220]) == 220
+            time.sleep(4.0)  # past a lease and more: C keeps it, B never takes it
+            assert health(b)["role"] == "replica" and health(c)["role"] == "writer"
+            assert learn(b, events[220:230]) == 230  # B forwards writes to C
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait(timeout=30)

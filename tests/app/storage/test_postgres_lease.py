@@ -174,3 +174,26 @@ def test_notices_of_appends_creations_and_holders(stores: Callable[[], EventStor
     assert leases[0].holder == "b"
     b.append("m", 74, ["b"])
     cb.close()
+
+
+def test_an_instance_that_is_not_eligible_leaves_a_free_lease_to_one_that_is(stores: Callable[[], EventStore]) -> None:
+    """One that cannot serve every model defers: it takes a free lease only once it has been
+    free for a further lease length, so an eligible one takes it first, and it still takes it
+    when no other does."""
+    a, b, c = stores(), stores(), stores()
+    ca, cb, cc = coordinator(a, "a", lease_s=0.6), coordinator(b, "b", lease_s=0.6), coordinator(c, "c", lease_s=0.6)
+    assert ca.try_acquire() is not None
+    cb.set_eligible(False)
+    ca.release()  # free now
+    assert ca.holder() is None
+    assert cb.try_acquire() is None  # not eligible: it waits...
+    assert cc.try_acquire() is not None  # ...and an eligible one takes it
+    cc.release()
+    t0 = time.monotonic()
+    wait_for(lambda: cb.try_acquire() is not None)  # no eligible one: it takes it after the further lease length
+    assert time.monotonic() - t0 >= 0.5
+    cb.set_eligible(True)
+    cb.release()
+    assert cb.try_acquire() is not None  # eligible again: at once
+    for co in (ca, cb, cc):
+        co.close()
