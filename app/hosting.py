@@ -658,6 +658,9 @@ class ModelHost:
                         orjson.dumps({"prequential": self.prequential.state()}).decode())
         try:
             await self.db.run(self.db.store.save_snapshot, self.name, snap, self.settings.snapshots_kept)
+        except LeaseLost:  # not a failure: another instance is the writer now, and snapshots
+            log.warning("model %r: no snapshot at seq %d: this instance lost the writer's lease", self.name, snap.seq)
+            return
         except Exception:
             log.exception("model %r: snapshot at seq %d failed (the log still has every event)",
                           self.name, snap.seq)

@@ -111,7 +111,10 @@ MIGRATIONS: tuple[str, ...] = (
     # rows written before keep their bytes in model_bytes (pieces NULL) and read as before. The
     # lease records the application_name its holder's store sessions carry, so an instance
     # taking an expired lease can end them: a stopped holder's open transaction would
-    # otherwise keep its locks for as long as it stays stopped.
+    # otherwise keep its locks for as long as it stays stopped. The lease's notice is sent only
+    # when the token changes: sent for each attempt to take the lease (a statement-level trigger
+    # fires on zero rows too), it woke the attempting instance itself at once, which tried again:
+    # a replica tried about 100 times a second, and the writer, woken too, renewed as often.
     """
     ALTER TABLE streamtree_snapshots ADD COLUMN pieces integer, ADD COLUMN size bigint;
     CREATE TABLE streamtree_snapshot_pieces (
@@ -124,6 +127,9 @@ MIGRATIONS: tuple[str, ...] = (
         FOREIGN KEY (model, seq) REFERENCES streamtree_snapshots (model, seq) ON DELETE CASCADE
     );
     ALTER TABLE streamtree_lease ADD COLUMN holder_sessions text;
+    DROP TRIGGER streamtree_lease_notify ON streamtree_lease;
+    CREATE TRIGGER streamtree_lease_notify AFTER UPDATE OF token ON streamtree_lease
+        FOR EACH ROW WHEN (OLD.token IS DISTINCT FROM NEW.token) EXECUTE FUNCTION streamtree_notify('streamtree_lease');
     """,
 )
 

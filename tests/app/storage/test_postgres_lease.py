@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.storage import EventStore, LeaseLost, open_store
+from app.storage import EventStore, LeaseLost, Snapshot, open_store
 from app.storage.postgres import PostgresStore
 from app.storage.postgres_lease import PostgresCoordinator
 
@@ -50,6 +50,9 @@ def test_a_store_with_its_coordinator_out_writes_only_under_the_lease(stores: Ca
         store.append("m", 1, ["e1"])
     with pytest.raises(LeaseLost):
         store.create_model("n", "{}")
+    with pytest.raises(LeaseLost):  # a writer that lost the lease writes no snapshot either
+        store.save_snapshot("m", Snapshot(1, b"model", "{}"), keep=2)
+    assert store.snapshot_seqs("m") == []
     lease = c.try_acquire()
     assert lease is not None and lease.holder == "a" and lease.token >= 1
     store.append("m", 1, ["e1"])
@@ -197,3 +200,25 @@ def test_an_instance_that_is_not_eligible_leaves_a_free_lease_to_one_that_is(sto
     assert cb.try_acquire() is not None  # eligible again: at once
     for co in (ca, cb, cc):
         co.close()
+
+
+def test_a_replica_polling_for_the_lease_does_not_make_the_holder_renew_at_every_attempt(
+        pg_url: str, stores: Callable[[], EventStore]) -> None:
+    """Each attempt to take the lease used to send the lease's notice (a statement-level trigger
+    fires on zero rows too), which woke the attempting instance at once: it tried again about a
+    hundred times a second, and the holder, woken too, renewed as often. The notice now comes
+    only when the token changes: the holder renews every quarter lease."""
+    a, b = stores(), stores()
+    ca, cb = coordinator(a, "a", lease_s=2.0), coordinator(b, "b", lease_s=2.0)
+    assert ca.try_acquire() is not None
+    ca.start(lambda lease: None, lambda model, seq: None)
+    cb.start(lambda lease: None, lambda model, seq: None)  # polls every 0.05 s
+    seen = set()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:
+            seen.add(conn.execute("SELECT expires_at FROM streamtree_lease").fetchone())
+            time.sleep(0.005)
+    assert len(seen) <= 6, f"{len(seen)} renewals in 1.5 s of a 2 s lease (one every 0.5 s expected)"
+    cb.close()
+    ca.close()
