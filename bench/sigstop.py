@@ -154,6 +154,19 @@ def wait_role(inst: Instance, role: str, timeout: float) -> float | None:
     return None
 
 
+def roles(instances: list[Instance], timeout: float = 60) -> tuple[Instance, Instance]:
+    """``(writer, replica)``, once one instance says it is the writer and the other a replica."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [inst.role() for inst in instances]
+        if sorted(map(str, found)) == ["replica", "writer"]:
+            writer = instances[found.index("writer")]
+            return writer, next(inst for inst in instances if inst is not writer)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no writer and replica after {timeout:g} s: {found}")
+        time.sleep(0.05)
+
+
 def trial(k: int, writer: Instance, replica: Instance, watch: LeaseWatch, clients: list[Client],
           rng: random.Random) -> dict[str, Any]:
     """Stop the writer at a random moment; how long after its lease's expiry the replica took over."""
@@ -177,13 +190,15 @@ def trial(k: int, writer: Instance, replica: Instance, watch: LeaseWatch, client
     taken = next((r[0] for r in watch.since(t_stop) if r[1] != before[1]), None)
     hold = rng.uniform(0.0, 1.0)
     time.sleep(hold)
+    stopped_for = time.time() - t_stop
     writer.proc.send_signal(signal.SIGCONT)
     back = wait_role(writer, "replica", 60)
     result = {"trial": k, "stopped_pid": pid, "stopped_at": t_stop, "lease_expiry": expiry,
               "stopped_before_expiry_s": expiry - t_stop,
               "lease_taken_after_expiry_s": None if taken is None else taken - expiry,
               "first_ack_after_expiry_s": min(acks) - expiry if acks else None,
-              "replica_writer_after_stop_s": became, "resumed_after_s": hold, "old_writer_replica_after_s": back}
+              "replica_writer_after_stop_s": became, "resumed_after_s": hold, "stopped_for_s": stopped_for,
+              "old_writer_replica_after_s": back}
     lt, fa = result["lease_taken_after_expiry_s"], result["first_ack_after_expiry_s"]
     print(f"  trial {k + 1}: lease taken {lt if lt is None else f'{lt:.2f}'} s, first learn "
           f"{fa if fa is None else f'{fa:.2f}'} s after the expiry", flush=True)
@@ -201,7 +216,7 @@ def check_log(url: str, clients: list[Client]) -> dict[str, Any]:
             acked.setdefault(seq, []).append(event)
     twice = sorted(seq for seq, events in acked.items() if len(events) > 1)
     lost = sorted(seq for seq, events in acked.items()
-                  if seq not in log or {"x": log[seq]["x"], "y": log[seq]["y"]} != {"x": events[0][0], "y": events[0][1]})
+                  if seq not in log or (log[seq]["x"], log[seq]["y"]) != tuple(events[0]))
     return {"logged": len(log), "gap_free": sorted(log) == list(range(1, len(log) + 1)),
             "acknowledged_events": sum(len(e) for e in acked.values()), "seqs_acknowledged_twice": len(twice),
             "acknowledged_lost": len(lost), "examples_twice": twice[:10], "examples_lost": lost[:10]}
@@ -239,7 +254,7 @@ def report(out: dict[str, Any]) -> str:
     lines += ["", "## Each trial (seconds after the expiry: lease taken, first learn)", "",
               ", ".join(f"{t['lease_taken_after_expiry_s']:.2f}/{t['first_ack_after_expiry_s']:.2f}"
                         if t["lease_taken_after_expiry_s"] is not None and t["first_ack_after_expiry_s"] is not None
-                        else "none" for t in trials)]
+                        else f"none (stopped {t['stopped_for_s']:.0f} s)" for t in trials)]
     return "\n".join(lines) + "\n"
 
 
@@ -251,7 +266,8 @@ def main() -> None:
     args = parser.parse_args()
     from tests.pg import start_cluster, stop_cluster
 
-    command = "flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.sigstop " + shlex.join(sys.argv[1:])
+    command = " ".join(["flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.sigstop",
+                        *map(shlex.quote, sys.argv[1:])])
     rng = random.Random(args.seed)
     load_before = os.getloadavg()
     t0 = time.monotonic()
@@ -275,8 +291,8 @@ def main() -> None:
         time.sleep(2.0)
         results = []
         for k in range(args.trials):
+            writer, replica = roles(instances)  # swapped by the last trial, unless its takeover failed
             results.append(trial(k, writer, replica, watch, clients, rng))
-            writer, replica = replica, writer
         for c in clients:
             c.stop.set()
         for c in clients:
@@ -309,12 +325,16 @@ def main() -> None:
     firsts = [t["first_ack_after_expiry_s"] for t in results]
     worst = max((f for f in firsts if f is not None), default=float("inf"))
     missing = sum(f is None for f in firsts)
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    twice, lost = log["seqs_acknowledged_twice"], log["acknowledged_lost"]
     out["verdicts"] = {
         f"every first learn acknowledged within {BOUND:g} s after the lease expired":
-            f"max {worst:.2f} s, {missing} trials without one ({'met' if worst < BOUND and not missing else 'NOT met'})",
-        "no seq acknowledged twice": f"{log['seqs_acknowledged_twice']} ({'met' if not log['seqs_acknowledged_twice'] else 'NOT met'})",
-        "no acknowledged event lost, log gap-free": f"{log['acknowledged_lost']} lost, gap-free {log['gap_free']} "
-                                                   f"({'met' if not log['acknowledged_lost'] and log['gap_free'] else 'NOT met'})",
+            f"max {worst:.2f} s, {missing} trials without one ({verdict(worst < BOUND and not missing)})",
+        "no seq acknowledged twice": f"{twice} ({verdict(not twice)})",
+        "no acknowledged event lost, log gap-free": f"{lost} lost, gap-free {log['gap_free']} "
+                                                   f"({verdict(not lost and log['gap_free'])})",
     }
     name = "sigstop" if args.trials >= 100 else "sigstop_smoke"
     RESULTS.mkdir(parents=True, exist_ok=True)

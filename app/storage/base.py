@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Literal, Self
 
 __all__ = ["PIECE_BYTES", "Coordinator", "EventStore", "IdempotentAnswer", "Lease", "LeaseLost", "ModelExists",
-           "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync", "checked_piece", "join_pieces", "piece_crc",
-           "pieces"]
+           "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync", "checked_piece", "join_pieces",
+           "piece_crc", "pieces"]
 
 #: Most bytes of a snapshot stored in one value. A snapshot is stored as pieces of at most this
 #: size, so no single value comes near an engine's limit (PostgreSQL's 1 GB per value, whose

@@ -149,7 +149,8 @@ def main() -> None:
                 if op == "append1":
                     store.append("m", seq, [f"e{seq}"])
                 elif op == "append_keys":
-                    store.append("m", seq, [f"e{seq}", f"e{seq + 1}"], [IdempotentAnswer(f"key{trial}", "h", 2, seq + 1)])
+                    store.append("m", seq, [f"e{seq}", f"e{seq + 1}"],
+                                 [IdempotentAnswer(f"key{trial}", "h", 2, seq + 1)])
                 elif op == "append_copy":
                     store.append("m", seq, [f"e{seq + i}" for i in range(100)])
                 elif op == "create":

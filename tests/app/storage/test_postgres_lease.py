@@ -102,7 +102,8 @@ def test_a_stopped_holder_keeps_its_session_and_loses_the_lease_when_it_expires(
     cb.close()
 
 
-def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str, stores: Callable[[], EventStore]) -> None:
+def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str,
+                                                                  stores: Callable[[], EventStore]) -> None:
     """A write under the fence by a session the taker does not end (not one of the holder's
     store sessions): each attempt waits a short while for the row, then gives up until the
     next poll; once the write commits the lease is taken and the write is seen."""
