@@ -3,7 +3,9 @@
 Starts ``streamtree serve`` (this checkout's code) on loopback with a fresh SQLite data
 directory or a throwaway PostgreSQL cluster (``--store postgres``, ``fsync`` on), an API key and
 open reads, then runs ``--clients`` threads for ``--duration`` seconds, each with its own
-keep-alive connection, drawing every request from a fixed mix:
+keep-alive connection, sending ``--rate`` requests a second together (Poisson arrivals;
+a latency counts from when its request was due, so a stall is charged to every request it
+delays), each drawn from a fixed mix:
 
 * authenticated: single learns, batches of 50, predictions with an id followed later by the
   id's label (sometimes in a batch), batch predictions, model reads (metrics, history, tree),
@@ -14,8 +16,8 @@ keep-alive connection, drawing every request from a fixed mix:
 * hostile, from both: lone surrogates, integers beyond 64 bits in events and configs, a
   batch naming one id twice, predicting again with a pending id, unknown ids.
 
-Beside them (:mod:`bench.soak_hostile`): two exporters paging through the event log, eight
-stalled exporters that never read their answers, and one hostile HTTP client (8 MiB and
+Beside them (:mod:`bench.soak_hostile`): two exporters paging through the event log (a
+page of 5,000 events every half second each), eight stalled exporters that never read their answers, and one hostile HTTP client (8 MiB and
 20,000 headers, an unfinished 32 MiB header, malformed requests, a chunked body past the
 limit, a body before the key, wrong dashboard tokens).
 
@@ -133,9 +135,10 @@ class Client(threading.Thread):
     by the kill, not as server errors, and the client stops at its next failure.
     """
 
-    def __init__(self, port: int, cid: int, until: float, killed: threading.Event) -> None:
+    def __init__(self, port: int, cid: int, until: float, killed: threading.Event, rate: float) -> None:
         super().__init__(daemon=True)
         self.port, self.cid, self.until, self.killed = port, cid, until, killed
+        self.rate = rate  # requests per second this client is scheduled to send (0: back to back)
         self.rng = random.Random(cid)
         self.latencies: dict[str, list[float]] = defaultdict(list)
         self.statuses: Counter[tuple[str, int]] = Counter()
@@ -238,9 +241,17 @@ class Client(threading.Thread):
         weights = [w for w, _ in self.mix]
         makers = [m for _, m in self.mix]
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        scheduled = time.perf_counter()
         while time.monotonic() < self.until:
             kind, (method, path, body, headers) = self.rng.choices(makers, weights)[0]()
-            start = time.perf_counter()
+            if self.rate:
+                # Poisson arrivals; a request's latency counts from when it was due, so a slow answer
+                # that delays the next requests is charged to them too (no coordinated omission)
+                scheduled += self.rng.expovariate(self.rate)
+                time.sleep(max(0.0, scheduled - time.perf_counter()))
+                start = scheduled
+            else:
+                start = time.perf_counter()
             try:
                 conn.request(method, path, body=body.encode() if body else None,
                              headers={"Content-Type": "application/json"} | headers)
@@ -322,7 +333,7 @@ def steady_growth(series: list[tuple[float, int]], since: float) -> float | None
     return (max(values) / min(values) - 1) if values else None
 
 
-def soak(duration: float, clients: int, sample: float, max_nodes: int, steady: float,
+def soak(duration: float, clients: int, rate: float, sample: float, max_nodes: int, steady: float,
          database_url: str | None) -> dict[str, Any]:
     """Run the soak; return its figures."""
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-soak-")) / "data"
@@ -333,7 +344,7 @@ def soak(duration: float, clients: int, sample: float, max_nodes: int, steady: f
         bound_models(port, max_nodes)
         t0 = time.monotonic()
         until = t0 + duration
-        workers = [Client(port, i, until + 3600, killed) for i in range(clients)]  # they stop at the kill
+        workers = [Client(port, i, until + 3600, killed, rate / clients) for i in range(clients)]  # stop at the kill
         others = ([Exporter(port, until, 1000 + i, MODEL) for i in range(2)]
                   + [StalledExporter(port, until, 2000 + i, MODEL) for i in range(8)]
                   + [HostileHTTP(port, until, 3000, AUTH, MODEL)])
@@ -387,7 +398,7 @@ def soak(duration: float, clients: int, sample: float, max_nodes: int, steady: f
     errors = [e for w in workers for e in w.server_errors] + extra["server_errors"]
     not_json = [e for w in workers for e in w.not_json] + extra["not_json"]
     return {
-        "duration_s": duration, "steady_s": steady, "clients": clients, "requests": len(every),
+        "duration_s": duration, "steady_s": steady, "clients": clients, "rate": rate, "requests": len(every),
         "requests_per_s": len(every) / duration,
         "server_errors": len(errors), "server_error_examples": errors[:20],
         "not_json": len(not_json), "not_json_examples": not_json[:20],
@@ -407,7 +418,7 @@ def soak(duration: float, clients: int, sample: float, max_nodes: int, steady: f
         "model_bytes": model_bytes, "snapshot_bytes": snap_bytes,
         "model_steady_growth": {m: steady_growth(model_bytes[m], since) for m in MODELS},
         "snapshot_steady_growth": {m: steady_growth(snap_bytes[m], since) for m in MODELS},
-        "ids_summary_categories": summaries[IDS].get("categories"),
+        "ids_other_values": summaries[IDS].get("other_values"), "ids_notes": summaries[IDS].get("notes"),
     }
 
 
@@ -423,10 +434,12 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
         f"`{meta['command']}`",
         "",
-        f"{r['clients']} clients for {r['duration_s']:.0f} s of mixed traffic (authenticated learns, batches, "
+        f"{r['clients']} clients sending {r['rate']:.0f} requests/s together (Poisson arrivals; a latency counts "
+        f"from when its request was due) for {r['duration_s']:.0f} s of mixed traffic (authenticated learns, batches, "
         "predictions and delayed labels; learns of a model whose events carry an id-like feature; anonymous "
-        "predictions, pending-id floods and refused writes; hostile bodies), beside 2 exporters, 8 stalled "
-        f"exporters and a hostile HTTP client. Python {meta['python']}, {meta['machine']}, {meta['cpus']} CPUs; "
+        "predictions, pending-id floods and refused writes; hostile bodies), beside 2 exporters (a page of 5,000 "
+        "events every 0.5 s each), 8 stalled exporters (never reading) and a hostile HTTP client (header bombs, "
+        f"malformed requests, chunked bodies past the limit, wrong sign-ins). Python {meta['python']}, {meta['machine']}, {meta['cpus']} CPUs; "
         "client and server share them. The server is killed (SIGKILL) under traffic at the end and restarted.",
         "",
         "| figure | value | target |",
@@ -454,7 +467,8 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
         f"| requests cut by the kill / restart took | {r['cut_by_kill']} / {r['restart_s']:.1f} s | |",
         f"| events exported / stalled exports opened | {r['events_exported']:,} / {r['stalled_exports']:,} | |",
         "",
-        f"`ids` model's categories (summary): `{json.dumps(r['ids_summary_categories'])}`",
+        f"`ids` model, values sent to the *other* code: `{json.dumps(r['ids_other_values'])}`; "
+        f"its summary's notes: `{json.dumps(r['ids_notes'])}`",
         "",
         "| kind | requests | p50 ms | p99 ms | statuses |",
         "|---|---:|---:|---:|---|",
@@ -477,6 +491,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady", type=float, default=None,
                         help="the last seconds in which RSS and snapshots must be flat (default 2/3 of the duration)")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--rate", type=float, default=300.0,
+                        help="requests per second of the ordinary clients together, Poisson arrivals (0: each "
+                             "client back to back, which saturates the cores and measures queueing)")
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS samples")
     parser.add_argument("--max-nodes", type=int, default=2000, help="the models' max_nodes (default 2000)")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
@@ -489,7 +506,7 @@ def main(argv: list[str] | None = None) -> None:
         cluster = start_cluster(fsync=True)
     try:
         url = cluster.create_database() if cluster else None
-        result = soak(args.duration, args.clients, args.sample, args.max_nodes, steady, url)
+        result = soak(args.duration, args.clients, args.rate, args.sample, args.max_nodes, steady, url)
     finally:
         if cluster is not None:
             from tests.pg import stop_cluster

@@ -4,7 +4,7 @@ Each is a thread that runs until a deadline and records what it was answered, so
 (:mod:`bench.soak`) can count 5xx and non-JSON answers among them as among the ordinary mix:
 
 * :class:`Exporter`: reads the model's event log a page at a time from seq 0, again and again,
-  reading every answer in full (a well-behaved exporter);
+  reading every answer in full, a page every ``pause`` seconds (a well-behaved exporter);
 * :class:`StalledExporter`: asks for an export and never reads the answer, holds the
   connection for a while, closes it and starts again (a client that takes the answer's memory
   hostage unless the server streams with back-pressure);
@@ -63,9 +63,10 @@ class _Recorder(threading.Thread):
 class Exporter(_Recorder):
     """Pages through ``/models/{model}/events`` from the start, reading every answer."""
 
-    def __init__(self, port: int, until: float, seed: int, model: str, page: int = 5_000) -> None:
+    def __init__(self, port: int, until: float, seed: int, model: str, page: int = 5_000,
+                 pause: float = 0.5) -> None:
         super().__init__(port, until, seed)
-        self.model, self.page = model, page
+        self.model, self.page, self.pause = model, page, pause
         self.events_read = 0
 
     def run(self) -> None:
@@ -87,6 +88,7 @@ class Exporter(_Recorder):
                 events = json.loads(data)["events"]
                 self.events_read += len(events)
                 after = events[-1]["seq"] if events else 0  # from the start again at the end
+                time.sleep(self.pause)  # a backup job, not a flood: the stalled exporters are the hostile ones
             else:  # refused (too many exports at once): back off as told
                 time.sleep(float(r.getheader("retry-after", "1") or 1))
         conn.close()
