@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.background import LoopTask
 from app.history import History
 from app.learning import Restored, split_config
 from app.prequential import Prequential
@@ -62,7 +63,7 @@ def placeholder(config: dict[str, Any], model_cls: Any, settings: Settings) -> R
     return Restored(model, prequential, 0, 0)
 
 
-class Recovery:
+class Recovery(LoopTask):
     """Retries the rebuild of every unavailable model, with a doubling interval.
 
     Parameters
@@ -74,27 +75,14 @@ class Recovery:
         :data:`MAX_RETRY`, as they are when the retries start).
     """
 
+    task_name = "recovery"
+
     def __init__(self, hosts: Callable[[], list[ModelHost]], first: float | None = None,
                  longest: float | None = None) -> None:
         self._hosts = hosts
         self._first, self._longest = first, longest
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Start retrying (a task on the running loop)."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="recovery")
-
-    async def stop(self) -> None:
-        """Stop retrying (a rebuild in progress is cancelled with it)."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         first = FIRST_RETRY if self._first is None else self._first
         longest = MAX_RETRY if self._longest is None else self._longest
         wait = first

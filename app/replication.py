@@ -18,6 +18,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from app.background import LoopTask
 from app.learning import REPLAY_PAGE
 from app.storage import StorageError
 
@@ -38,7 +39,7 @@ log = logging.getLogger("streamtree.app")
 APPLY_SLICE = 50
 
 
-class Follower:
+class Follower(LoopTask):
     """Applies the log to a registry's models while this instance is not the writer.
 
     Parameters
@@ -47,6 +48,8 @@ class Follower:
         The models to keep up to date (and whose store is read).
     """
 
+    task_name = "follower"
+
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.noticed: dict[str, int] = {}  # newest committed seq seen per model
@@ -54,21 +57,6 @@ class Follower:
         self._dirty: set[str] = set()
         self._full = True
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        """Start following (a task on the running loop)."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="follower")
-
-    async def stop(self) -> None:
-        """Stop following."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     def notice(self, model: str | None, seq: int) -> None:
         """Record a notice of the store (on the loop): ``model`` has events up to ``seq``, or
@@ -128,7 +116,7 @@ class Follower:
         for host in self.registry.all():
             await self.catch_up(host)
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
