@@ -266,6 +266,9 @@ class Health(BaseModel):
     role: str = Field(description="`writer` (learns and logs events) or `replica` (follows the log, forwards "
                                   "writes to the writer); a single instance on SQLite is the writer.")
     seq: dict[str, int] = Field(description="Model name to the last event applied on this instance.")
+    unavailable: dict[str, str] | None = Field(
+        default=None, description="Only when some model cannot be restored: model name to the reason. Such a model "
+                                  "answers 503 with the reason and is retried in the background; the others serve.")
 
 
 class LoggedEvent(BaseModel):

@@ -31,6 +31,7 @@ class ModelView(Protocol):
     """What the model collector reads from a hosted model."""
 
     name: str
+    unavailable: str | None  # why the model cannot be restored (None: it can)
 
     @property
     def prequential(self) -> WindowSource:
@@ -104,7 +105,11 @@ class _ModelCollector(Collector):
                      for k, doc in _COUNTERS.items()}
         window = {k: GaugeMetricFamily(f"streamtree_model_{name}", doc, labels=["model"])
                   for k, (name, doc) in _WINDOW.items()}
+        unavailable = GaugeMetricFamily("streamtree_model_unavailable", "1 while the model cannot be restored from "
+                                        "the store (it answers 503 saying why; /health lists the reason).",
+                                        labels=["model"])
         for m in self._models():
+            unavailable.add_metric([m.name], float(m.unavailable is not None))
             gauges = m.gauges()
             for k, v in gauges.items():
                 if k in families:
@@ -115,6 +120,7 @@ class _ModelCollector(Collector):
                         window[k].add_metric([m.name], v)
         yield from families.values()
         yield from window.values()
+        yield unavailable
 
 
 class _ClusterCollector(Collector):

@@ -108,7 +108,13 @@ def test_a_model_that_cannot_be_rebuilt_answers_503_saying_why_and_the_others_se
     sql("INSERT INTO {t}events (model, seq, event) VALUES ('default', 101, ?)", (bad,))
     monkeypatch.setattr(app.recovery, "FIRST_RETRY", 0.05)
     with running(**settings) as client:  # the service starts all the same
-        assert client.get("/health").status_code == 200
+        health = client.get("/health")
+        assert health.status_code == 200
+        assert health.json()["unavailable"]["default"].startswith("its event log cannot be replayed")
+        assert list(health.json()["unavailable"]) == ["default"]
+        metrics = client.get("/metrics").text
+        assert 'streamtree_model_unavailable{model="default"} 1.0' in metrics
+        assert 'streamtree_model_unavailable{model="other"} 0.0' in metrics
         for method, path, body in [("POST", "/predict_proba", {"features": stream[0][0]}),
                                    ("POST", "/models/default/predict_proba", {"instances": [stream[0][0]]}),
                                    ("POST", "/learn", {"features": stream[0][0], "label": stream[0][1]}),
@@ -134,3 +140,4 @@ def test_a_model_that_cannot_be_rebuilt_answers_503_saying_why_and_the_others_se
             assert time.monotonic() < deadline, "the model was not rebuilt once its log could be replayed"
             time.sleep(0.05)
         assert state(client) == before
+        assert "unavailable" not in client.get("/health").json()
