@@ -1,6 +1,6 @@
 """``ProbabilityForest``: randomized online probability trees whose probabilities are averaged.
 
-The randomized-trees paper (Fan, Wang, Yu, Ma; ``shared/seeds/randomized-trees-posterior.txt``)
+The randomized-trees paper (Fan, Wang, Yu and Ma, ICDM 2005; ``docs/library/forests.md``)
 estimates the posterior by averaging the probabilities of ``T`` randomized trees,
 
 .. math::

@@ -1,6 +1,6 @@
 """Hierarchical Gradient Smoothing: the leave-one-out objective, its fitting and prediction.
 
-Notation as in :mod:`streamtree.smoothing.hgs` (and ``shared/docs/hgs-notes.md``): nodes
+Notation as in :mod:`streamtree.smoothing.hgs` (and ``docs/library/hgs.md``): nodes
 ``0..n-1`` with ``parent[0] = -1`` and ``parent[i] < i``, ``K`` classes, counts ``c[i, k]``
 and ``c[i, .]`` their sum, weights ``alpha[p]`` on internal nodes and ``alpha0`` on a uniform
 pseudo-node above the root.

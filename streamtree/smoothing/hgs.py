@@ -1,6 +1,6 @@
 """Hierarchical Gradient Smoothing (HGS): a leaf backed off to all its ancestors at once.
 
-Notation (``docs``: ``shared/docs/hgs-notes.md``): nodes ``0..S-1`` with ``parent[0] = -1``,
+Notation (``docs/library/hgs.md``): nodes ``0..S-1`` with ``parent[0] = -1``,
 class counts ``n[i, k]`` at every node, ``anc(l)`` the strict ancestors of ``l``, one weight
 ``alpha[p] >= 0`` per internal node, and an optional uniform pseudo-node above the root with
 weight ``alpha0`` (``prior_weight``).

@@ -3,7 +3,7 @@
 The page must render both charts with a non-zero size, log no console error, request nothing
 outside the service, and change while events are learned, without a reload. The main test
 writes a screenshot: to ``$STREAMTREE_SCREENSHOT`` when set (``make dashboard-screenshot``
-refreshes the README's), else into the test's temporary directory.
+refreshes the dashboard page's, docs/service/dashboard.md), else into the test's temporary directory.
 
 Skipped, with the reason, only where chromium or Playwright is missing on a developer's
 machine; under CI (``CI`` set) that is a failure, since ``.ci/run`` installs both.
