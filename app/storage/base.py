@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, Self
 
 __all__ = ["PIECE_BYTES", "Coordinator", "EventStore", "IdempotentAnswer", "Lease", "LeaseLost", "ModelExists",
-           "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync", "checked_piece", "join_pieces",
+           "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync", "checked_piece", "join_pieces", "read_pieces",
            "piece_crc", "pieces"]
 
 #: Most bytes of a snapshot stored in one value. A snapshot is stored as pieces of at most this
@@ -129,6 +129,13 @@ def join_pieces(name: str, seq: int, parts: list[bytes], size: int | None) -> by
     if size is not None and len(data) != size:
         raise StorageError(f"model {name!r}: snapshot at seq {seq} holds {len(data)} bytes, not {size}")
     return data
+
+
+def read_pieces(name: str, seq: int, count: int, size: int | None,
+                fetch: Callable[[int], tuple[bytes, int] | None]) -> bytes:
+    """A snapshot's bytes from its ``count`` pieces, each read with ``fetch(i)`` (the engine's
+    ``(bytes, crc)`` row, or None), checked (:func:`checked_piece`) and joined (:func:`join_pieces`)."""
+    return join_pieces(name, seq, [checked_piece(name, seq, i, fetch(i)) for i in range(count)], size)
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ from psycopg_pool import ConnectionPool
 
 from app.storage import redact
 from app.storage.base import (PIECE_BYTES, Coordinator, EventStore, IdempotentAnswer, LeaseLost, ModelExists,
-                              SeqConflict, Snapshot, StorageError, StoredModel, Sync, checked_piece, join_pieces,
-                              piece_crc, pieces)
+                              SeqConflict, Snapshot, StorageError, StoredModel, Sync, piece_crc, pieces,
+                              read_pieces)
 from app.storage.postgres_schema import migrate
 
 __all__ = ["PostgresStore"]
@@ -334,13 +334,9 @@ class PostgresStore(EventStore):
             blob, state, count, size = row
             if count is None:  # written before pieces: the bytes are in the row
                 return Snapshot(seq, bytes(blob), state)
-            parts = []
-            for i in range(count):
-                piece = conn.execute("SELECT bytes, crc FROM streamtree_snapshot_pieces "
-                                     "WHERE model = %s AND seq = %s AND piece = %s", (name, seq, i),
-                                     binary=True).fetchone()
-                parts.append(checked_piece(name, seq, i, piece))
-        return Snapshot(seq, join_pieces(name, seq, parts, size), state)
+            return Snapshot(seq, read_pieces(name, seq, count, size, lambda i: conn.execute(
+                "SELECT bytes, crc FROM streamtree_snapshot_pieces WHERE model = %s AND seq = %s AND piece = %s",
+                (name, seq, i), binary=True).fetchone()), state)
 
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
         """Store a snapshot, its bytes in pieces, and keep only the newest ``keep`` of the

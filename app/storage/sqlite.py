@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Self
 
 from app.storage.base import (PIECE_BYTES, EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot,
-                              StorageError, StoredModel, Sync, checked_piece, join_pieces, piece_crc, pieces)
+                              StorageError, StoredModel, Sync, piece_crc, pieces, read_pieces)
 
 __all__ = ["SQLiteStore"]
 
@@ -220,12 +220,9 @@ class SQLiteStore(EventStore):
             blob, state, count, size = row
             if count is None:  # written before pieces: the bytes are in the row
                 return Snapshot(seq, bytes(blob), state)
-            parts = []
-            for i in range(count):
-                piece = self._db.execute("SELECT bytes, crc FROM snapshot_pieces WHERE model = ? AND seq = ? "
-                                         "AND piece = ?", (name, seq, i)).fetchone()
-                parts.append(checked_piece(name, seq, i, piece))
-        return Snapshot(seq, join_pieces(name, seq, parts, size), state)
+            return Snapshot(seq, read_pieces(name, seq, count, size, lambda i: self._db.execute(
+                "SELECT bytes, crc FROM snapshot_pieces WHERE model = ? AND seq = ? AND piece = ?",
+                (name, seq, i)).fetchone()), state)
 
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
         """Store a snapshot (its bytes in pieces) atomically and keep only the newest ``keep`` of the model's."""
