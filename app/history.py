@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+import orjson
 
 __all__ = ["MIN_RATE_SPAN", "History", "Point"]
 
@@ -101,6 +102,7 @@ class History:
         self.drift_total = 0  # drift events the model had reported at the last merge
         self.origin: tuple[int, float] | None = None  # (events before the first timed one, its time)
         self._last_rate: tuple[float, int, Point | None] | None = None  # see _rate_point
+        self._encoded: dict[int, orjson.Fragment] = {}  # a point's JSON by its seq: see encoded_report
 
     def observe(self, t: float | None, window: Callable[[], Mapping[str, Any]]) -> None:
         """Count one event (scored or not) that arrived at time ``t``; take a point if one is due.
@@ -241,6 +243,22 @@ class History:
             "points": [p.as_json() for p in self.points if p.seq > after],
             "drifts": [{"seq": seq, "event": kind} for seq, kind in self.drifts if seq > after],
         }
+
+    def encoded_report(self, after: int = 0) -> bytes:
+        """:meth:`report` as JSON: the same bytes as ``orjson.dumps(report(after))``, with each
+        point encoded once (points never change), so a full history costs little to serve."""
+        points = [self._encoded_point(p) for p in self.points if p.seq > after]
+        drifts = [{"seq": seq, "event": kind} for seq, kind in self.drifts if seq > after]
+        return orjson.dumps({"points": points, "drifts": drifts})
+
+    def _encoded_point(self, point: Point) -> orjson.Fragment:
+        encoded = self._encoded.get(point.seq)
+        if encoded is None:
+            if len(self._encoded) >= 2 * self.max_points:  # forget the points dropped since
+                first = self.points[0].seq
+                self._encoded = {seq: e for seq, e in self._encoded.items() if seq >= first}
+            encoded = self._encoded[point.seq] = orjson.Fragment(orjson.dumps(point.as_json()))
+        return encoded
 
     def state(self) -> dict[str, Any]:
         """Everything needed to resume, as JSON-able data."""

@@ -48,6 +48,7 @@ from app.validation import Limits, event_loc, field_error
 from streamtree.decision import CostMatrix, decide, decide_many
 from streamtree.exceptions import DecisionError, InputError
 from streamtree.inspection import limit_gauges
+from streamtree.persistence import Capture
 from streamtree.typing import ClassLabel
 
 __all__ = ["APPLY_EVENTS", "KEY_LOC", "LearnEvent", "ModelHost", "label_key", "restore"]
@@ -168,6 +169,7 @@ class ModelHost:
         self._queue: deque[_LearnRequest] = deque()
         self._wakeup = asyncio.Event()
         self._closing = False
+        self._saving: asyncio.Task[None] | None = None  # the snapshot being encoded and saved
         self._writer = asyncio.get_running_loop().create_task(self._write_loop(), name=f"writer:{name}")
 
     # ------------------------------------------------------------------ reading
@@ -294,10 +296,10 @@ class ModelHost:
         self._check_readable()
         return {"seq": self.seq} | self.prequential.report()
 
-    def history(self, after: int = 0) -> dict[str, Any]:
-        """The metrics history: points and drift events with ``seq > after``."""
+    def history(self, after: int = 0) -> bytes:
+        """The metrics history as JSON: points and drift events with ``seq > after``."""
         self._check_readable()
-        return self.prequential.history.report(after)
+        return self.prequential.history.encoded_report(after)
 
     async def events(self, after: int, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` logged (durable) events with ``seq > after``: ``{"seq", "features", "label"}``.
@@ -409,6 +411,8 @@ class ModelHost:
         self._closing = True
         self._wakeup.set()
         await self._writer
+        if self._saving is not None:
+            await self._saving
         if snapshot and self.seq > self.snapshot_seq and not self.recovering:
             await self._snapshot()
 
@@ -430,7 +434,7 @@ class ModelHost:
                 async with self.apply_lock:
                     await self._process(group)
                     if self.seq - self.snapshot_seq >= self.settings.snapshot_every:
-                        await self._snapshot()
+                        self._start_snapshot()
             except Exception:  # the writer must survive anything: back to the durable state
                 log.exception("model %r: writer failed", self.name)
                 with contextlib.suppress(Exception):  # logged in _rebuild; the model then stays unavailable
@@ -652,21 +656,48 @@ class ModelHost:
         self._advanced()
         log.warning("model %r: rebuilt from the store at seq %d", self.name, self.seq)
 
+    def _start_snapshot(self) -> None:
+        """Capture the current (fully durable) state and save it in the background, unless a
+        save is under way (the next group starts one then)."""
+        if self._saving is None or self._saving.done():
+            captured = self._capture()
+            if captured is not None:
+                self._saving = asyncio.get_running_loop().create_task(self._save(*captured),
+                                                                      name=f"snapshot:{self.name}")
+
     async def _snapshot(self) -> None:
         """Write a snapshot of the current (fully durable) state; a failure is only logged."""
-        snap = Snapshot(self.seq, self.model.to_bytes(),
-                        orjson.dumps({"prequential": self.prequential.state()}).decode())
+        captured = self._capture()
+        if captured is not None:
+            await self._save(*captured)
+
+    def _capture(self) -> tuple[int, Capture, dict[str, Any]] | None:
+        """The state at ``self.seq``, copied: only memory copies (a few ms for a large model),
+        so that the encoding (tens of ms) can run in a thread while requests are answered."""
         try:
+            return self.seq, self.model.capture(), {"prequential": self.prequential.state()}
+        except Exception:
+            log.exception("model %r: snapshot at seq %d failed (the log still has every event)", self.name, self.seq)
+            return None
+
+    async def _save(self, seq: int, captured: Capture, state: dict[str, Any]) -> None:
+        """Encode a capture in a thread and save it on the store's; a failure is only logged."""
+        try:
+            snap = await asyncio.to_thread(_encode_snapshot, seq, captured, state)
             await self.db.run(self.db.store.save_snapshot, self.name, snap, self.settings.snapshots_kept)
         except LeaseLost:  # not a failure: another instance is the writer now, and snapshots
-            log.warning("model %r: no snapshot at seq %d: this instance lost the writer's lease", self.name, snap.seq)
+            log.warning("model %r: no snapshot at seq %d: this instance lost the writer's lease", self.name, seq)
             return
         except Exception:
-            log.exception("model %r: snapshot at seq %d failed (the log still has every event)",
-                          self.name, snap.seq)
+            log.exception("model %r: snapshot at seq %d failed (the log still has every event)", self.name, seq)
             return
-        self.snapshot_seq, self.snapshot_bytes = snap.seq, len(snap.model_bytes)
+        if snap.seq > self.snapshot_seq:  # a rebuild meanwhile may have restored a newer one
+            self.snapshot_seq, self.snapshot_bytes = snap.seq, len(snap.model_bytes)
         self.telemetry.snapshots.labels(self.name).inc()
+
+
+def _encode_snapshot(seq: int, captured: Capture, state: dict[str, Any]) -> Snapshot:
+    return Snapshot(seq, captured.to_bytes(), orjson.dumps(state).decode())
 
 
 def _chunks(group: list[_LearnRequest], size: int) -> Iterator[list[_LearnRequest]]:

@@ -589,8 +589,9 @@ class Prequential:
         return {
             "window": self.window, "bins": self.bins, "n": self.n, "unscored": self.unscored,
             "sum_log_loss": self.sum_log_loss, "sum_brier": self.sum_brier,
-            "n_correct": self.n_correct, "bin_count": self.bin_count,
-            "bin_conf": self.bin_conf, "bin_correct": self.bin_correct,
+            # copies of the bins: a snapshot's state is encoded in a thread while learning goes on
+            "n_correct": self.n_correct, "bin_count": list(self.bin_count),
+            "bin_conf": list(self.bin_conf), "bin_correct": list(self.bin_correct),
             "recent": [[r[LOG_LOSS], r[BRIER], bool(r[CORRECT]), r[CONFIDENCE]] for r in self.recent.rows().tolist()],
             "history": self.history.state(),
         } | ({"costs": self.costs.state()} if self.costs is not None else {})

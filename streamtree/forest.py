@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -80,6 +80,9 @@ from streamtree.kernels.randomness import mix
 from streamtree.state import DriftArrays, TreeArrays
 from streamtree.tree import _NO_DRIFT, _ONCE, ProbabilityTree, _at_entry, class_ids
 from streamtree.typing import ClassLabel, FloatArray
+
+if TYPE_CHECKING:
+    from streamtree.persistence import Capture
 
 __all__ = ["METHODS", "ProbabilityForest"]
 
@@ -474,6 +477,13 @@ class ProbabilityForest(Classifier):
         return {"members": [m.tree_ for m in self.members]}
 
     # -- persistence --------------------------------------------------------------------
+    def capture(self) -> Capture:
+        """The forest's saved form now, not yet encoded: its ``to_bytes()`` gives what this
+        forest's :meth:`to_bytes` gives now, and may run in another thread while the forest learns."""
+        from streamtree.persistence import capture_forest
+
+        return capture_forest(self)
+
     def to_bytes(self) -> bytes:
         """The forest in streamtree's safe, versioned format (no pickle)."""
         from streamtree.persistence import dump_forest

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from streamtree.forest import ProbabilityForest
     from streamtree.tree import ProbabilityTree
 
-__all__ = ["FORMAT_VERSION", "dump", "dump_forest", "load", "load_any", "load_forest"]
+__all__ = ["FORMAT_VERSION", "Capture", "capture", "capture_forest", "dump", "dump_forest", "load", "load_any", "load_forest"]
 
 MAGIC = b"STREAMTREE"
 FORMAT_VERSION = 4
@@ -101,8 +101,34 @@ def _restore(arrays: dict[str, np.ndarray], capacity: list[int], model: Probabil
     return t
 
 
-def dump(model: ProbabilityTree) -> bytes:
-    """Serialise ``model``; see the module docstring for the layout."""
+class Capture:
+    """A model's saved form at one moment, not yet encoded: its JSON header and copies of its
+    arrays (a forest's: its members' captures).
+
+    Taking one only copies memory; :meth:`to_bytes` does the encoding and may run in another
+    thread while the model goes on learning, and gives the bytes ``to_bytes`` of the model
+    would have given at the moment of the capture."""
+
+    __slots__ = ("arrays", "head")
+
+    def __init__(self, header: dict[str, Any], arrays: dict[str, np.ndarray | Capture]) -> None:
+        try:
+            self.head = json.dumps(header, allow_nan=False).encode()
+        except (TypeError, ValueError) as err:
+            raise FormatError(f"The model cannot be saved: feature names, values and labels must be JSON data ({err}).") from None
+        self.arrays = {name: a if isinstance(a, Capture) else a.copy() for name, a in arrays.items()}
+
+    def to_bytes(self) -> bytes:
+        """The capture in the model format (see the module docstring)."""
+        arrays = {name: np.frombuffer(a.to_bytes(), dtype=np.uint8) if isinstance(a, Capture) else a
+                  for name, a in self.arrays.items()}
+        buffer = io.BytesIO()
+        np.savez(buffer, allow_pickle=False, **arrays)
+        return MAGIC + struct.pack(">I", len(self.head)) + self.head + buffer.getvalue()
+
+
+def capture(model: ProbabilityTree) -> Capture:
+    """The model's saved form now (:class:`Capture`); see the module docstring for the layout."""
     arrays = {f"tree.{name}": a for name, a in _logical(model._tree).items()}
     if model._background is not None:
         arrays.update({f"background.{name}": a for name, a in _logical(model._background).items()})
@@ -119,17 +145,12 @@ def dump(model: ProbabilityTree) -> bytes:
         "capacity": {name: _capacity(t) for name, t in (("tree", model._tree), ("background", model._background))
                      if t is not None},
     }
-    return _pack(header, arrays)
+    return Capture(header, dict(arrays))
 
 
-def _pack(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
-    try:
-        head = json.dumps(header, allow_nan=False).encode()
-    except (TypeError, ValueError) as err:
-        raise FormatError(f"The model cannot be saved: feature names, values and labels must be JSON data ({err}).") from None
-    buffer = io.BytesIO()
-    np.savez(buffer, allow_pickle=False, **arrays)
-    return MAGIC + struct.pack(">I", len(head)) + head + buffer.getvalue()
+def dump(model: ProbabilityTree) -> bytes:
+    """Serialise ``model``; see the module docstring for the layout."""
+    return capture(model).to_bytes()
 
 
 def _unpack(data: bytes) -> tuple[Any, dict[str, np.ndarray]]:
@@ -208,15 +229,19 @@ def _drift_arrays(arrays: dict[str, np.ndarray]) -> DriftArrays:
 
 
 # -- forests ----------------------------------------------------------------------------------
-def dump_forest(forest: ProbabilityForest) -> bytes:
-    """Serialise a forest: a header with its config and each member's own bytes (:func:`dump`)
-    as a ``uint8`` array ``member.<i>``, in the same safe layout."""
+def capture_forest(forest: ProbabilityForest) -> Capture:
+    """The forest's saved form now: a header with its config and each member's capture
+    (:func:`capture`), packed as the member's bytes in a ``uint8`` array ``member.<i>``."""
     header = {"format": FOREST, "version": FOREST_VERSION, "config": forest.get_config(),
               "n_examples": forest.n_examples}
-    arrays: dict[str, np.ndarray] = {f"member.{i}": np.frombuffer(m.to_bytes(), dtype=np.uint8)
-                                     for i, m in enumerate(forest.members)}
+    arrays: dict[str, np.ndarray | Capture] = {f"member.{i}": m.capture() for i, m in enumerate(forest.members)}
     arrays["loss"] = forest.loss_
-    return _pack(header, arrays)
+    return Capture(header, arrays)
+
+
+def dump_forest(forest: ProbabilityForest) -> bytes:
+    """Serialise a forest (:func:`capture_forest`)."""
+    return capture_forest(forest).to_bytes()
 
 
 def load_forest(cls: type[ProbabilityForest], data: bytes) -> ProbabilityForest:

@@ -21,7 +21,7 @@ and holds the tree and the background tree by reference.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from streamtree.state import (
     D_ACTIVE, D_COMPARED, D_GAP, M_NODES, M_STOPPED, PARENT, DriftArrays, TreeArrays, new_arrays, new_drift,
 )
 from streamtree.typing import ClassLabel, FloatArray
+
+if TYPE_CHECKING:
+    from streamtree.persistence import Capture
 
 __all__ = ["ProbabilityTree", "class_ids"]
 
@@ -508,6 +511,13 @@ class ProbabilityTree(Classifier):
         return inspection.tree_as_data(self)
 
     # -- persistence --------------------------------------------------------------------
+    def capture(self) -> Capture:
+        """The model's saved form now, not yet encoded: its ``to_bytes()`` gives what this
+        model's :meth:`to_bytes` gives now, and may run in another thread while the model learns."""
+        from streamtree.persistence import capture
+
+        return capture(self)
+
     def to_bytes(self) -> bytes:
         """The model in streamtree's safe, versioned format (no pickle)."""
         from streamtree.persistence import dump

@@ -205,3 +205,21 @@ def test_a_file_written_before_tau_scale_keeps_its_absolute_tie_threshold() -> N
         ranged.learn_one(x, y)
     assert old.to_bytes() == model.to_bytes()
     assert ranged.n_nodes != model.n_nodes
+
+
+@pytest.mark.parametrize("kind", ["tree", "forest"])
+def test_a_capture_encodes_the_model_as_it_was_when_taken(kind: str) -> None:
+    """``capture()`` copies: encoded after the model learned on (as the service does in a
+    thread), it gives the bytes ``to_bytes()`` gave at the capture, not the model's new ones."""
+    from streamtree import ProbabilityForest
+
+    rows = _stagger(3_000, 1, 3)
+    model = ProbabilityTree(grace_period=20) if kind == "tree" else ProbabilityForest(n_trees=3, tree={"grace_period": 20})
+    for x, y in rows[:1_500]:
+        model.learn_one(x, y)
+    then = model.to_bytes()
+    captured = model.capture()
+    for x, y in rows[1_500:]:
+        model.learn_one(x, y)
+    assert model.to_bytes() != then
+    assert captured.to_bytes() == then

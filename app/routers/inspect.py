@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from app.deps import ReadModel
 from app.errors import FastJSON
@@ -29,13 +29,13 @@ async def model_metrics(host: ReadModel) -> FastJSON:
 async def model_metrics_history(
     host: ReadModel,
     after: Annotated[int, Query(ge=0, description="Only points and drift events with a larger `seq`.")] = 0,
-) -> FastJSON:
+) -> Response:
     """The windowed prequential metrics over time and the model's drift events:
     `{"points": [{"seq", "time", "events_per_s", "n", "log_loss", "brier", "accuracy", "ece",
     "reliability"}], "drifts": [{"seq", "event"}]}`. A point is taken every `history_every`
     events (and on slow streams at the first event `history_seconds` after the last one);
     the newest `history_points` points and drift events are kept, with the snapshots."""
-    return FastJSON(host.history(after))
+    return Response(host.history(after), media_type="application/json")
 
 
 @router.get("/tree", summary="The tree as data", response_model=dict[str, Any])

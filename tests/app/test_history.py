@@ -282,3 +282,16 @@ def test_observe_many_takes_the_points_observe_would(every: int, seconds: float,
 def window_at(i: int) -> dict[str, Any]:
     """A stand-in window summary that names the event it was taken at."""
     return {"n": i, "log_loss": None, "brier": None, "accuracy": None, "ece": None, "reliability": []}
+
+
+def test_encoded_report_is_the_report_as_json() -> None:
+    """The route's bytes are the report's (each point encoded once, then reused), also after
+    points are dropped (max_points) and with ``after``."""
+    history = fed(1_000, every=50).history
+    for after in (0, 120, 10_000):
+        assert history.encoded_report(after) == orjson.dumps(history.report(after))
+    small = History(every=10, max_points=3)
+    for seq in range(1, 200):
+        small.observe(float(seq), lambda: {"n": seq, "log_loss": 0.5, "brier": 0.1, "accuracy": 1.0, "ece": 0.0,
+                                           "reliability": [{"count": 1, "mean_confidence": 0.9, "accuracy": 1.0}]})
+        assert small.encoded_report() == orjson.dumps(small.report())
