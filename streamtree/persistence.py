@@ -8,8 +8,9 @@ Version 4 stores exactly the model's arrays (:mod:`streamtree.state`): ``tree.<n
 every :class:`~streamtree.state.TreeArrays` field, ``background.<name>`` for a background tree
 being compared, ``drift.<name>`` for the change detector and its history. Node arrays are cut
 to the nodes in use and class, column and value axes to their logical sizes (capacity depends
-on growth history, not on data); slot arrays keep every slot, so the free-slot stack reloads as
-it was; a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it 0 (no detection
+on growth history, not on data); ``slot_seen`` keeps every slot, so the free-slot stack
+reloads as it was, and the slots' statistics stop after the last slot a leaf holds (a free
+slot holds an empty one's, as a new array: a tree that stopped growing saves none); a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it 0 (no detection
 on record). Version 3 is version 4 without the linear component's arrays (``lr_*``,
 ``mix_*``): such a file was written by a model without it, and its configuration loads with
 ``linear=False`` whatever today's default. Any parameter added since a file was written loads
@@ -69,10 +70,11 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
     nb = t.nb_seen.shape[0]
     nb_v = int(t.meta[M_NB_VALUES]) + 1
     lin = 1 if t.mix_y.shape[0] else 0
+    m = _slots_in_use(t)
     return {
         "node": t.node[:n], "thr": t.thr[:n], "counts": t.counts[:n, :k], "inherited": t.inherited[:n, :k],
-        "hgs": t.hgs[:n, :ALPHA], "num_stats": t.num_stats[:, :f, :k], "num_range": t.num_range[:, :f],
-        "nom_stats": t.nom_stats[:, :c, :v, :k], "slot_seen": t.slot_seen, "free_slots": t.free_slots[: int(t.meta[M_FREE])],
+        "hgs": t.hgs[:n, :ALPHA], "num_stats": t.num_stats[:m, :f, :k], "num_range": t.num_range[:m, :f],
+        "nom_stats": t.nom_stats[:m, :c, :v, :k], "slot_seen": t.slot_seen, "free_slots": t.free_slots[: int(t.meta[M_FREE])],
         "shift": t.shift[:f], "nb_num": t.nb_num[:, :f, :k], "nb_range": t.nb_range[:, :f],
         "nb_nom": t.nb_nom[:, :c, :v, :k], "nb_seen": t.nb_seen, "nb_mean": t.nb_mean[: f * nb, : k * nb],
         "nb_inv2var": t.nb_inv2var[: f * nb, : k * nb], "nb_const": t.nb_const[: f * nb, : k * nb],
@@ -81,6 +83,15 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
         "lr_scale": t.lr_scale[: f * lin], "mix_a": t.mix_a[:, : k * lin], "mix_b": t.mix_b[:, : k * lin],
         "mix_y": t.mix_y, "mix_u": t.mix_u, "meta": t.meta, "meta_f": t.meta_f,
     }
+
+
+def _slots_in_use(t: TreeArrays) -> int:
+    """One past the highest slot a leaf holds: the slots after it are free, and a free slot
+    holds the statistics of an empty one (zeros, an empty range), as a new array does."""
+    free = np.zeros(t.slot_seen.shape[0], dtype=bool)
+    free[t.free_slots[: int(t.meta[M_FREE])]] = True
+    held = np.flatnonzero(~free)
+    return int(held[-1]) + 1 if held.size else 0
 
 
 def _capacity(t: TreeArrays) -> list[int]:

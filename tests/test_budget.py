@@ -143,3 +143,29 @@ def test_stop_growth_frees_every_slot() -> None:
     assert (stopped.node[: int(t.meta[0]), 6] == -1).all()
     assert capacities(stopped)[1:] == (1, *capacities(t)[2:])
     assert t.meta[M_STOPPED] == 0  # the arrays it was given are left as they were
+
+
+def test_a_tree_stopped_at_max_nodes_saves_no_split_statistics() -> None:
+    """Its slots are all free (an empty slot's statistics): the file stops the slots' statistics
+    after the last slot a leaf holds, so it has none, and loads to the same arrays, bit for bit."""
+    import io
+    import json
+    import struct
+
+    from streamtree.persistence import MAGIC
+
+    data = id_stream(4000)
+    model = learn_in_batches(ProbabilityTree(max_nodes=15), data[:3000], [300])
+    assert model.summary()["growth_stop"] == "max_nodes"
+    saved = model.to_bytes()
+    (size,) = struct.unpack(">I", saved[len(MAGIC) : len(MAGIC) + 4])
+    assert json.loads(saved[len(MAGIC) + 4 : len(MAGIC) + 4 + size])["version"] == 4
+    with np.load(io.BytesIO(saved[len(MAGIC) + 4 + size :])) as archive:
+        assert [archive[f"tree.{name}"].shape[0] for name in ("num_stats", "num_range", "nom_stats")] == [0, 0, 0]
+        assert archive["tree.slot_seen"].shape[0] == model._tree.slot_seen.shape[0]
+    again = ProbabilityTree.from_bytes(saved)
+    for a, b in zip(model._tree, again._tree, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    for m in (model, again):
+        learn_in_batches(m, data[3000:], [250])
+    assert again.to_bytes() == model.to_bytes()

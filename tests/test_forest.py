@@ -381,12 +381,12 @@ def test_weighing_the_members_learns_a_crisp_concept_and_its_change_sooner_than_
 
 
 def test_a_forest_written_before_weighting_is_read_as_the_mean_it_was() -> None:
-    from streamtree.persistence import FOREST, _pack
+    from streamtree.persistence import FOREST, Capture
 
     forest = fitted("bt+", weighted=False)
     config = {k: v for k, v in forest.get_config().items() if k != "weighted"}
-    legacy = _pack({"format": FOREST, "version": 1, "config": config, "n_examples": forest.n_examples},
-                   {f"member.{i}": np.frombuffer(m.to_bytes(), dtype=np.uint8) for i, m in enumerate(forest.members)})
+    legacy = Capture({"format": FOREST, "version": 1, "config": config, "n_examples": forest.n_examples},
+                     {f"member.{i}": m.capture() for i, m in enumerate(forest.members)}).to_bytes()
     loaded = ProbabilityForest.from_bytes(legacy)
     assert loaded.weighted is False and loaded.loss_.tolist() == [0.0] * forest.n_trees
     assert probas(loaded) == probas(forest)
