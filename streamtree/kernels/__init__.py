@@ -27,7 +27,7 @@ Even with handles, numba counted references in the loops: every field read, view
 taking an array added one and released it (``perf`` on Waveform in batches: 44% of the time
 in those two atomic functions). A handle's arrays are *borrowed*
 (:mod:`streamtree.kernels.borrow`: no owner pointer, so no counting) and its Python object
-holds them; the entry points (``learn.learn_rows``, ``learn.predict_rows``, the forest's
+holds them; the entry points (``learn.learn_rows``, ``predict.predict_rows``, the forest's
 ``learn_forest_rows`` and ``predict_forest_rows``, ``split.best_split``'s buffer) borrow their
 arguments and working arrays too. Batches on SEA went from 1.47 to 0.88 us a row, the same
 bits. A borrowed array never goes back to Python.
@@ -73,6 +73,9 @@ CACHE_DIR = _cache_dir()
 _previous = getattr(numba.config, "CACHE_DIR")
 setattr(numba.config, "CACHE_DIR", CACHE_DIR)
 try:  # define every kernel now, under this cache directory
-    from streamtree.kernels import adwin, forest, hgs, learn, naive_bayes, route, smoothing, split  # noqa: F401
+    from streamtree.kernels import (  # noqa: F401  (every module of the package: tests/kernels/test_cache.py)
+        adwin, borrow, codes, criteria, forest, grow, handle, hgs, leaf_stats, learn, linear, naive_bayes, predict,
+        randomness, reductions, route, smoothing, split,
+    )
 finally:
     setattr(numba.config, "CACHE_DIR", _previous)

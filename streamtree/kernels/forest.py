@@ -43,7 +43,9 @@ from numba import njit
 from numba.typed import List
 
 from streamtree.kernels.borrow import borrow, hold
-from streamtree.kernels.learn import DONE, learn_tree_rows, scratch, scratch_size, serve
+from streamtree.kernels.codes import DONE
+from streamtree.kernels.learn import learn_tree_rows, scratch, scratch_size
+from streamtree.kernels.predict import serve
 from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES
@@ -254,7 +256,7 @@ def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  
 @njit(cache=True)
 def predict_forest_rows(members, cfg_is, cfg_fs, num, nom, loss, eta, out, paths, work):  # type: ignore[no-untyped-def]
     """``out[r, :]``: the members' probabilities for each encoded row (as
-    :func:`~streamtree.kernels.learn.predict_rows` serves them), weighted by
+    :func:`~streamtree.kernels.predict.predict_rows` serves them), weighted by
     :func:`member_weights` of their ``loss`` (summed in member order, then divided by the
     weights' sum: with equal losses, the plain mean). ``out`` starts at zeros; its width is
     the model's classes (a member's columns beyond it are not read). ``paths`` and ``work``

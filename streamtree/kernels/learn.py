@@ -1,4 +1,4 @@
-"""The one learning loop, and prediction, over a tree's arrays.
+"""The one learning loop over a tree's arrays.
 
 :func:`learn_rows` serves ``learn_one`` (a batch of one), ``learn_many``, the service's live
 path and its replay. For each row in order it does what one example does:
@@ -54,301 +54,41 @@ from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.borrow import borrow, hold
-from streamtree.kernels.hgs import refit_online
-from streamtree.kernels.linear import (
-    lr_learn, lr_proba, lr_proba_row, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty,
+from streamtree.kernels.codes import (
+    ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_LINEAR, C_M, C_MAX_DEPTH,
+    C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
+    C_SPLITTER, C_SUBSPACE, C_TAU, C_TAU_RANGE, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START,
 )
-from streamtree.kernels.naive_bayes import nb_fit, nb_loglik, nb_refresh, nb_score, nb_temper
-from streamtree.kernels.randomness import mix, uniform
+from streamtree.kernels.grow import attempt_split, has_room
+from streamtree.kernels.hgs import refit_online
+from streamtree.kernels.leaf_stats import update_stats
+from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty
+from streamtree.kernels.naive_bayes import nb_fit, nb_refresh, nb_score
+from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_loglik, tree_proba
 from streamtree.kernels.route import route
-from streamtree.kernels.smoothing import HGS, MLE, path_proba
-from streamtree.kernels.split import best_split, classes_seen, random_split, split_decision, splittable, update_stats
+from streamtree.kernels.smoothing import HGS
 from streamtree.state import (
-    ALPHA, A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, COL, D_ACTIVE, D_COMPARED,
-    D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH, DETECTION, DROPPED, EVENTS_KEPT,
-    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_EXAMPLES,
-    M_FREE, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
-    M_NUMERIC, M_OVER_BUDGET, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, MIN_PROBA, PARENT, RIGHT, SEEN, SLOT, STEP, SWAP,
-    THETA,
+    A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, D_ACTIVE, D_COMPARED,
+    D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DETECTION, DROPPED, EVENTS_KEPT, F_GAMMA, F_MIX_A,
+    F_MIX_B, F_MIX_C, F_THETA0, KIND, LAST_ATTEMPT, LEAF, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL,
+    M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_VALUES, MIN_PROBA, PARENT, SEEN,
+    SLOT, SWAP,
 )
 
+# The configuration's codes (streamtree.kernels.codes) and the prediction kernels
+# (streamtree.kernels.predict) are importable from here too, where they were first.
 __all__ = [
-    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SPLITTER_CODES", "START", "learn_rows", "learn_tree_rows",
-    "predict_rows",
+    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SCRATCH_ROWS", "SPLITTER_CODES", "START", "learn_rows",
+    "learn_tree_rows", "predict_rows", "proba_at", "refit", "scratch", "scratch_size", "serve", "tree_proba",
+    "C_CRITERION", "C_DELTA", "C_DRIFT", "C_GRACE", "C_HALF_LIFE", "C_HONEST", "C_INHERIT", "C_LINEAR", "C_M",
+    "C_MAX_DEPTH", "C_MAX_NODES", "C_MIN_BRANCH", "C_NB", "C_PATIENCE", "C_REFIT_EVERY", "C_REFIT_STEPS", "C_SEED",
+    "C_SMOOTHER", "C_SPLIT_POINTS", "C_SPLITTER", "C_SUBSPACE", "C_TAU", "C_TAU_RANGE",
 ]
 
-# cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
-(C_GRACE, C_MAX_DEPTH, C_MAX_NODES, C_SPLIT_POINTS, C_CRITERION, C_INHERIT, C_HONEST, C_REFIT_EVERY,
- C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE, C_SPLITTER, C_SEED, C_SUBSPACE,
- C_LINEAR, C_TAU_RANGE) = range(19)
-CONFIG_INTS = 19
-(C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
-CONFIG_FLOATS = 4
-
-DONE, GROW, START, ADOPT = range(4)
-HOEFFDING, SUBSPACE, RANDOM = range(3)  # cfg_i[C_SPLITTER]
-SPLITTER_CODES = {"hoeffding": HOEFFDING, "subspace": SUBSPACE, "random": RANDOM}
-MERIT_NOISE = 1e-12  # a smaller merit is rounding noise (a one-class leaf's gains are +-1e-15): no split
 SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it
 MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
 MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
 SCRATCH_ROWS = 6  # working arrays of the learning loop (scratch): five per class, one for the linear component
-
-
-@njit(cache=True, inline="always")
-def tree_proba(cfg_i, cfg_f, counts, hgs, theta0, path, length, k, out) -> None:  # type: ignore[no-untyped-def]
-    """The tree's own probabilities at the end of ``path`` (``out[:k]``): the smoother's,
-    floored at ``MIN_PROBA`` and renormalised for MLE, the only smoother that gives zeros.
-    (It takes the arrays it reads, not the tree: see :func:`_has_room`.)"""
-    path_proba(cfg_i[C_SMOOTHER], cfg_f[C_M], counts, hgs, theta0, path, length, k, out)
-    if cfg_i[C_SMOOTHER] == MLE:
-        total = 0.0
-        for j in range(k):
-            if out[j] < MIN_PROBA:
-                out[j] = MIN_PROBA
-            total += out[j]
-        for j in range(k):
-            out[j] /= total
-
-
-@njit(cache=True, inline="always")
-def serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
-    """What the model serves at the end of ``path``: the tree's own probabilities
-    (:func:`tree_proba`), pooled with the linear component
-    (:func:`~streamtree.kernels.linear.mix_pool`) when it is on and its weights are not the
-    tree's alone, then tempered by the naive-Bayes factor ``smoothed * exp(gamma * loglik)``
-    renormalised when ``gamma > 0``. Writes ``out[:K]`` and leaves the untempered
-    probabilities (the pool) in ``smoothed[:K]``."""
-    k = t.meta[M_CLASSES]
-    tree_proba(cfg_i, cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path, length, k, smoothed)
-    if cfg_i[C_LINEAR]:
-        a, b, c = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B], t.meta_f[F_MIX_C]
-        if a != 1.0 or b != 0.0 or c != 0.0:
-            b = b + c * uncertainty(smoothed, k)  # the regression's weight at this leaf
-            lr_proba_row(t.lr_w, t.lr_bias, t.lr_scale, num_row, t.meta[M_NUMERIC], k, loglik)
-            mix_pool(smoothed, loglik, a, b, k, smoothed)
-    gamma = t.meta_f[F_GAMMA]
-    if cfg_i[C_NB] and gamma != 0.0:
-        _loglik(t, num_row, nom_row, k, loglik)
-        nb_temper(smoothed, loglik, gamma, k, out)
-    else:
-        for j in range(k):
-            out[j] = smoothed[j]
-
-
-@njit(cache=True)
-def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik):  # type: ignore[no-untyped-def]
-    """:func:`serve` as a call: the learning loop's uses (a few an example learned, one
-    compiled body for all of them). The prediction loops inline :func:`serve` instead
-    (:mod:`streamtree.kernels`, "Handles and inlined kernels")."""
-    serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
-
-
-@njit(cache=True)
-def _loglik(t, num_row, nom_row, k, out):  # type: ignore[no-untyped-def]
-    nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES], t.meta[M_NB_NUMERIC],
-              t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num_row, nom_row, k, out)
-
-
-@njit(cache=True)
-def predict_rows(tree, cfg_i, cfg_f, num, nom, out):  # type: ignore[no-untyped-def]
-    """``out[r, :K]``: the probabilities served for each encoded row (see :func:`serve`).
-
-    ``tree`` is the tree's handle (:mod:`streamtree.kernels.handle`: its arrays in one
-    object, read by name)."""
-    t = tree  # its arrays are borrowed (streamtree.kernels.handle); so are these, in the loop
-    cfg_i, cfg_f, num, nom, out = borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(out)
-    k = t.meta[M_CLASSES]
-    held_path, held_work = np.empty(t.meta[M_NODES], dtype=np.int64), np.empty((2, max(k, 1)))
-    path, work = borrow(held_path), borrow(held_work)
-    smoothed, loglik = work[0], work[1]
-    for r in range(num.shape[0]):
-        num_row, nom_row = num[r], nom[r]
-        length = route(t.node, t.thr, num_row, nom_row, path)
-        serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out[r], smoothed, loglik)
-    hold(held_path, held_work)
-
-
-@njit(cache=True)
-def _has_room(meta, capacity, splits) -> bool:  # type: ignore[no-untyped-def]
-    """Whether ``splits`` more splits fit in a tree's arrays (``meta``, and ``capacity``
-    nodes; a split adds two nodes and takes two slots); an example learned ``w`` times may
-    cause up to ``w``. A tree stopped for its memory budget never splits again: it has room."""
-    if meta[M_OVER_BUDGET] != 0:
-        return True
-    if meta[M_NODES] + 2 * splits > capacity:
-        return False
-    return meta[M_STOPPED] == 1 or meta[M_FREE] >= 2 * splits
-
-
-@njit(cache=True)
-def _take_slot(t) -> int:  # type: ignore[no-untyped-def]
-    t.meta[M_FREE] -= 1
-    return t.free_slots[t.meta[M_FREE]]
-
-
-@njit(cache=True)
-def _release_slot(t, slot) -> None:  # type: ignore[no-untyped-def]
-    """Zero a slot and push it on the free stack, keeping the lowest slot on top."""
-    t.num_stats[slot] = 0.0
-    t.num_range[slot, :, MIN] = np.inf
-    t.num_range[slot, :, MAX] = -np.inf
-    t.nom_stats[slot] = 0.0
-    t.slot_seen[slot] = 0.0
-    i = t.meta[M_FREE]
-    while i > 0 and t.free_slots[i - 1] < slot:
-        t.free_slots[i] = t.free_slots[i - 1]
-        i -= 1
-    t.free_slots[i] = slot
-    t.meta[M_FREE] += 1
-
-
-@njit(cache=True)
-def _stop_growth(t) -> None:  # type: ignore[no-untyped-def]
-    """Free every leaf's split statistics: the tree keeps counting but no longer splits."""
-    n = t.meta[M_NODES]
-    for i in range(n):
-        t.node[i, SLOT] = -1
-    m = t.slot_seen.shape[0]
-    t.num_stats[:] = 0.0
-    t.num_range[:, :, MIN] = np.inf
-    t.num_range[:, :, MAX] = -np.inf
-    t.nom_stats[:] = 0.0
-    t.slot_seen[:] = 0.0
-    for j in range(m):
-        t.free_slots[j] = m - 1 - j
-    t.meta[M_FREE] = m
-    t.meta[M_STOPPED] = 1
-
-
-@njit(cache=True)
-def _split(t, cfg_i, leaf, kind, col, threshold, left, right) -> None:  # type: ignore[no-untyped-def]
-    """Turn ``leaf`` into an internal node with two new leaves.
-
-    Each child starts from the split statistics' estimate of the examples that would have
-    reached it (``leaf_init="inherit"``) or from zero, and from its parent's HGS weight."""
-    n = t.meta[M_NODES]
-    if n + 2 > cfg_i[C_MAX_NODES]:
-        _stop_growth(t)
-        return
-    k = t.meta[M_CLASSES]
-    depth = t.node[leaf, DEPTH] + 1
-    can_grow = cfg_i[C_MAX_DEPTH] < 0 or depth < cfg_i[C_MAX_DEPTH]
-    for j in range(2):
-        child = n + j
-        side = left if j == 0 else right
-        t.node[child, PARENT] = leaf
-        t.node[child, LEFT] = -1
-        t.node[child, RIGHT] = -1
-        t.node[child, KIND] = LEAF
-        t.node[child, COL] = 0
-        t.node[child, DEPTH] = depth
-        t.node[child, SLOT] = _take_slot(t) if can_grow else -1
-        t.thr[child] = 0.0
-        t.counts[child] = 0.0
-        t.inherited[child] = 0.0
-        if cfg_i[C_INHERIT]:
-            for c in range(k):
-                t.counts[child, c] = side[c]
-                t.inherited[child, c] = side[c]
-        t.hgs[child, THETA] = t.hgs[leaf, THETA]
-        t.hgs[child, STEP] = 0.1
-        t.hgs[child, GRAD] = 0.0
-        t.hgs[child, ALPHA] = t.hgs[leaf, ALPHA]
-    t.node[leaf, LEFT] = n
-    t.node[leaf, RIGHT] = n + 1
-    t.node[leaf, KIND] = kind
-    t.node[leaf, COL] = col
-    t.thr[leaf] = threshold
-    _release_slot(t, t.node[leaf, SLOT])
-    t.node[leaf, SLOT] = -1
-    t.meta[M_NODES] = n + 2
-
-
-@njit(cache=True)
-def _feature_draws(cfg_i, fkeys, n_features, leaf, attempt):  # type: ignore[no-untyped-def]
-    """One draw per feature for this attempt, ``mix(seed, leaf, attempt, key_f)``: a random
-    order of the features that does not depend on their columns."""
-    draws = np.empty(n_features, dtype=np.uint64)
-    for f in range(n_features):
-        draws[f] = mix(cfg_i[C_SEED], leaf, attempt, fkeys[f])
-    return draws
-
-
-@njit(cache=True)
-def _subspace(t, cfg_i, fkeys, slot, leaf, attempt):  # type: ignore[no-untyped-def]
-    """The features a random-subspace attempt may split on: of the ``n`` that can separate
-    the leaf's examples (:func:`~streamtree.kernels.split.splittable`; features the leaf never
-    saw would only dilute the draw, and would make it depend on when a batch registered
-    them), the ``m`` with the smallest draws (:func:`_feature_draws`), a uniformly random
-    subset, with ``m = cfg_i[C_SUBSPACE]`` or, when that is 0, ``round(sqrt(n))`` (at least 1)
-    as in Breiman's random forests."""
-    n_numeric, n_nominal = t.meta[M_NUMERIC], t.meta[M_NOMINAL]
-    n_features = n_numeric + n_nominal
-    allowed = np.zeros(n_features, dtype=np.bool_)
-    n = 0
-    for f in range(n_features):
-        allowed[f] = splittable(t.num_stats, t.num_range, t.nom_stats, slot, t.meta[M_CLASSES], n_numeric, n_nominal,
-                                t.meta[M_VALUES], f)
-        n += allowed[f]
-    m = cfg_i[C_SUBSPACE] if cfg_i[C_SUBSPACE] > 0 else max(1, int(round(math.sqrt(n))))
-    if m >= n:
-        return allowed
-    draws = _feature_draws(cfg_i, fkeys, n_features, leaf, attempt)
-    for f in range(n_features):
-        if not allowed[f]:
-            draws[f] = np.uint64(0xFFFFFFFFFFFFFFFF)  # last
-    order = np.argsort(draws, kind="mergesort")
-    allowed[:] = False
-    for j in range(m):
-        allowed[order[j]] = True
-    return allowed
-
-
-@njit(cache=True)
-def _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: ignore[no-untyped-def]
-    """Try to split ``leaf`` (its ``grace_period`` examples since the last attempt are in).
-
-    The Hoeffding splitter takes the best split by the criterion when the Hoeffding test
-    says it is best; the subspace splitter does the same among a random subset of the
-    features (:func:`_subspace`); the random splitter takes a random split
-    (:func:`~streamtree.kernels.split.random_split`) without any test, unless the leaf's
-    examples are all of one class. Draws are keyed by the tree's seed, the leaf and the
-    attempt (:mod:`streamtree.kernels.randomness`)."""
-    slot = t.node[leaf, SLOT]
-    seen = t.slot_seen[slot, SEEN]
-    t.slot_seen[slot, LAST_ATTEMPT] = seen
-    k = t.meta[M_CLASSES]
-    n_numeric, n_nominal = t.meta[M_NUMERIC], t.meta[M_NOMINAL]
-    splitter = cfg_i[C_SPLITTER]
-    attempt = int(seen)
-    if splitter == RANDOM:
-        found, kind, col, threshold = random_split(
-            t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, n_numeric, n_nominal, t.meta[M_VALUES],
-            _feature_draws(cfg_i, fkeys, n_numeric + n_nominal, leaf, attempt), uniform(cfg_i[C_SEED], leaf, attempt, 1),
-            left, right,
-        )
-        n_present = 0
-        for c in range(k):
-            if left[c] + right[c] > 0.0:
-                n_present += 1
-        if found and n_present >= 2:
-            _split(t, cfg_i, leaf, kind, col, threshold, left, right)
-        return
-    if classes_seen(t.num_stats, t.nom_stats, slot, k, n_numeric, n_nominal, t.meta[M_VALUES]) < 2:
-        return  # every merit would be rounding noise: no split (below)
-    if splitter == SUBSPACE:
-        allowed = _subspace(t, cfg_i, fkeys, slot, leaf, attempt)
-    else:
-        allowed = np.ones(n_numeric + n_nominal, dtype=np.bool_)
-    found, kind, col, threshold, merit, second = best_split(
-        t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, n_numeric, n_nominal,
-        t.meta[M_VALUES], cfg_i[C_CRITERION], cfg_i[C_SPLIT_POINTS], cfg_f[C_MIN_BRANCH], allowed, left, right,
-    )
-    if not found or merit <= MERIT_NOISE:
-        return
-    if split_decision(merit, second, cfg_i[C_CRITERION], k, cfg_f[C_DELTA], cfg_f[C_TAU], seen, cfg_i[C_TAU_RANGE]):
-        _split(t, cfg_i, leaf, kind, col, threshold, left, right)
 
 
 @njit(cache=True)
@@ -451,7 +191,7 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
         if (t.meta[M_EXAMPLES] + 1) % SAMPLE_EVERY == 0:
             # the factor's fitting sample: the untempered prediction and the log likelihoods
             proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, left, smoothed, loglik)
-            _loglik(t, num_row, nom_row, n_classes, loglik)
+            tree_loglik(t, num_row, nom_row, n_classes, loglik)
             nb_score(t.nb_a, t.nb_b, t.nb_y, t.meta[M_NB_SCORED], smoothed, loglik, n_classes, k)
             t.meta[M_NB_SCORED] += 1
         update_stats(t.nb_num, t.nb_range, t.nb_nom, t.nb_seen, t.shift, 0, k, num_row, nom_row)
@@ -463,7 +203,7 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
     if t.node[leaf, KIND] == LEAF and slot >= 0:
         update_stats(t.num_stats, t.num_range, t.nom_stats, t.slot_seen, t.shift, slot, k, num_row, nom_row)
         if t.slot_seen[slot, SEEN] - t.slot_seen[slot, LAST_ATTEMPT] >= cfg_i[C_GRACE]:
-            _attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right)
+            attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right)
     if t.meta[M_EXAMPLES] % cfg_i[C_REFIT_EVERY] == 0:
         refit(t, cfg_i)
     return score
@@ -546,7 +286,7 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
     fkeys
         A key per feature (int64; numeric columns, then nominal ones), a hash of its name:
         the randomized splitters draw by feature key, not by column, so the order in which
-        features first appeared does not change the tree (:func:`_subspace`).
+        features first appeared does not change the tree (:mod:`streamtree.kernels.grow`).
     total
         Examples the model learned before row ``start`` (drift events are dated by it).
     proba_out, want_proba
@@ -616,7 +356,7 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
     for r in range(start, n):
         w = reps[r]
         active = drift and d.drift_s[D_ACTIVE] != 0.0
-        if not _has_room(t.meta, t.node.shape[0], w) or (active and not _has_room(bg.meta, bg.node.shape[0], w)):
+        if not has_room(t.meta, t.node.shape[0], w) or (active and not has_room(bg.meta, bg.node.shape[0], w)):
             return r, GROW
         k = ks[r]
         known = t.meta[M_CLASSES]
