@@ -23,3 +23,21 @@ print(",".join(f.__name__ for f in entry_points if not f.signatures))
 def test_warm_up_compiles_every_entry_point_including_drift() -> None:
     result = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, check=True, timeout=600)
     assert result.stdout.strip() == "", f"not compiled by warm_up: {result.stdout.strip()}"
+
+
+def test_warm_up_reports_each_step_then_the_end() -> None:
+    import streamtree
+
+    calls: list[tuple[int, int, str]] = []
+    streamtree.warm_up(progress=lambda done, total, step: calls.append((done, total, step)))
+    total = calls[0][1]
+    assert [c[0] for c in calls] == list(range(total + 1)) and {c[1] for c in calls} == {total}
+    assert calls[0][2] == "tree, smoothing='hgs'" and calls[-1][2] == "" and total == 5 + len(streamtree.METHODS)
+    assert streamtree.kernels_cached()  # what warm_up compiled is on disk now
+
+
+def test_kernels_cached_is_false_for_an_empty_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env = {"STREAMTREE_KERNEL_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    program = "import streamtree; print(streamtree.kernels_cached())"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, env=env)
+    assert result.stdout.strip() == "False"
