@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from streamtree.exceptions import InputError
-from streamtree.features import _INFINITE, _MAX_INT, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
+from streamtree.features import INFINITE, MAX_INT, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
 
 __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 
@@ -169,9 +169,9 @@ def encode_one(registry: FeatureRegistry, x: Mapping[Hashable, Any]) -> tuple[li
     for c, name in enumerate(numeric):
         v: Any = x.get(name)
         t = type(v)
-        if not (t is float or (t is int and -_MAX_INT <= v <= _MAX_INT)):
+        if not (t is float or (t is int and -MAX_INT <= v <= MAX_INT)):
             v = None if v is None else value_of(NUMERIC, c, v)
-        values.append(math.nan if v is None or v in _INFINITE else float(v))
+        values.append(math.nan if v is None or v in INFINITE else float(v))
     codes = []
     for c, name in enumerate(nominal):
         v = x.get(name)
@@ -241,7 +241,7 @@ def _encode_columns(
                 )
             encoded.append((int(np.argmax(present)) if present.any() else n, name, NUMERIC, vals))
             continue
-        classified = [reg._classify(name, value) for value in values.tolist()]
+        classified = [reg.classify(name, value) for value in values.tolist()]
         kind = reg.kinds[fid] if fid is not None else next((k for k, _ in classified if k is not None), None)
         for k, value in classified:
             if k is not None and k != kind:
@@ -257,7 +257,7 @@ def _encode_columns(
     reg.check_room(sum(1 for first, name, _, _ in encoded if first < n and name not in reg.index), "this batch")
     for first, name, kind, _ in sorted(encoded, key=lambda e: e[0]):
         if first < n and name not in reg.index:
-            reg._register(name, kind)
+            reg.register(name, kind)
     num = np.full((n, reg.n_numeric), np.nan)
     nom = np.full((n, reg.n_nominal), -1, dtype=np.int64)
     for _first, name, kind, values in encoded:

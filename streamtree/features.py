@@ -33,11 +33,14 @@ import numpy as np
 
 from streamtree.exceptions import InputError
 
-__all__ = ["FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
+__all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
 
 NUMERIC, NOMINAL = 0, 1
-_INFINITE = (math.inf, -math.inf)
-_MAX_INT = int(sys.float_info.max)  # ints beyond +-this take the checked path (float() may overflow)
+#: The infinite values: a numeric feature's value must be finite.
+INFINITE = (math.inf, -math.inf)
+#: Ints within +-this are numbers as they are; larger ones take the checked path (``float()``
+#: may overflow).
+MAX_INT = int(sys.float_info.max)
 
 
 class _Absent:
@@ -137,7 +140,7 @@ class FeatureRegistry:
         self.names_by_kind: tuple[list[Hashable], list[Hashable]] = ([], [])  # per kind, by column
 
 
-    def _classify(self, name: Hashable, value: Any) -> tuple[int | None, Any]:
+    def classify(self, name: Hashable, value: Any) -> tuple[int | None, Any]:
         """``(kind, value)`` of one feature value, ``(None, None)`` when missing; the common
         exact types take the fast path, anything else :func:`_kind_of`."""
         t = type(value)
@@ -175,15 +178,15 @@ class FeatureRegistry:
                 continue
             t = type(value)
             kind: int | None
-            if t is str or t is bool:  # the common cases inline; the rest via _classify
+            if t is str or t is bool:  # the common cases inline; the rest via classify
                 kind = NOMINAL
-            elif t is int and name not in nominal and -_MAX_INT <= value <= _MAX_INT:
+            elif t is int and name not in nominal and -MAX_INT <= value <= MAX_INT:
                 kind, value = NUMERIC, float(value)
-            elif t is float and value == value and name not in nominal and value not in _INFINITE:
+            elif t is float and value == value and name not in nominal and value not in INFINITE:
                 kind = NUMERIC
             else:
                 try:
-                    kind, value = self._classify(name, value)
+                    kind, value = self.classify(name, value)
                 except InputError:
                     if learn:
                         raise
@@ -201,7 +204,7 @@ class FeatureRegistry:
         row = EncodedRow()
         for name, fid, kind, value in present:
             if fid is None:
-                fid = self._register(name, kind)
+                fid = self.register(name, kind)
             col = self.cols[fid]
             if kind == NUMERIC:
                 row.num_cols.append(col)
@@ -240,10 +243,10 @@ class FeatureRegistry:
             t = type(value)
             if kinds[fid] == NUMERIC:
                 if t is float:
-                    if value in _INFINITE:
+                    if value in INFINITE:
                         return None
                     values[cols[fid]] = value  # NaN stays missing
-                elif t is int and name not in nominal and -_MAX_INT <= value <= _MAX_INT:
+                elif t is int and name not in nominal and -MAX_INT <= value <= MAX_INT:
                     values[cols[fid]] = float(value)
                 elif value is not None:
                     return None
@@ -351,14 +354,14 @@ class FeatureRegistry:
         feature has one), ``None`` if missing or unusable. Agrees with :meth:`encode` without
         ``learn``."""
         t = type(value)
-        if kind == NUMERIC and (t is float or (t is int and -_MAX_INT <= value <= _MAX_INT)):
+        if kind == NUMERIC and (t is float or (t is int and -MAX_INT <= value <= MAX_INT)):
             return None if value != value else value
         if kind == NOMINAL and (t is str or t is bool):
             return self.codes[col].get(value, self.unseen[col])
         if value is None:
             return None
         try:
-            got, value = self._classify(self.names_by_kind[kind][col], value)
+            got, value = self.classify(self.names_by_kind[kind][col], value)
         except InputError:
             return None
         if got != kind:
@@ -374,7 +377,9 @@ class FeatureRegistry:
                 f"{len(self.names)} and {what} would add {n_new}."
             )
 
-    def _register(self, name: Hashable, kind: int) -> int:
+    def register(self, name: Hashable, kind: int) -> int:
+        """Register ``name``, a feature not yet known, as ``kind`` (``NUMERIC`` or ``NOMINAL``)
+        and return its id; the caller has checked there is room (:meth:`check_room`)."""
         fid = len(self.names)
         self.names_by_kind[kind].append(name)
         self.names.append(name)
@@ -426,7 +431,7 @@ class FeatureRegistry:
                    max_categories: int | None = None) -> FeatureRegistry:
         reg = cls(state["nominal_features"], max_features, max_categories)
         for name, kind in zip(state["names"], state["kinds"]):
-            reg._register(name, int(kind))
+            reg.register(name, int(kind))
         other = state.get("other") or [0] * len(reg.values)
         for col, values in enumerate(state["values"]):
             reg.values[col] = list(values)
