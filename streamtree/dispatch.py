@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["direct", "entry_point"]
+import numpy as np
+
+__all__ = ["at_entry", "direct", "entry_point"]
 
 _ENTRIES: dict[Any, Callable[..., Any]] = {}
 
@@ -49,3 +51,12 @@ def direct(kernel: Any, *args: Any) -> Any:
     if entry is None:
         entry = _ENTRIES[kernel] = entry_point(kernel, *args)
     return entry(*args)
+
+
+def at_entry(num: np.ndarray, nom: np.ndarray) -> bool:
+    """Whether encoded rows go to a kernel's compiled entry point (:func:`direct`): one event,
+    in matrices of the one type the entry points are resolved for (C-contiguous and writable;
+    their dtypes are the encoding's). A batch's row need not be."""
+    f, g = num.flags, nom.flags  # spelled out, not a generator: this runs on every event
+    plain = f.c_contiguous and f.writeable and g.c_contiguous and g.writeable
+    return num.shape[0] == 1 and bool(plain)

@@ -26,8 +26,8 @@ and its four methods are grown here online, each member an HGS-smoothed
 
 **Weighted members** (``weighted=True``, the default). A plain mean gives a member that
 learned the concept late (after a change, or a split it found later than the others) the
-same say as the best: measured, BT+'s log loss on the Agrawal streams with drift was 37-58%
-above a single tree's. So the forest serves an exponentially weighted average,
+same say as the best (what that cost: ``docs/decisions/forests.md``). So the forest serves an
+exponentially weighted average,
 
 .. math::
 
@@ -50,25 +50,25 @@ known to all members at the same row, as it does to a single tree.
 
 Learning and prediction cost one compiled call for all the members
 (:mod:`streamtree.kernels.forest`), not one per member: the members' arrays are held in numba
-typed lists (:class:`_MemberArrays`) that follow the members' own, and a member that needs
-Python (to grow its arrays or start, adopt or drop a background tree) is handled exactly as a
-tree handles itself (``ProbabilityTree._resolve``) before the call resumes. The members are
-the same bits as when each learned in its own call.
+typed lists (:class:`_MemberArrays`) that follow the members' states
+(:class:`~streamtree.tree_state.TreeState`), and a member that needs Python (to grow its
+arrays or start, adopt or drop a background tree) is handled as a tree handles itself
+(``TreeState.resolve``) before the call resumes: the same bits as a call per member.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from streamtree import growth
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
-from streamtree.dispatch import direct
-from streamtree.exceptions import ConfigError
+from streamtree.dispatch import at_entry, direct
+from streamtree.exceptions import ConfigError, FormatError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.inspection import limit_notes
 from streamtree.kernels.forest import (
@@ -77,12 +77,11 @@ from streamtree.kernels.forest import (
 )
 from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
+from streamtree.persistence import FOREST, Capture, capture_forest, read_forest, register_reader
 from streamtree.state import DriftArrays, TreeArrays
-from streamtree.tree import _NO_DRIFT, _ONCE, ProbabilityTree, _at_entry, class_ids
+from streamtree.tree import ProbabilityTree, class_ids
+from streamtree.tree_state import NO_DRIFT, ONCE, TreeState, registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
-
-if TYPE_CHECKING:
-    from streamtree.persistence import Capture
 
 __all__ = ["METHODS", "ProbabilityForest"]
 
@@ -94,20 +93,14 @@ METHODS: dict[str, tuple[str, str]] = {
     "dst": ("hoeffding", "disjoint"),
 }
 #: Member parameters each method starts from (``tree`` overrides them): a random split costs no
-#: test, so random trees grow fast, and a disjoint member sees a tenth of the stream. Measured
-#: (bench/results/forest_tuning.md, 5 streams): grace_period 30 -> 4 cut RD's log loss 13-30%
-#: (RandomRBF 1.083 -> 0.760) and DST's 0-22%. BT+ members grow at 15 rather than the tree's 30
-#: (25 streams, same file): log loss lower on 21 (1.6% as a geometric mean), below every peer
-#: on 19 against 18; 10 reached 20 but ran slower than river's single tree per event.
+#: test, so random trees grow fast, and a disjoint member sees a fraction of the stream; BT+
+#: members grow at 15 rather than the tree's 30 (``docs/decisions/forests.md``).
 METHOD_TREE_DEFAULTS: dict[str, dict[str, Any]] = {
     "rd": {"grace_period": 5}, "dst": {"grace_period": 5}, "bt+": {"grace_period": 15},
 }
 #: How sharply the weighted forest prefers its better members: a member whose recent mean log
-#: loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much. Measured on
-#: 10,000 examples of five streams (BT+): 25 took Agrawal-drift from 0.103 to 0.082,
-#: Agrawal-gradual from 0.334 to 0.250, STAGGER-drift 0.032 to 0.031, Bananas 0.165 to 0.164,
-#: RandomRBF 0.800 to 0.793; 50 and 100 gained more on Agrawal-drift and lost on RandomRBF
-#: (0.805, 0.833).
+#: loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much (why 25:
+#: ``docs/decisions/forests.md``).
 WEIGHT_ETA = 25.0
 #: The members' loss is an exponential moving average with this decay: about the last 1,000
 #: examples each learned.
@@ -129,21 +122,19 @@ class _MemberArrays:
     each member's tree and detector, one of its background tree (its tree while it has
     none), and the members' configurations stacked (one row each).
 
-    The members stay the owners of their arrays; these lists only follow them. :meth:`sync`,
-    before every kernel call, compares each member's arrays with the ones held (identity: a
-    few attribute reads) and replaces an entry only where a member replaced its arrays
-    (growth, a background tree started, adopted or dropped, a loaded model), so the common
-    call rebuilds nothing, and a member changed from outside the forest (its own
-    ``learn_one``, a restore) is still followed.
-    """
+    The members' states own the arrays; these lists only follow them: :meth:`sync`, before
+    every kernel call, compares each member's state and arrays with the ones held (identity)
+    and replaces an entry only where a member replaced them (growth, a background tree
+    started, adopted or dropped, a loaded model), so the common call rebuilds nothing, and a
+    member changed from outside the forest (its own ``learn_one``, a restore) is followed."""
 
     def __init__(self, members: list[ProbabilityTree]) -> None:
         self.members = members
-        self.cfg_i = np.stack([m._cfg_i for m in members])
-        self.cfg_f = np.stack([m._cfg_f for m in members])
-        first = members[0]
+        self.cfg_i = np.stack([m.state.cfg_i for m in members])
+        self.cfg_f = np.stack([m.state.cfg_f for m in members])
+        first = members[0].state
         self.trees = member_list(_member_entry(first))
-        self.backgrounds = member_list(first._handle(first._tree))
+        self.backgrounds = member_list(first.handle(first.tree))
         n = len(members)
         self._totals = np.zeros(n, dtype=np.int64)
         #: :func:`~streamtree.kernels.forest.learn_forest`'s arrays for one event whose
@@ -152,7 +143,7 @@ class _MemberArrays:
         #: weighing, and without) and the forest's predictions (none).
         self.one_event = (np.empty((n, 1), dtype=np.int64), np.empty((n, 0, 0)), np.empty((n, 1)), np.empty((n, 0)),
                           np.empty((0, 0)))
-        self._held: list[tuple[ProbabilityTree | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
+        self._held: list[tuple[TreeState | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
             (None, None, None, None)] * n
         for i in range(n):
             self._put(i)
@@ -161,20 +152,21 @@ class _MemberArrays:
         self.paths, self.work = members_scratch(self.trees, self.backgrounds)
 
     def _put(self, i: int) -> None:
-        m = self.members[i]
-        put_member(self.trees, i, _member_entry(m))
-        put_member(self.backgrounds, i, m._handle(m._background if m._background is not None else m._tree))
-        self.cfg_i[i], self.cfg_f[i] = m._cfg_i, m._cfg_f
-        self._held[i] = (m, m._tree, m._background, m._drift)
+        s = self.members[i].state
+        put_member(self.trees, i, _member_entry(s))
+        put_member(self.backgrounds, i, s.handle(s.background if s.background is not None else s.tree))
+        self.cfg_i[i], self.cfg_f[i] = s.cfg_i, s.cfg_f
+        self._held[i] = (s, s.tree, s.background, s.drift)
 
     def sync(self) -> None:
-        """Replace the entry of every member that is not the one held, or whose arrays are not
-        (identity: a few attribute reads a member, inlined, as this runs on every call)."""
+        """Replace the entry of every member whose state is not the one held, or whose arrays
+        are not (identity: a few attribute reads a member, inlined, as this runs on every call)."""
         held = self._held
         replaced = False
         for i, m in enumerate(self.members):
-            member, tree, background, drift = held[i]
-            if m is not member or m._tree is not tree or m._background is not background or m._drift is not drift:
+            state, tree, background, drift = held[i]
+            s = m.state
+            if s is not state or s.tree is not tree or s.background is not background or s.drift is not drift:
                 self._put(i)
                 replaced = True
         if replaced:
@@ -182,30 +174,30 @@ class _MemberArrays:
 
     def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
         """Before learning: each member makes room for the registry's ``shapes``
-        (``ProbabilityTree._make_room``) and is followed (:meth:`sync`); returns the examples
-        each had learned (the kernel's ``totals``)."""
+        (``TreeState.make_room``) and is followed (:meth:`sync`); returns the examples each
+        had learned (the kernel's ``totals``)."""
         totals = self._totals
         for i, m in enumerate(self.members):
-            if shapes != m._shapes:
-                m._make_room(first_values, shapes)
+            if shapes != m.state.shapes:
+                m.state.make_room(m.registry, first_values, shapes)
             totals[i] = m.n_examples
         self.sync()
         return totals
 
     def finish(self, n: int) -> None:
         """After learning ``n`` rows: each member counts them and lets go of a background
-        tree the loop dropped (``ProbabilityTree._resolve`` with ``DONE``; the lists let go
-        of it at the next :meth:`sync`)."""
+        tree the loop dropped (``TreeState.resolve`` with ``DONE``; the lists let go of it at
+        the next :meth:`sync`)."""
         for m in self.members:
             m.n_examples += n
-            if m._background is not None:
-                m._resolve(DONE, _ONCE, 0)
+            if m.state.background is not None:
+                m.state.resolve(DONE, ONCE, 0)
 
 
-def _member_entry(m: ProbabilityTree) -> tuple[Any, Any]:
+def _member_entry(s: TreeState) -> tuple[Any, Any]:
     """A member's entry in :attr:`_MemberArrays.trees`: the handles of its tree's and its
     detector's arrays (:mod:`streamtree.kernels.handle`)."""
-    return m._handle(m._tree), m._handle(m._drift if m._drift is not None else _NO_DRIFT)
+    return s.handle(s.tree), s.handle(s.drift if s.drift is not None else NO_DRIFT)
 
 
 class ProbabilityForest(Classifier):
@@ -286,7 +278,7 @@ class ProbabilityForest(Classifier):
 
     def _reset(self) -> None:
         self.classes_: list[ClassLabel] = []
-        self._class_index: dict[ClassLabel, int] = {}
+        self.class_index: dict[ClassLabel, int] = {}
         self.n_examples = 0
         self.loss_ = np.zeros(self.n_trees)  # each member's recent log loss (weigh_rows)
         self._shapes: tuple[int, ...] = ()  # the registry's shapes at the last batch
@@ -299,7 +291,7 @@ class ProbabilityForest(Classifier):
         for m in self.members:
             m.registry = registry
             m.classes_ = self.classes_
-            m._class_index = self._class_index
+            m.class_index = self.class_index
 
     @property
     def registry(self) -> FeatureRegistry:  # type: ignore[override]
@@ -365,15 +357,15 @@ class ProbabilityForest(Classifier):
         row after it (:func:`~streamtree.kernels.forest.weigh_rows`). The prequential
         predictions are the members' weighted mean before each row."""
         n = len(labels)
-        ks = class_ids(self.classes_, self._class_index, labels)
+        ks = class_ids(self.classes_, self.class_index, labels)
         arrays = self._member_arrays()
-        shapes = self.members[0]._registry_shapes()
+        shapes = registry_shapes(self.registry, len(self.classes_))
         # the registry's sizes before this batch when it grew (the members' last fit), for the
         # memory budget (streamtree.growth.Sizes); None: as they are
-        before = growth.registry_sizes(self.members[0]._tree) if shapes != self._shapes else None
+        before = growth.registry_sizes(self.members[0].state.tree) if shapes != self._shapes else None
         self._shapes = shapes
         totals = arrays.prepare(first_values, shapes)
-        fkeys = self.members[0]._fkeys  # every member's: the same registry
+        fkeys = self.members[0].state.fkeys  # every member's: the same registry
         k = len(self.classes_)
         if n == 1 and not want_proba:
             reps, member_proba, weighed, unweighed, proba = arrays.one_event
@@ -386,10 +378,10 @@ class ProbabilityForest(Classifier):
         args = (arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, ks, fkeys, totals,
                 _SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, self.loss_, self._eta,
                 WEIGHT_DECAY, reps, member_proba, scores, proba, want_proba, arrays.paths, arrays.work)
-        member, row, reason = direct(learn_forest, *args) if _at_entry(num, nom) else learn_forest(*args)
+        member, row, reason = direct(learn_forest, *args) if at_entry(num, nom) else learn_forest(*args)
         if reason != DONE:  # a member stopped: handle it, resume, and weigh once all are done
             while reason != DONE:
-                self.members[member]._resolve(reason, reps[member], row, (before, num, nom, ks))
+                self.members[member].state.resolve(reason, reps[member], row, (before, num, nom, ks))
                 arrays.sync()
                 member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num,
                                                         nom, ks, reps, fkeys, row, member, totals, member_proba,
@@ -405,7 +397,7 @@ class ProbabilityForest(Classifier):
         arrays.sync()
         out = np.zeros((num.shape[0], len(self.classes_)))
         args = (arrays.trees, arrays.cfg_i, arrays.cfg_f, num, nom, self.loss_, self._eta, out, arrays.paths, arrays.work)
-        direct(predict_forest_rows, *args) if _at_entry(num, nom) else predict_forest_rows(*args)
+        direct(predict_forest_rows, *args) if at_entry(num, nom) else predict_forest_rows(*args)
         return out
 
     # -- introspection ------------------------------------------------------------------
@@ -476,23 +468,31 @@ class ProbabilityForest(Classifier):
         """Every member's tree as plain data: ``{"members": [tree_, ...]}``."""
         return {"members": [m.tree_ for m in self.members]}
 
-    # -- persistence --------------------------------------------------------------------
+    # -- persistence (streamtree.persistence) --------------------------------------------
     def capture(self) -> Capture:
         """The forest's saved form now, not yet encoded: its ``to_bytes()`` gives what this
         forest's :meth:`to_bytes` gives now, and may run in another thread while the forest learns."""
-        from streamtree.persistence import capture_forest
-
-        return capture_forest(self)
+        return capture_forest(self.get_config(), self.n_examples, [m.capture() for m in self.members], self.loss_)
 
     def to_bytes(self) -> bytes:
         """The forest in streamtree's safe, versioned format (no pickle)."""
-        from streamtree.persistence import dump_forest
-
-        return dump_forest(self)
+        return self.capture().to_bytes()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ProbabilityForest:
-        """Read a forest written by :meth:`to_bytes`."""
-        from streamtree.persistence import load_forest
+        """Read a forest written by :meth:`to_bytes`: its members as each was, one registry and
+        one list of classes shared again."""
+        saved = read_forest(data)
+        try:
+            forest = cls(**saved.config())
+            members = [ProbabilityTree.from_bytes(saved.member(i)) for i in range(forest.n_trees)]
+            forest.members, forest.n_examples, forest.loss_ = members, saved.n_examples(), saved.loss(forest.n_trees)
+        except (KeyError, TypeError) as err:
+            raise FormatError(f"Corrupt streamtree forest: {err!r}.") from None
+        forest.classes_ = list(members[0].classes_)
+        forest.class_index = {c: i for i, c in enumerate(forest.classes_)}
+        forest.registry = members[0].registry  # shared again, with the classes
+        return forest
 
-        return load_forest(cls, data)
+
+register_reader(FOREST, ProbabilityForest.from_bytes)

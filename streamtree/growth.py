@@ -43,7 +43,7 @@ class Sizes(NamedTuple):
 
     ``before`` is ``(numeric columns, nominal columns, value codes)`` before the batch;
     ``num``, ``nom`` and ``ks`` are the batch's encoded rows and class ids. A model hands
-    ``(before, num, nom, ks)`` to ``ProbabilityTree._resolve``, ``before`` ``None`` when the
+    ``(before, num, nom, ks)`` to ``TreeState.resolve``, ``before`` ``None`` when the
     registry did not grow in the batch (its sizes are then the tree's).
     """
 

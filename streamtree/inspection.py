@@ -1,10 +1,11 @@
-"""What a :class:`~streamtree.tree.ProbabilityTree` shows of itself: summary, explanations,
-the tree as data, the drift history. Every function here only reads the model's arrays."""
+"""What a tree model shows of itself: summary, explanations, the tree as data, the drift
+history. Every function here only reads: a model's :class:`~streamtree.tree_state.TreeState`
+(its arrays, smoother and kernel configuration) and what it knows besides (:class:`Shown`)."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,11 +21,10 @@ from streamtree.state import (
     F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED,
     M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
 )
+from streamtree.tree_state import TreeState
+from streamtree.typing import ClassLabel
 
-if TYPE_CHECKING:
-    from streamtree.tree import ProbabilityTree
-
-__all__ = ["drift_summary", "explain", "limit_gauges", "limit_notes", "summary", "tree_as_data"]
+__all__ = ["Shown", "drift_summary", "explain", "limit_gauges", "limit_notes", "summary", "tree_as_data"]
 
 EVENT_NAMES = ("detection", "swap", "dropped")
 
@@ -32,6 +32,23 @@ OFF: dict[str, Any] = {
     "detection": False, "n_detections": 0, "n_swaps": 0, "n_dropped": 0, "tree_since": 0, "background": None, "events": [],
 }
 """The drift summary of a tree with change detection off."""
+
+
+class Shown(Protocol):
+    """What these functions read of a tree model (a
+    :class:`~streamtree.tree.ProbabilityTree`): its state, features, classes and example count,
+    and the parameters a summary shows."""
+
+    state: TreeState
+    registry: FeatureRegistry
+    classes_: list[ClassLabel]
+    n_examples: int
+    smoothing: str
+    max_nodes: int
+    max_bytes: int | None
+    max_categories: int | None
+    naive_bayes: bool
+    linear: bool
 
 
 def memory_bytes(t: TreeArrays | None) -> int:
@@ -65,12 +82,13 @@ def limit_gauges(summary: Mapping[str, Any]) -> dict[str, float]:
             "other_values": float(sum(summary.get("other_values", {}).values())), "budget_stops": float(stopped)}
 
 
-def summary(model: ProbabilityTree) -> dict[str, Any]:
+def summary(model: Shown) -> dict[str, Any]:
     """Size and state of the model as JSON-able data. ``other_values`` counts, per nominal
     feature, the examples whose value went to its *other* code (``max_categories``);
     ``growth_stop`` is the limit growth stopped at (``"max_nodes"``, ``"max_bytes"`` or
     ``None``); ``notes`` says both in words."""
-    t = model._tree
+    state = model.state
+    t = state.tree
     n = int(t.meta[M_NODES])
     stop = describe_stop([t])
     out: dict[str, Any] = {
@@ -83,18 +101,18 @@ def summary(model: ProbabilityTree) -> dict[str, Any]:
         "smoothing": model.smoothing,
         "growth_stopped": bool(t.meta[M_STOPPED]),
         "growth_stop": stop,
-        "memory_bytes": memory_bytes(t) + memory_bytes(model._background)
-        + (int(sum(a.nbytes for a in model._drift)) if model._drift is not None else 0),
+        "memory_bytes": memory_bytes(t) + memory_bytes(state.background)
+        + (int(sum(a.nbytes for a in state.drift)) if state.drift is not None else 0),
         "max_bytes": model.max_bytes,
         "max_categories": model.max_categories,
         "other_values": model.registry.overflow(),
         "notes": limit_notes(model.registry, model.max_categories, {stop: 1} if stop else {},
                              {"max_nodes": model.max_nodes, "max_bytes": model.max_bytes}),
-        "drift": drift_summary(model),
+        "drift": drift_summary(state),
     }
-    extra = model._smoother.summary(t)
+    extra = state.smoother.summary(t)
     if extra is not None:
-        out[model._smoother.name] = extra
+        out[state.smoother.name] = extra
     if model.naive_bayes:
         out["naive_bayes"] = {"gamma": float(t.meta_f[F_GAMMA]), "n_scored": int(t.meta[M_NB_SCORED])}
     if model.linear:
@@ -103,13 +121,13 @@ def summary(model: ProbabilityTree) -> dict[str, Any]:
     return out
 
 
-def drift_summary(model: ProbabilityTree) -> dict[str, Any]:
+def drift_summary(state: TreeState) -> dict[str, Any]:
     """Detected changes, the background tree and swaps, as JSON-able data."""
-    d = model._drift
+    d = state.drift
     if d is None:
         return dict(OFF)
     s = d.drift_s
-    background = model._background
+    background = state.background
     compared = int(s[D_COMPARED])
     return {
         "detection": True,
@@ -131,8 +149,8 @@ def drift_summary(model: ProbabilityTree) -> dict[str, Any]:
     }
 
 
-def _split_description(model: ProbabilityTree, node: int) -> dict[str, Any] | None:
-    t = model._tree
+def _split_description(model: Shown, node: int) -> dict[str, Any] | None:
+    t = model.state.tree
     kind = int(t.node[node, KIND])
     if kind == LEAF:
         return None
@@ -146,9 +164,11 @@ def _split_description(model: ProbabilityTree, node: int) -> dict[str, Any] | No
     return {"feature": feature, "operator": "==", "value": values[code]}
 
 
-def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]:
+def explain(model: Shown, x: Mapping[Hashable, Any]) -> dict[str, Any]:
     """See :meth:`ProbabilityTree.explain_one`."""
-    t = model._tree
+    state = model.state
+    t = state.tree
+    cfg_i, cfg_f = state.cfg_i, state.cfg_f
     k = len(model.classes_)
     values, codes = encode_one(model.registry, x)
     num = np.array(values, dtype=np.float64)
@@ -158,7 +178,7 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
     path = path_array[:length].tolist()
     counts = t.counts[path, :k]
     totals = counts.sum(axis=1)
-    alpha, alpha0 = model._smoother.weights(t)
+    alpha, alpha0 = state.smoother.weights(t)
     shares: list[float | None] = [None] * len(path)
     prior_share = None
     if alpha is not None and alpha0 is not None and k:
@@ -175,15 +195,15 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
     linear = None
     if k:
         out, untempered, loglik, own = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
-        proba_at(model._handle(t), model._cfg_i, model._cfg_f, path_array, length, num, nom, out, untempered, loglik)
-        tree_proba(model._cfg_i, model._cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path_array, length, k, own)
+        proba_at(state.handle(t), cfg_i, cfg_f, path_array, length, num, nom, out, untempered, loglik)
+        tree_proba(cfg_i, cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path_array, length, k, own)
         smoothed = dict(zip(model.classes_, own.tolist()))
         proba = dict(zip(model.classes_, out.tolist()))
-        if model._cfg_i[C_NB]:
+        if cfg_i[C_NB]:
             nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES],
                       t.meta[M_NB_NUMERIC], t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num, nom, k, loglik)
             factor = {"gamma": float(t.meta_f[F_GAMMA]), "loglik": dict(zip(model.classes_, loglik.tolist()))}
-        if model._cfg_i[C_LINEAR]:
+        if cfg_i[C_LINEAR]:
             n_numeric = int(t.meta[M_NUMERIC])
             regression = np.full(k, 1.0 / k)
             if n_numeric:
@@ -215,16 +235,16 @@ def explain(model: ProbabilityTree, x: Mapping[Hashable, Any]) -> dict[str, Any]
         "naive_bayes": factor,
         "linear": linear,
         "proba": proba,
-        "drift": drift_summary(model),
+        "drift": drift_summary(state),
     }
 
 
-def tree_as_data(model: ProbabilityTree) -> dict[str, Any]:
+def tree_as_data(model: Shown) -> dict[str, Any]:
     """The tree as plain data (lists), one entry per node."""
-    t = model._tree
+    t = model.state.tree
     n = int(t.meta[M_NODES])
     k = int(t.meta[M_CLASSES])
-    alpha, alpha0 = model._smoother.weights(t)
+    alpha, alpha0 = model.state.smoother.weights(t)
     children = t.node[:n, [LEFT, RIGHT]]
     return {
         "classes": list(model.classes_),

@@ -4,14 +4,23 @@ Layout: the magic bytes ``b"STREAMTREE"``, a big-endian uint32 header length, th
 header (format version, configuration, classes, feature registry, example count), then an
 ``.npz`` archive of the arrays, read back with ``allow_pickle=False``.
 
-Version 4 stores exactly the model's arrays (:mod:`streamtree.state`): ``tree.<name>`` for
-every :class:`~streamtree.state.TreeArrays` field, ``background.<name>`` for a background tree
+This module is a codec of states: it writes a tree's
+:class:`~streamtree.tree_state.TreeState` with a :class:`TreeHeader` (:func:`capture`,
+:func:`dump`) and reads them back (:func:`read`, then :func:`restore` into a state of the saved
+configuration), and a forest as its members' bytes (:func:`capture_forest`,
+:func:`read_forest`); it knows no estimator class (each registers its reader for
+:func:`load_any`, :func:`register_reader`).
+
+Version 4 stores exactly the state's arrays
+(:meth:`~streamtree.tree_state.TreeState.to_arrays`): ``tree.<name>`` for every
+:class:`~streamtree.state.TreeArrays` field, ``background.<name>`` for a background tree
 being compared, ``drift.<name>`` for the change detector and its history. Node arrays are cut
 to the nodes in use and class, column and value axes to their logical sizes (capacity depends
-on growth history, not on data); ``slot_seen`` keeps every slot, so the free-slot stack
-reloads as it was, and the slots' statistics stop after the last slot a leaf holds (a free
-slot holds an empty one's, as a new array: a tree that stopped growing saves none); a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it 0 (no detection
-on record). Version 3 is version 4 without the linear component's arrays (``lr_*``,
+on growth history, not on data: the header keeps the capacities); ``slot_seen`` keeps every
+slot, so the free-slot stack reloads as it was, and the slots' statistics stop after the last
+slot a leaf holds (a free slot holds an empty one's, as a new array: a tree that stopped
+growing saves none); a detector saved before ``adwin_s`` held ``A_DETECTED_AT`` loads with it
+0 (no detection on record). Version 3 is version 4 without the linear component's arrays (``lr_*``,
 ``mix_*``): such a file was written by a model without it, and its configuration loads with
 ``linear=False`` whatever today's default. Any parameter added since a file was written loads
 with the value that rebuilds its model (:data:`~streamtree.config.ADDED`: ``linear=False``,
@@ -30,7 +39,8 @@ import io
 import json
 import struct
 import zipfile
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,76 +50,38 @@ from streamtree.features import FeatureRegistry
 from streamtree.kernels.adwin import adwin_from_state
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.state import (
-    ALPHA, ADWIN_SCALARS, COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
+    ALPHA, COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
     EVENTS_KEPT, F_GAMMA, F_GRAD0, F_STEP0, F_THETA0, KIND, LAST_ATTEMPT, LEFT, LOG_MIN_PROBA, M_CLASSES,
     M_EXAMPLES, M_FREE, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
-    M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, N_, PARENT, Q_, RIGHT, S_, SEEN, SLOT, DriftArrays,
-    TreeArrays, grow, new_arrays, new_drift,
+    M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, N_, PARENT, Q_, RIGHT, S_, SEEN, SLOT, TreeArrays, grow,
+    new_arrays, new_drift,
 )
+from streamtree.tree_state import TreeState
+from streamtree.typing import ClassLabel
 
-if TYPE_CHECKING:
-    from streamtree.forest import ProbabilityForest
-    from streamtree.tree import ProbabilityTree
-
-__all__ = ["FORMAT_VERSION", "Capture", "capture", "capture_forest", "dump", "dump_forest", "load", "load_any", "load_forest"]
+__all__ = ["FORMAT_VERSION", "Capture", "SavedForest", "SavedTree", "TreeHeader", "capture", "capture_forest", "dump",
+           "load_any", "read", "read_forest", "register_reader", "restore"]
 
 MAGIC = b"STREAMTREE"
 FORMAT_VERSION = 4
 _READS = (1, 2, 3, 4)
-_LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y", "mix_u")  # new in version 4
 TREE, FOREST = "streamtree.ProbabilityTree", "streamtree.ProbabilityForest"
 FOREST_VERSION = 2  # 2: the members' losses (weighted forests); 1 is still read
 _EVENT_CODES = {"detection": 0, "swap": 1, "dropped": 2}
+#: Each format's reader (``from_bytes`` of the class it names), registered by the module that
+#: defines the class (:func:`register_reader`): :func:`load_any` reads either without this
+#: module knowing the classes.
+_READERS: dict[str, Callable[[bytes], Any]] = {}
 
 
-def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
-    """The tree's arrays cut to their logical sizes (the HGS weights, ``exp`` of their logs, are
-    recomputed on loading: :func:`_restore`)."""
-    n, k = int(t.meta[M_NODES]), int(t.meta[M_CLASSES])
-    f, c, v = int(t.meta[M_NUMERIC]), int(t.meta[M_NOMINAL]), int(t.meta[M_VALUES])
-    nb = t.nb_seen.shape[0]
-    nb_v = int(t.meta[M_NB_VALUES]) + 1
-    lin = 1 if t.mix_y.shape[0] else 0
-    m = _slots_in_use(t)
-    return {
-        "node": t.node[:n], "thr": t.thr[:n], "counts": t.counts[:n, :k], "inherited": t.inherited[:n, :k],
-        "hgs": t.hgs[:n, :ALPHA], "num_stats": t.num_stats[:m, :f, :k], "num_range": t.num_range[:m, :f],
-        "nom_stats": t.nom_stats[:m, :c, :v, :k], "slot_seen": t.slot_seen, "free_slots": t.free_slots[: int(t.meta[M_FREE])],
-        "shift": t.shift[:f], "nb_num": t.nb_num[:, :f, :k], "nb_range": t.nb_range[:, :f],
-        "nb_nom": t.nb_nom[:, :c, :v, :k], "nb_seen": t.nb_seen, "nb_mean": t.nb_mean[: f * nb, : k * nb],
-        "nb_inv2var": t.nb_inv2var[: f * nb, : k * nb], "nb_const": t.nb_const[: f * nb, : k * nb],
-        "nb_table": t.nb_table[: c * nb, : nb_v * nb, : k * nb], "nb_a": t.nb_a[:, : k * nb], "nb_b": t.nb_b[:, : k * nb],
-        "nb_y": t.nb_y, "lr_w": t.lr_w[: k * lin, : f * lin], "lr_bias": t.lr_bias[: k * lin],
-        "lr_scale": t.lr_scale[: f * lin], "mix_a": t.mix_a[:, : k * lin], "mix_b": t.mix_b[:, : k * lin],
-        "mix_y": t.mix_y, "mix_u": t.mix_u, "meta": t.meta, "meta_f": t.meta_f,
-    }
+class TreeHeader(NamedTuple):
+    """What a saved tree holds besides its state's arrays: the model's configuration, its
+    classes in order of first appearance, its feature registry and the examples it learned."""
 
-
-def _slots_in_use(t: TreeArrays) -> int:
-    """One past the highest slot a leaf holds: the slots after it are free, and a free slot
-    holds the statistics of an empty one (zeros, an empty range), as a new array does."""
-    free = np.zeros(t.slot_seen.shape[0], dtype=bool)
-    free[t.free_slots[: int(t.meta[M_FREE])]] = True
-    held = np.flatnonzero(~free)
-    return int(held[-1]) + 1 if held.size else 0
-
-
-def _capacity(t: TreeArrays) -> list[int]:
-    return [t.node.shape[0], t.counts.shape[1], t.shift.shape[0], t.nom_stats.shape[1], t.nom_stats.shape[2]]
-
-
-def _restore(arrays: dict[str, np.ndarray], capacity: list[int], model: ProbabilityTree) -> TreeArrays:
-    """The inverse of :func:`_logical`: arrays at the saved capacities with the saved values
-    (a version-3 file has no linear arrays: its model has no linear component)."""
-    nodes, classes, numeric, nominal, values = capacity
-    t = new_arrays(nodes=nodes, slots=arrays["slot_seen"].shape[0], classes=classes, numeric=numeric, nominal=nominal,
-                   values=values, naive_bayes=model.naive_bayes, prior_weight=model.prior_weight, linear=model.linear)
-    fields = TreeArrays._fields if "lr_w" in arrays else [f for f in TreeArrays._fields if f not in _LINEAR_FIELDS]
-    for name in fields:  # every one must be there (KeyError: a corrupt file)
-        saved = arrays[name]
-        getattr(t, name)[tuple(slice(0, s) for s in saved.shape)] = saved
-    sync_alpha(t.hgs, t.hgs.shape[0])  # the weights are not saved: exp(theta), as a refit sets them
-    return t
+    config: dict[str, Any]
+    classes: list[ClassLabel]
+    registry: FeatureRegistry
+    n_examples: int
 
 
 class Capture:
@@ -138,30 +110,25 @@ class Capture:
         return MAGIC + struct.pack(">I", len(self.head)) + self.head + buffer.getvalue()
 
 
-def capture(model: ProbabilityTree) -> Capture:
-    """The model's saved form now (:class:`Capture`); see the module docstring for the layout."""
-    arrays = {f"tree.{name}": a for name, a in _logical(model._tree).items()}
-    if model._background is not None:
-        arrays.update({f"background.{name}": a for name, a in _logical(model._background).items()})
-    if model._drift is not None:
-        arrays.update({f"drift.{name}": a for name, a in model._drift._asdict().items()})
-    header = {
+def capture(state: TreeState, header: TreeHeader) -> Capture:
+    """A tree's saved form now (:class:`Capture`): ``header`` and ``state``'s arrays
+    (:meth:`~streamtree.tree_state.TreeState.to_arrays`); see the module docstring."""
+    head = {
         "format": TREE,
         "version": FORMAT_VERSION,
-        "config": model.get_config(),
-        "classes": list(model.classes_),
-        "registry": model.registry.to_state(),
-        "n_examples": model.n_examples,
+        "config": header.config,
+        "classes": list(header.classes),
+        "registry": header.registry.to_state(),
+        "n_examples": header.n_examples,
         # capacities: a reloaded model holds (and reports) the memory the saved one held
-        "capacity": {name: _capacity(t) for name, t in (("tree", model._tree), ("background", model._background))
-                     if t is not None},
+        "capacity": state.capacities(),
     }
-    return Capture(header, dict(arrays))
+    return Capture(head, dict(state.to_arrays()))
 
 
-def dump(model: ProbabilityTree) -> bytes:
-    """Serialise ``model``; see the module docstring for the layout."""
-    return capture(model).to_bytes()
+def dump(state: TreeState, header: TreeHeader) -> bytes:
+    """A tree in the model format (:func:`capture`, encoded)."""
+    return capture(state, header).to_bytes()
 
 
 def _unpack(data: bytes) -> tuple[Any, dict[str, np.ndarray]]:
@@ -195,113 +162,115 @@ def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)}
 
 
-def load(cls: type[ProbabilityTree], data: bytes) -> ProbabilityTree:
-    """Rebuild a model written by :func:`dump` (any version this streamtree reads)."""
+class SavedTree(NamedTuple):
+    """A tree read from the model format (any version this streamtree reads), not yet restored:
+    ``config`` is the saved configuration with every parameter added since it was written set
+    to the value that rebuilds its model (:data:`~streamtree.config.ADDED`; parameters older
+    than the file and still missing are the estimator's defaults), ``header`` and ``arrays``
+    the file's own."""
+
+    config: Any
+    header: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+
+def read(data: bytes) -> SavedTree:
+    """A tree written by :func:`dump`, read and checked (:class:`FormatError` for anything else)."""
     header, arrays = _read(data)
     config = header["config"]
     if isinstance(config, dict):  # parameters added since it was written: the values that rebuild it
-        config = {**ADDED, **config}
-    model = cls(**config)
-    model.registry = FeatureRegistry.from_state(header["registry"], model.max_features, model.max_categories)
-    model.classes_ = list(header["classes"])
-    model._class_index = {c: i for i, c in enumerate(model.classes_)}
-    model.n_examples = int(header["n_examples"])
+        config = config | {name: value for name, value in ADDED.items() if name not in config}
+    return SavedTree(config, header, arrays)
+
+
+def restore(saved: SavedTree, state: TreeState) -> TreeHeader:
+    """Put ``saved``'s arrays into ``state``, a new state of its configuration completed
+    (:class:`~streamtree.tree_state.TreeState` of the estimator's ``get_config()``), and return
+    its header (the registry rebuilt with that configuration's limits)."""
+    header, arrays = saved.header, saved.arrays
+    config = state.config
+    registry = FeatureRegistry.from_state(header["registry"], config["max_features"], config["max_categories"])
+    classes = list(header["classes"])
+    n_examples = int(header["n_examples"])
     try:
         if header["version"] >= 3:
-            capacity = header["capacity"]
-            model._tree = _restore(_prefixed(arrays, "tree."), capacity["tree"], model)
-            if "background.meta" in arrays:
-                model._background = _restore(_prefixed(arrays, "background."), capacity["background"], model)
-            if model._drift is not None and "drift.drift_s" in arrays:
-                model._drift = _drift_arrays(_prefixed(arrays, "drift."))
+            state.restore(arrays, header["capacity"])
         else:
-            _from_version_2(model, header, arrays)
+            _from_version_2(state, classes, registry, n_examples, header, arrays)
     except (KeyError, IndexError, ValueError, TypeError) as err:
         raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
-    return model
-
-
-def _drift_arrays(arrays: dict[str, np.ndarray]) -> DriftArrays:
-    """A version-3 file's detector and drift history. ``adwin_s`` saved before it had
-    ``A_DETECTED_AT`` (10 scalars) gets it 0: no detection on record, so the detector reports
-    its next cut, as it did when it was saved."""
-    blank = new_drift(0.002)  # the dtypes and dimensions every detector has (kernels.handle)
-    drift = DriftArrays(**{name: np.array(a, dtype=getattr(blank, name).dtype) for name, a in arrays.items()})
-    for name, a in zip(DriftArrays._fields, drift):
-        if a.ndim != getattr(blank, name).ndim:
-            raise ValueError(f"drift.{name} has {a.ndim} dimensions, not {getattr(blank, name).ndim}")
-    if drift.adwin_s.shape != (ADWIN_SCALARS,):
-        if drift.adwin_s.ndim != 1 or drift.adwin_s.shape[0] > ADWIN_SCALARS:
-            raise ValueError(f"drift.adwin_s has shape {drift.adwin_s.shape}, not ({ADWIN_SCALARS},) or shorter")
-        adwin_s = np.zeros(ADWIN_SCALARS)
-        adwin_s[: drift.adwin_s.shape[0]] = drift.adwin_s
-        drift = drift._replace(adwin_s=adwin_s)
-    return drift
+    return TreeHeader(config, classes, registry, n_examples)
 
 
 # -- forests ----------------------------------------------------------------------------------
-def capture_forest(forest: ProbabilityForest) -> Capture:
-    """The forest's saved form now: a header with its config and each member's capture
-    (:func:`capture`), packed as the member's bytes in a ``uint8`` array ``member.<i>``."""
-    header = {"format": FOREST, "version": FOREST_VERSION, "config": forest.get_config(),
-              "n_examples": forest.n_examples}
-    arrays: dict[str, np.ndarray | Capture] = {f"member.{i}": m.capture() for i, m in enumerate(forest.members)}
-    arrays["loss"] = forest.loss_
+def capture_forest(config: dict[str, Any], n_examples: int, members: list[Capture], loss: np.ndarray) -> Capture:
+    """A forest's saved form now: a header with its config and example count, each member's
+    capture (:func:`capture`) packed as the member's bytes in a ``uint8`` array ``member.<i>``,
+    and the members' losses (``loss``)."""
+    header = {"format": FOREST, "version": FOREST_VERSION, "config": config, "n_examples": n_examples}
+    arrays: dict[str, np.ndarray | Capture] = {f"member.{i}": m for i, m in enumerate(members)}
+    arrays["loss"] = loss
     return Capture(header, arrays)
 
 
-def dump_forest(forest: ProbabilityForest) -> bytes:
-    """Serialise a forest (:func:`capture_forest`)."""
-    return capture_forest(forest).to_bytes()
+class SavedForest(NamedTuple):
+    """A forest read from the model format, not yet rebuilt (its members are trees' bytes).
+    Each reader raises ``KeyError`` or ``TypeError`` for a corrupt forest."""
+
+    header: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    def config(self) -> dict[str, Any]:
+        """The configuration, a version-1 forest's read as one that averaged its members
+        (:data:`~streamtree.config.FOREST_ADDED`)."""
+        return FOREST_ADDED | self.header["config"]
+
+    def member(self, i: int) -> bytes:
+        """Member ``i`` as a tree's bytes (:func:`read`)."""
+        return self.arrays[f"member.{i}"].tobytes()
+
+    def n_examples(self) -> int:
+        return int(self.header["n_examples"])
+
+    def loss(self, n_trees: int) -> np.ndarray:
+        """The members' losses (zeros in a version-1 file, which kept none: equal weights)."""
+        if "loss" not in self.arrays:
+            return np.zeros(n_trees)
+        loss = np.array(self.arrays["loss"], dtype=np.float64)
+        if loss.shape != (n_trees,):
+            raise TypeError(f"loss has shape {loss.shape}, not ({n_trees},)")
+        return loss
 
 
-def load_forest(cls: type[ProbabilityForest], data: bytes) -> ProbabilityForest:
-    """Rebuild a forest written by :func:`dump_forest`."""
-    from streamtree.tree import ProbabilityTree
-
-    header, arrays = _read(data, FOREST, (1, FOREST_VERSION))
-    try:
-        # a version-1 forest averaged its members: it is read as one that still does
-        forest = cls(**(FOREST_ADDED | header["config"]))
-        members = [ProbabilityTree.from_bytes(arrays[f"member.{i}"].tobytes()) for i in range(forest.n_trees)]
-        forest.members = members
-        forest.n_examples = int(header["n_examples"])
-        if "loss" in arrays:
-            loss = np.array(arrays["loss"], dtype=np.float64)
-            if loss.shape != (forest.n_trees,):
-                raise TypeError(f"loss has shape {loss.shape}, not ({forest.n_trees},)")
-            forest.loss_ = loss
-    except (KeyError, TypeError) as err:
-        raise FormatError(f"Corrupt streamtree forest: {err!r}.") from None
-    # one registry and one list of classes again, as the forest had them
-    forest.classes_ = list(members[0].classes_)
-    forest._class_index = {c: i for i, c in enumerate(forest.classes_)}
-    forest._share(members[0].registry)
-    return forest
+def read_forest(data: bytes) -> SavedForest:
+    """A forest written from :func:`capture_forest`, read and checked (:class:`FormatError`)."""
+    return SavedForest(*_read(data, FOREST, (1, FOREST_VERSION)))
 
 
-def load_any(data: bytes) -> ProbabilityTree | ProbabilityForest:
-    """A tree or a forest, whichever ``data`` holds."""
-    from streamtree.forest import ProbabilityForest
-    from streamtree.tree import ProbabilityTree
+def register_reader(kind: str, read_bytes: Callable[[bytes], Any]) -> None:
+    """Make ``read_bytes`` the reader :func:`load_any` uses for ``kind`` (``TREE`` or ``FOREST``)."""
+    _READERS[kind] = read_bytes
 
+
+def load_any(data: bytes) -> Any:
+    """A tree or a forest, whichever ``data`` holds (by its registered reader)."""
     try:  # the header alone says which
         (size,) = struct.unpack(">I", bytes(data[len(MAGIC) : len(MAGIC) + 4]))
         header = json.loads(bytes(data[len(MAGIC) + 4 : len(MAGIC) + 4 + size]))
     except (struct.error, ValueError, TypeError):
-        header = None  # load() says what is wrong
-    if isinstance(header, dict) and header.get("format") == FOREST:
-        return load_forest(ProbabilityForest, data)
-    return load(ProbabilityTree, data)
+        header = None  # the tree's reader says what is wrong
+    kind = FOREST if isinstance(header, dict) and header.get("format") == FOREST else TREE
+    return _READERS[kind](data)
 
 
 # -- versions 1 and 2 -------------------------------------------------------------------------
-def _from_version_2(model: ProbabilityTree, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Convert a version 1 or 2 file (the layout before the compiled core) into arrays."""
-    model._tree = _tree_from_v2(model, header, arrays, n_examples=model.n_examples)
+def _from_version_2(state: TreeState, classes: list[ClassLabel], registry: FeatureRegistry, n_examples: int,
+                    header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Convert a version 1 or 2 file (the layout before the compiled core) into ``state``'s arrays."""
+    state.tree = _tree_from_v2(state, len(classes), registry, header, arrays, n_examples=n_examples)
     drift = header.get("drift")
-    if model._drift is not None and drift is not None:  # absent in version 1
-        d = new_drift(model.drift_delta if model.drift_delta is not None else 0.002)
+    if state.drift is not None and drift is not None:  # absent in version 1
+        d = new_drift(state.config["drift_delta"])
         b, n, s = adwin_from_state({**_prefixed(arrays, "drift.detector."), **{
             key[len("detector."):]: value for key, value in drift.items() if key.startswith("detector.")}})
         d.adwin_b[:], d.adwin_n[:], d.adwin_s[:] = b, n, s
@@ -312,21 +281,22 @@ def _from_version_2(model: ProbabilityTree, header: dict[str, Any], arrays: dict
         for i, (kind, at) in enumerate(events):
             d.drift_ev[i] = (_EVENT_CODES[kind], at)
         d.drift_s[D_N_EVENTS] = len(events)
-        model._drift = d
+        state.drift = d
         if "background" in arrays:
             bg_header, bg_arrays = _read(arrays["background"].tobytes())
-            model._background = _tree_from_v2(model, bg_header, bg_arrays, n_examples=int(bg_header["n_examples"]))
+            state.background = _tree_from_v2(state, len(classes), registry, bg_header, bg_arrays,
+                                             n_examples=int(bg_header["n_examples"]))
             d.drift_s[D_ACTIVE] = 1.0
 
 
-def _tree_from_v2(model: ProbabilityTree, header: dict[str, Any], arrays: dict[str, np.ndarray], n_examples: int) -> TreeArrays:
-    k = len(model.classes_)
-    reg = model.registry
+def _tree_from_v2(state: TreeState, k: int, reg: FeatureRegistry, header: dict[str, Any], arrays: dict[str, np.ndarray],
+                  n_examples: int) -> TreeArrays:
+    naive_bayes = state.config["naive_bayes"]
     parent = arrays["tree._parent"]
     n = parent.shape[0]
     stats = _prefixed(arrays, "stats.")
     slots = stats["seen"].shape[0]
-    t = grow(new_arrays(slots=slots, naive_bayes=model.naive_bayes, prior_weight=model.prior_weight), nodes=n,
+    t = grow(new_arrays(slots=slots, naive_bayes=naive_bayes, prior_weight=state.config["prior_weight"]), nodes=n,
              classes=k, numeric=reg.n_numeric, nominal=reg.n_nominal, values=reg.max_values)
     for column, name in ((PARENT, "_parent"), (LEFT, "_left"), (RIGHT, "_right"), (KIND, "_kind"), (COL, "_col"),
                          (DEPTH, "_depth"), (SLOT, "_slot")):
@@ -357,7 +327,7 @@ def _tree_from_v2(model: ProbabilityTree, header: dict[str, Any], arrays: dict[s
         t.meta_f[F_THETA0], t.meta_f[F_STEP0], t.meta_f[F_GRAD0] = smoother["theta0"], smoother["step0"], smoother["grad0"]
         t.meta[M_REFITS] = int(smoother["n_refits"])
     nb = header.get("naive_bayes")
-    if model.naive_bayes and nb is not None:
+    if naive_bayes and nb is not None:
         nb_arrays = _prefixed(arrays, "nb.")
         nb_stats = _prefixed(nb_arrays, "stats.")
         _stats_into(nb_stats, t.nb_num, t.nb_range, t.nb_nom, t.nb_seen)

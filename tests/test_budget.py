@@ -52,17 +52,17 @@ def test_a_small_budget_stops_growth_and_the_tree_keeps_counting() -> None:
     assert model.growth_stopped
     summary = model.summary()
     assert summary["growth_stop"] == "max_bytes" and summary["max_bytes"] == 2**18
-    assert memory_bytes(model._tree) <= 2**18
+    assert memory_bytes(model.state.tree) <= 2**18
     assert summary["notes"][-1] == ("The tree stopped growing rather than pass max_bytes=262,144: leaves keep counting, "
                                     "without split statistics.")
-    t = model._tree
+    t = model.state.tree
     assert t.meta[M_OVER_BUDGET] == 1 and t.meta[M_STOPPED] == 1 and t.slot_seen.shape[0] == 1
     nodes, counts = model.n_nodes, model.counts_.sum()
     before = model.predict_proba([x for x, _ in data[:20]])
     learn_in_batches(model, data[3000:], [250])
     assert model.n_nodes == nodes and model.counts_.sum() > counts
     assert not np.array_equal(model.predict_proba([x for x, _ in data[:20]]), before)
-    assert memory_bytes(model._tree) <= 2**18
+    assert memory_bytes(model.state.tree) <= 2**18
 
 
 @pytest.mark.parametrize("budget", [2**17, 2**19, 2**21])
@@ -99,7 +99,7 @@ def test_a_stopped_tree_round_trips_and_learns_on_alike() -> None:
     model = learn_in_batches(ProbabilityTree(max_bytes=2**17), data[:2000], [500])
     assert model.summary()["growth_stop"] == "max_bytes"
     again = ProbabilityTree.from_bytes(model.to_bytes())
-    assert again.to_bytes() == model.to_bytes() and again._tree.meta[M_OVER_BUDGET] == 1
+    assert again.to_bytes() == model.to_bytes() and again.state.tree.meta[M_OVER_BUDGET] == 1
     for m in (model, again):
         learn_in_batches(m, data[2000:], [300])
     assert again.to_bytes() == model.to_bytes()
@@ -116,14 +116,14 @@ def test_a_background_tree_has_its_own_budget() -> None:
     assert one.drift_summary()["n_detections"] >= 1
     many = learn_in_batches(ProbabilityTree(**config), data, [500])
     assert many.to_bytes() == one.to_bytes()
-    assert memory_bytes(one._tree) <= 2**17
+    assert memory_bytes(one.state.tree) <= 2**17
 
 
 def test_the_default_budget_changes_nothing_on_an_ordinary_stream() -> None:
     data = wide_stream(2000)
     budget = learn_in_batches(ProbabilityTree(max_categories=None), data, [400])
     none = learn_in_batches(ProbabilityTree(max_categories=None, max_bytes=None), data, [400])
-    for a, b in zip(budget._tree, none._tree):
+    for a, b in zip(budget.state.tree, none.state.tree):
         assert np.array_equal(a, b)
 
 
@@ -133,7 +133,7 @@ def test_a_tree_stopped_at_max_nodes_says_so_and_is_not_shrunk() -> None:
     assert summary["growth_stop"] == "max_nodes"
     assert summary["notes"][-1] == ("The tree stopped growing at max_nodes=15: leaves keep counting, without split "
                                     "statistics.")
-    assert model._tree.meta[M_OVER_BUDGET] == 0
+    assert model.state.tree.meta[M_OVER_BUDGET] == 0
 
 
 def test_stop_growth_frees_every_slot() -> None:
@@ -162,9 +162,9 @@ def test_a_tree_stopped_at_max_nodes_saves_no_split_statistics() -> None:
     assert json.loads(saved[len(MAGIC) + 4 : len(MAGIC) + 4 + size])["version"] == 4
     with np.load(io.BytesIO(saved[len(MAGIC) + 4 + size :])) as archive:
         assert [archive[f"tree.{name}"].shape[0] for name in ("num_stats", "num_range", "nom_stats")] == [0, 0, 0]
-        assert archive["tree.slot_seen"].shape[0] == model._tree.slot_seen.shape[0]
+        assert archive["tree.slot_seen"].shape[0] == model.state.tree.slot_seen.shape[0]
     again = ProbabilityTree.from_bytes(saved)
-    for a, b in zip(model._tree, again._tree, strict=True):
+    for a, b in zip(model.state.tree, again.state.tree, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
     for m in (model, again):
         learn_in_batches(m, data[3000:], [250])

@@ -87,7 +87,7 @@ def test_a_stream_within_the_bound_gives_the_model_it_gave_without_one() -> None
     for model in (bounded, unbounded):
         learn_in_batches(model, data, [300])
     assert bounded.registry.max_values == 255 and bounded.registry.overflow() == {}
-    for a, b in zip(bounded._tree, unbounded._tree):
+    for a, b in zip(bounded.state.tree, unbounded.state.tree):
         assert np.array_equal(a, b)
     probe = [{"cat": "never", "z": 0.5}, {"cat": "c3", "z": 0.1}]
     assert np.array_equal(bounded.predict_proba(probe), unbounded.predict_proba(probe))

@@ -20,16 +20,16 @@ def encoded(model: ProbabilityTree, n: int) -> tuple[np.ndarray, np.ndarray]:
 def test_the_entry_point_answers_as_the_dispatcher() -> None:
     model = fitted()
     num, nom = encoded(model, 50)
-    handle = tree_handle(model._tree)
+    handle = tree_handle(model.state.tree)
     for r in range(num.shape[0]):
         row, codes = num[r : r + 1].copy(), nom[r : r + 1].copy()
-        via_dispatch = np.empty((1, model._tree.counts.shape[1]))
+        via_dispatch = np.empty((1, model.state.tree.counts.shape[1]))
         via_entry = np.empty_like(via_dispatch)
         via_direct = np.empty_like(via_dispatch)
-        predict_rows(handle, model._cfg_i, model._cfg_f, row, codes, via_dispatch)
-        entry_point(predict_rows, handle, model._cfg_i, model._cfg_f, row, codes, via_entry)(
-            handle, model._cfg_i, model._cfg_f, row, codes, via_entry)
-        direct(predict_rows, handle, model._cfg_i, model._cfg_f, row, codes, via_direct)
+        predict_rows(handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_dispatch)
+        entry_point(predict_rows, handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_entry)(
+            handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_entry)
+        direct(predict_rows, handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_direct)
         k = len(model.classes_)  # the columns past them are capacity, never written
         assert np.array_equal(via_dispatch[:, :k], via_entry[:, :k])
         assert np.array_equal(via_dispatch[:, :k], via_direct[:, :k])

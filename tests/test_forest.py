@@ -95,7 +95,7 @@ def test_members_differ_and_their_weighted_mean_is_the_forest(weighted: bool) ->
 
 def test_dst_gives_each_example_to_exactly_one_member() -> None:
     forest = fitted("dst")
-    learned = [int(m._tree.meta[M_EXAMPLES]) for m in forest.members]
+    learned = [int(m.state.tree.meta[M_EXAMPLES]) for m in forest.members]
     assert sum(learned) == 600
     assert min(learned) > 100  # about a quarter each
 
@@ -270,7 +270,7 @@ def test_the_compiled_path_is_the_per_member_loop_bit_for_bit(method: str) -> No
     assert fast.to_bytes() == slow.to_bytes()
     drift = fast.drift_summary()
     assert drift["n_detections"] >= 1 and drift["n_swaps"] >= 1
-    assert max(m._tree.node.shape[0] for m in fast.members) > 16  # members grew their arrays
+    assert max(m.state.tree.node.shape[0] for m in fast.members) > 16  # members grew their arrays
 
 
 def test_a_dropped_background_tree_is_the_per_member_loop_bit_for_bit() -> None:

@@ -81,8 +81,8 @@ def test_a_version_3_file_saved_before_detected_at_loads_and_goes_on() -> None:
     assert old_scalars.shape == (10,)
     model = ProbabilityTree.from_bytes(data)
     assert model.n_examples == saved["learned"]
-    assert model._drift is not None
-    assert model._drift.adwin_s.tolist() == [*old_scalars.tolist(), 0.0]
+    assert model.state.drift is not None
+    assert model.state.drift.adwin_s.tolist() == [*old_scalars.tolist(), 0.0]
     assert model.drift_summary()["background"]["n_examples"] == 46
     for x, expected in zip(saved["probe"], saved["proba"]):
         assert {str(label): p for label, p in model.predict_proba_one(x).items()} == expected
@@ -130,7 +130,7 @@ def test_drift_arrays_of_another_dtype_load_as_the_kernels_need_and_other_shapes
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     loaded = ProbabilityTree.from_bytes(head + buffer.getvalue())
-    assert loaded._drift is not None and loaded._drift.adwin_n.dtype == np.int64
+    assert loaded.state.drift is not None and loaded.state.drift.adwin_n.dtype == np.int64
     for x, y in _stagger(300, function=2, seed=3):
         loaded.learn_one(x, y)
         model.learn_one(x, y)
@@ -163,14 +163,14 @@ def _weights_kept(model: ProbabilityTree) -> bool:
     prediction reads instead of computing them; ``streamtree.state``)."""
     from streamtree.state import ALPHA, THETA
 
-    trees = [t for t in (model._tree, model._background) if t is not None]
+    trees = [t for t in (model.state.tree, model.state.background) if t is not None]
     return all(t.hgs[:, ALPHA].tolist() == [math.exp(v) for v in t.hgs[:, THETA]] for t in trees)
 
 
 @pytest.mark.parametrize("fixture", ["v2_hgs_drift_nb", "v3_adwin10"])
 def test_loaded_files_and_round_trips_keep_the_weights_of_their_log_weights(fixture: str) -> None:
     model = ProbabilityTree.from_bytes((FIXTURES / f"{fixture}.streamtree").read_bytes())
-    assert model._background is not None and model.n_nodes > 3 and _weights_kept(model)
+    assert model.state.background is not None and model.n_nodes > 3 and _weights_kept(model)
     for x, y in _stagger(700, function=2, seed=5):  # refits, splits, growth and a swap
         model.learn_one(x, y)
     assert model.summary()["hgs"]["n_refits"] > 0
