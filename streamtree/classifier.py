@@ -46,7 +46,7 @@ def check_label(y: Any) -> ClassLabel:
 
 _PLAIN_LABELS = frozenset({str, int, bool})
 #: One example's values of a model without numeric (or nominal) features: never written (the
-#: kernels only read their inputs), shared instead of built per call (0.6 us each, measured).
+#: kernels only read their inputs), shared instead of built per call (``docs/decisions/compiled-core.md``).
 _NO_VALUES = np.empty((1, 0), dtype=np.float64)
 _NO_CODES = np.empty((1, 0), dtype=np.int64)
 

@@ -1,10 +1,8 @@
 """Calling a compiled kernel per event without numba's per-call type dispatch.
 
 A numba dispatcher types every argument of every call before it runs the compiled code: for a
-tree's 31 arrays and the loop's other arguments that is about 1 us a call (measured: a
-prediction of one row on SEA 3.6 us through the dispatcher, 2.6 us at the entry point; the
-computation itself 0.5 us). Per event (``predict_proba_one`` then ``learn_one``) that is a
-sixth of the time. :func:`entry_point` resolves a kernel's compiled entry point once for the
+tree's handle and the loop's other arguments that is more than the computation of one event
+(``docs/decisions/compiled-core.md``). :func:`entry_point` resolves a kernel's compiled entry point once for the
 types of a set of arguments; calling it runs the same compiled code with the same arguments.
 
 The entry point does not check its arguments' types: the caller must give it arguments of the

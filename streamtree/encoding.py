@@ -26,9 +26,9 @@ __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 
 
 #: Batches of dicts of at least this many rows are encoded column by column
-#: (:meth:`FeatureRegistry.encode_known_many`: a fixed cost of a few us per feature, then
-#: about 0.13 us per feature and row), smaller ones row by row (:meth:`FeatureRegistry.encode_known`,
-#: about 0.22); measured with 10 features, the two cross at about 100 rows.
+#: (:meth:`FeatureRegistry.encode_known_many`: a fixed cost per feature, then less per feature
+#: and row), smaller ones row by row (:meth:`FeatureRegistry.encode_known`): where the two
+#: cross, ``docs/decisions/compiled-core.md``.
 _BY_COLUMN = 128
 
 
@@ -78,7 +78,7 @@ def _numeric_targets(registry: FeatureRegistry, columns: list[tuple[Hashable, np
 def _numeric_matrix(registry: FeatureRegistry, matrix: np.ndarray, targets: list[int]) -> np.ndarray:
     """The numeric matrix of a batch of numbers whose columns go to ``targets`` (-1: left
     out), NaN where a value is missing or not finite; in one fancy assignment, not a pass per
-    column (which cost about 12 us a column and batch: 0.5 us a row at 40 columns)."""
+    column (``docs/decisions/compiled-core.md``)."""
     n = matrix.shape[0]
     if targets == list(range(registry.n_numeric)):
         return np.array(matrix, dtype=np.float64, order="C")  # the registry's own order: a copy

@@ -267,8 +267,8 @@ class FeatureRegistry:
 
         Each column is gathered with one ``dict.get`` per row and checked by the set of its
         value types: a few C-level passes per feature instead of a Python loop per value
-        (60% of :meth:`encode_known`'s time in batches of 1,000; more for a few rows, see
-        ``streamtree.encoding``). That no row has an unregistered feature is checked by
+        (what it saves: ``docs/decisions/compiled-core.md``; below some rows
+        :meth:`encode_known` row by row is cheaper, ``streamtree.encoding``). That no row has an unregistered feature is checked by
         counting: the values found must be all the keys the rows have.
 
         Examples
