@@ -59,7 +59,7 @@ def test_a_state_alone_learns_and_predicts_what_a_model_does() -> None:
     rows, labels = _rows(600, flip=300)
     model = ProbabilityTree(grace_period=10, refit_every=50)
     model.learn_many(rows[:250], labels[:250])
-    for x, y in zip(rows[250:], labels[250:]):
+    for x, y in zip(rows[250:], labels[250:], strict=True):
         model.learn_one(x, y)
 
     state = TreeState(model.get_config())
@@ -77,7 +77,8 @@ def test_a_state_alone_learns_and_predicts_what_a_model_does() -> None:
     assert (state.background is None) == (model.state.background is None)
     assert state.drift is not None and model.state.drift is not None and _same(state.drift, model.state.drift)  # type: ignore[arg-type]
     num, nom = encode_for_prediction(registry, rows[:50])
-    assert state.predict(num, nom, at_entry=False)[:, : len(classes)].tolist() == model.predict_proba(rows[:50]).tolist()
+    served = state.predict(num, nom, at_entry=False)[:, : len(classes)]
+    assert served.tolist() == model.predict_proba(rows[:50]).tolist()
 
 
 def test_a_copied_state_leaves_its_handles_and_learns_the_same() -> None:
