@@ -8,29 +8,26 @@ inputs give the same bits.
 Handles and inlined kernels
 ---------------------------
 A tree goes to the kernels as its *handle* (:mod:`streamtree.kernels.handle`), one object
-with a field per array. Handing over a tuple of 31 arrays instead took and released a
-reference to each array, two atomic operations that numba's reference-count pruning cannot
-remove across branches: in batches on SEA, 0.12 us of a row's prediction (0.43 -> 0.31 us)
-and, everything optional off, half of an example's learning (0.27 -> 0.13 us), the same
-bits. The kernels every example runs are also ``inline="always"`` (compiled into each
-caller): ``learn.serve``, ``learn.learn_in_tree`` (an example's first learning;
-``learn_in_tree_call`` for the rarer uses), ``learn._learn_linear``, ``learn.tree_proba``
-and ``split.update_stats``. Measured in batches of 1,000 on SEA (when trees were tuples):
-predicting 651 -> 517 ns a row, learning 1.52 -> 1.22 us, the same bits. Inlining the
-smoothing itself (``smoothing.path_proba``) or the small linear kernels gained nothing or
-3%, for 35 s and 17 s more compilation, so they stay calls. An inlined kernel is still
-callable from Python, and tested so against its reference.
+with a field per array: a tuple of 31 arrays took and released a reference to each array, two
+atomic operations that numba's reference-count pruning cannot remove across branches. The
+kernels every example runs are also ``inline="always"`` (compiled into each caller):
+``predict.serve``, ``learn.learn_in_tree`` (an example's first learning;
+``learn_in_tree_call`` for the rarer uses), ``learn._learn_linear``, ``predict.tree_proba``
+and ``leaf_stats.update_stats``. The smoothing itself (``smoothing.path_proba``) and the small
+linear kernels stay calls: inlining them gained too little for its compilation time. An
+inlined kernel is still callable from Python, and tested so against its reference. What each
+step gained, the same bits: ``docs/decisions/compiled-core.md``.
 
 Borrowed arrays
 ---------------
 Even with handles, numba counted references in the loops: every field read, view and call
-taking an array added one and released it (``perf`` on Waveform in batches: 44% of the time
-in those two atomic functions). A handle's arrays are *borrowed*
+taking an array added one and released it. A handle's arrays are *borrowed*
 (:mod:`streamtree.kernels.borrow`: no owner pointer, so no counting) and its Python object
 holds them; the entry points (``learn.learn_rows``, ``predict.predict_rows``, the forest's
 ``learn_forest_rows`` and ``predict_forest_rows``, ``split.best_split``'s buffer) borrow their
-arguments and working arrays too. Batches on SEA went from 1.47 to 0.88 us a row, the same
-bits. A borrowed array never goes back to Python.
+arguments and working arrays too. A borrowed array cannot go back to Python: its numba type
+is not boxed. Who owns each array, who may borrow it and for how long: the rules in
+:mod:`streamtree.kernels.borrow` and ``docs/architecture/memory.md``.
 
 The on-disk cache
 -----------------
@@ -40,7 +37,9 @@ cache lives in a directory named by a hash of every kernel source file and of th
 numpy versions: any change compiles afresh. The base directory is ``$STREAMTREE_KERNEL_CACHE``
 (the Docker image sets it), else ``$NUMBA_CACHE_DIR``, else ``~/.cache/streamtree``. Numba's
 own setting is restored after the kernels are defined, so other numba code in the process
-keeps its cache where it was.
+keeps its cache where it was. Every kernel module is imported here, under that setting: numba
+reads it when a function is defined, and a module imported later would cache in-tree
+(``tests/kernels/test_cache.py``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,43 @@
-"""Borrowed arrays: the same memory, without numba's reference counting.
+"""Borrowed arrays: the same memory, without numba's reference counting; and the rules that
+keep them safe (the page: ``docs/architecture/memory.md``).
 
 Inside compiled code every array value carries a pointer to its owner (numba's *meminfo*), and
 numba counts references to it: a call that takes an array, a view such as ``num[r]`` and an
 attribute read such as ``t.counts`` each add one and release it later, two atomic operations
-(``lock inc``/``lock dec``, some 20 cycles each, and a function call each). Its pruning pass
-removes pairs within straight-line code, not across the branches and calls of the learning
-loop. Measured with ``perf`` on Waveform in batches of 1,000, 44% of the time was in those two
-functions: about 150 pairs per row learned, 29 per row predicted; borrowing took the batch
-rate on SEA from 1.47 to 0.88 us a row and on Waveform from 3.58 to 2.74, the same bits.
+that numba's pruning removes within straight-line code but not across the branches and calls
+of the learning loop (what that cost, and what borrowing gained:
+``docs/decisions/compiled-core.md``, "Borrowed arrays").
 
 A *borrowed* array (:func:`borrow`) has no owner pointer, so numba's counting skips it (its
-increment and decrement test for a null owner and return). It is only valid while something
-else holds the memory: a handle's arrays are borrowed and its Python object holds them
-(:mod:`streamtree.kernels.handle`); the kernels' entry points borrow their arguments (held
-by the caller for the whole call) and their working arrays (held by a variable that is used
-again after the last borrowed use: :func:`hold`). A borrowed array is never returned to
-Python (it has no owner to box). Nothing is copied and no arithmetic changes: the same
-bits, fewer instructions.
+increment and decrement test for a null owner and return). Nothing is copied and no
+arithmetic changes: the same bits, fewer instructions. It is valid only while something else
+holds the memory.
+
+Ownership rules
+---------------
+1. **A tree's arrays** (:class:`~streamtree.state.TreeArrays`, :class:`~streamtree.state.DriftArrays`)
+   are numpy arrays owned by Python: by the model that made them (``ProbabilityTree``'s
+   ``_tree``, ``_background``, ``_drift``).
+2. **A handle** (:mod:`streamtree.kernels.handle`) borrows every array of one such set; its
+   Python object holds the set (``handle.arrays``) for as long as it lives. The model keeps
+   each handle beside its arrays (``ProbabilityTree._handles``) and lets it go only when the
+   arrays are no longer its tree, background tree or detector.
+3. **A forest's typed lists** of its members' handles hold the handles' compiled structs, not
+   their Python objects: the forest holds each member's arrays itself, beside its entry
+   (``_MemberArrays._held``), and replaces the list entry before it lets the arrays go.
+4. **An entry point** borrows its arguments, which the caller holds for the whole call, and
+   its working arrays, which a variable holds until after their last borrowed use
+   (:func:`hold`).
+5. **Never**: return a borrowed array (or a view of one: a view of a borrowed array is
+   borrowed too) to Python, store one anywhere that outlives the call (a handle's fields are
+   the one exception, under rule 2), or borrow an array nothing holds (``borrow(np.empty(n))``
+   is freed at once).
+
+Only the modules in :data:`BORROWERS` call :func:`borrow` and :func:`hold`
+(``tests/kernels/test_ownership.py`` checks it). Rule 5's first half holds by construction: a
+borrowed array has its own numba type, :class:`BorrowedArray`, which numba refuses to return
+to Python (compiling such a kernel fails), and so do its views. The rest is kept by the
+allowlist, the handles' lifetime and the tests of ``docs/architecture/memory.md``.
 """
 
 from __future__ import annotations
@@ -25,16 +46,98 @@ from typing import Any
 
 from numba import njit
 from numba.core import cgutils, types
-from numba.extending import intrinsic
+from numba.core.imputils import lower_cast
+from numba.core.datamodel.models import ArrayModel
+from numba.core.errors import NumbaError
+from numba.extending import box, intrinsic, overload_classmethod, register_model
+from numba.np.arrayobj import intrin_alloc
 
-__all__ = ["borrow", "hold"]
+__all__ = ["BORROWERS", "BorrowedArray", "borrow", "borrowed", "hold"]
+
+BORROWERS = frozenset({
+    "streamtree.kernels.handle",  # a handle's fields (rule 2)
+    "streamtree.kernels.learn",  # learn_rows (rule 4)
+    "streamtree.kernels.predict",  # predict_rows
+    "streamtree.kernels.forest",  # learn_forest_rows, predict_forest_rows
+    "streamtree.kernels.split",  # best_split's working buffer
+})
+"""The modules that may call :func:`borrow` and :func:`hold` (besides this one)."""
+
+
+class BorrowedArray(types.Array):
+    """The numba type of a borrowed array: an array type numba will not box.
+
+    It has the array's data model and every array operation (a subclass of ``types.Array``);
+    its views are borrowed too; it converts to no owned array type, and an owned array and a
+    borrowed one unify only as borrowed. An array allocated from one (``b.copy()``) is owned
+    but typed borrowed: it is still counted, and cannot be returned either."""
+
+    def __init__(self, dtype: Any, ndim: int, layout: str, readonly: bool = False, aligned: bool = True) -> None:
+        access = "readonly " if readonly else ""
+        super().__init__(dtype, ndim, layout, readonly=readonly, aligned=aligned,  # type: ignore[call-overload]
+                         name=f"borrowed {access}array({dtype}, {ndim}d, {layout})")
+
+    def copy(  # type: ignore[override]
+        self, dtype: Any = None, ndim: Any = None, layout: Any = None, readonly: Any = None,
+    ) -> BorrowedArray:
+        return borrowed(super().copy(dtype=dtype, ndim=ndim, layout=layout, readonly=readonly))
+
+    def unify(self, typingctx: Any, other: Any) -> BorrowedArray | None:
+        same = super().unify(typingctx, other)
+        return borrowed(same) if isinstance(same, types.Array) else None
+
+    def can_convert_to(self, typingctx: Any, other: Any) -> Any:
+        return super().can_convert_to(typingctx, other) if isinstance(other, BorrowedArray) else None
+
+
+def borrowed(array_type: types.Array) -> BorrowedArray:
+    """The borrowed type of an array type (a handle's field types)."""
+    return BorrowedArray(array_type.dtype, array_type.ndim, array_type.layout, readonly=not array_type.mutable,
+                         aligned=array_type.aligned)
+
+
+register_model(BorrowedArray)(ArrayModel)
+
+
+@overload_classmethod(BorrowedArray, "_allocate", target="CPU")
+def _allocate(cls, allocsize, align):  # type: ignore[no-untyped-def]
+    # numba allocates a new array through its type's class (``b.copy()``): as for any array.
+    # No annotations: numba compares this signature with impl's, and they must be the same
+    def impl(cls, allocsize, align):  # type: ignore[no-untyped-def]
+        return intrin_alloc(allocsize, align)
+    return impl
+
+
+@lower_cast(types.Array, BorrowedArray)
+def _to_borrowed(context: Any, builder: Any, fromty: Any, toty: Any, val: Any) -> Any:
+    # an owned array in a borrowed variable (the two unified): the same struct, its owner kept
+    # and still counted
+    return val
+
+
+@lower_cast(BorrowedArray, types.Array)
+def _to_owned(context: Any, builder: Any, fromty: Any, toty: Any, val: Any) -> Any:
+    # numba unifies ``owned if c else borrowed`` (owned first) as owned: refuse it
+    raise NumbaError(f"a borrowed array ({fromty}) cannot become an owned one ({toty}): borrow the owned "
+                     "one too (streamtree.kernels.borrow, rule 5)")
+
+
+@lower_cast(BorrowedArray, BorrowedArray)
+def _borrowed_to_borrowed(context: Any, builder: Any, fromty: Any, toty: Any, val: Any) -> Any:
+    return val  # another layout or mutability: the same struct
+
+
+@box(BorrowedArray)
+def _box(typ: BorrowedArray, val: Any, c: Any) -> Any:
+    raise NumbaError(f"a borrowed array ({typ}) cannot be returned to Python: it has no owner "
+                     "(streamtree.kernels.borrow, rule 5)")
 
 
 @intrinsic
 def borrow(typingctx: Any, array: types.Array) -> Any:
     """``array`` without its owner: the same data, shape and strides, a null meminfo and
-    parent, so that numba does not count references to it. Valid only while the array it was
-    made from is held (module docstring).
+    parent, so that numba does not count references to it; typed :class:`BorrowedArray`.
+    Valid only while the array it was made from is held (module docstring).
 
     Examples
     --------
@@ -51,6 +154,7 @@ def borrow(typingctx: Any, array: types.Array) -> Any:
     """
     if not isinstance(array, types.Array):
         return None
+    out = borrowed(array)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         view = cgutils.create_struct_proxy(array)(context, builder, value=args[0])
@@ -58,7 +162,7 @@ def borrow(typingctx: Any, array: types.Array) -> Any:
         view.parent = cgutils.get_null_value(view.parent.type)
         return view._getvalue()
 
-    return array(array), codegen
+    return out(array), codegen
 
 
 @njit(cache=True)

@@ -2,14 +2,14 @@
 
 A :class:`~streamtree.forest.ProbabilityForest` of ``T`` members used to call each member's
 learning loop (and prediction) from Python: ``T`` round trips per event, each paying the
-Python orchestration and numba's dispatch of some 30 arrays (measured: 10 members cost about
-five times one tree). Here one call serves every member:
+Python orchestration and numba's dispatch of some 30 arrays (what that cost:
+``docs/decisions/forest-one-call.md``). Here one call serves every member:
 
 - the members' arrays are held in numba typed lists (:func:`member_list`, :func:`put_member`)
   of their handles (:mod:`streamtree.kernels.handle`), one entry per member (the handles of
   its tree and of its detector), and the background trees' in another; every entry has the
   same numba type. A typed list costs O(1) to hand over (it is passed as one pointer), and a
-  handle O(1) to fetch from it (a tuple of arrays cost about 10 ns an array: 0.4 us a member).
+  handle O(1) to fetch from it (a tuple of arrays cost time per array).
   Entries are replaced one by one, only when Python replaces a member's arrays (growth, a
   background tree started, adopted or dropped: rare);
 - :func:`learn_forest_rows` runs each member, in order, through the very loop a tree runs
@@ -64,8 +64,8 @@ def member_list(first):  # type: ignore[no-untyped-def]
     item type is its type.
 
     Built in compiled code, as is every change (:func:`put_member`): from Python, a typed
-    list's ``append`` or ``__setitem__`` of a 24-array tuple is slow (measured ~0.9 ms; this,
-    ~5 us)."""
+    list's ``append`` or ``__setitem__`` of a tuple of arrays is slow
+    (``docs/decisions/forest-one-call.md``)."""
     out = List()
     out.append(first)
     return out

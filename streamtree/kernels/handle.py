@@ -9,17 +9,13 @@ Python object of the handle holds the arrays instead (``handle.arrays``), so the
 long as it does. A model makes a handle when it gets a new set of arrays (a tree grown, a
 background tree adopted, a model loaded) and keeps it beside them; a forest's lists of its
 members' handles (:mod:`streamtree.kernels.forest`) are brought up to date before every call
-that reads them. A kernel never returns a handle's array to Python (it has no owner to box).
+that reads them. A kernel cannot return a handle's array to Python: it is typed borrowed.
 
-Why not the named tuple itself: numba unboxes every array argument on every call from Python
-(about 50 ns each, 1.6 us for a tree's 31), and inside compiled code handing a tuple of arrays
-to a function, or to an inlined one with branches, takes and releases a reference to each of
-its arrays (two atomic operations each, which numba's reference-count pruning cannot remove
-across branches). A handle is one object, one reference. Measured on SEA: a call at the entry
-point took 1.58 us with the tuple and 0.17 us with a handle; a loop counting examples into a
-one-leaf tree's statistics 0.13 us an example with the tuple and 0.025 with a handle; the
-learning loop itself, everything optional off, 0.27 and 0.13; predicting a batch on SEA's
-grown tree 0.43 us a row and 0.31.
+Why not the named tuple itself: numba unboxes every array argument on every call from Python,
+and inside compiled code handing a tuple of arrays to a function, or to an inlined one with
+branches, takes and releases a reference to each of its arrays. A handle is one object, one
+reference (what that gained: ``docs/decisions/compiled-core.md``, "Handles instead of 31
+array arguments"). Who holds what, and for how long: ``docs/architecture/memory.md``.
 
 Every tree's arrays have one type (float64 or int64, C-contiguous, writable:
 :mod:`streamtree.state`), and so has its handle: one compiled specialisation of each kernel
@@ -34,7 +30,7 @@ from numba import njit, typeof
 from numba.core import types
 from numba.experimental import structref
 
-from streamtree.kernels.borrow import borrow
+from streamtree.kernels.borrow import borrow, borrowed
 from streamtree.state import DriftArrays, TreeArrays, new_arrays, new_drift
 
 __all__ = ["drift_handle", "tree_handle"]
@@ -53,7 +49,8 @@ class Handle(structref.StructRefProxy):
 
 
 def _fields(arrays: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    return [(name, typeof(a)) for name, a in zip(arrays._fields, arrays)]  # type: ignore[attr-defined]
+    # each field is typed borrowed (streamtree.kernels.borrow): a kernel cannot return it to Python
+    return [(name, borrowed(typeof(a))) for name, a in zip(arrays._fields, arrays)]  # type: ignore[attr-defined]
 
 
 TREE_HANDLE = HandleType(_fields(new_arrays(naive_bayes=True, linear=True)))

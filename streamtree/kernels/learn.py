@@ -40,9 +40,8 @@ Drift policy (``drift_delta`` in :class:`~streamtree.tree.ProbabilityTree`):
   after ``drift_patience`` examples without that, it is dropped.
 
 The small ``MIN_COMPARE`` matters: after an abrupt change the old tree is confidently wrong,
-and every example it keeps serving costs; measured on the abrupt-drift streams, waiting for
-10 compared examples instead of 100 cut log loss by 10-50% (STAGGER-drift 0.040 -> 0.020),
-and the margin keeps a young tree from winning on a lucky streak.
+and every example it keeps serving costs; the margin keeps a young tree from winning on a
+lucky streak (measured: ``docs/decisions/drift.md``).
 """
 
 from __future__ import annotations
@@ -137,7 +136,7 @@ def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeri
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
-    ImageSegments 0.41 -> 0.47), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
+    ``docs/decisions/linear-component.md``), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
     the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` (``3 F``) and
     ``pooled`` are scratch. With ``want_score``, returns the pool's probability of ``k`` before the
     example was learned: what :func:`proba_at` served without the naive-Bayes factor, the same
@@ -239,7 +238,7 @@ def _adopted(d, bg, at) -> None:  # type: ignore[no-untyped-def]
     """The background tree becomes the tree: a new error stream starts (ADWIN restarts)."""
     d.drift_s[D_TREE_SINCE] = at - bg.meta[M_EXAMPLES]
     # the adopted tree goes on with the model's schedule of refits and naive-Bayes samples
-    # (measured: keeping its own count cost Agrawal-gradual 14% log loss)
+    # (keeping its own count cost log loss: docs/decisions/drift.md)
     bg.meta[M_EXAMPLES] = at
     d.drift_s[D_ACTIVE] = 0.0
     d.drift_s[D_SWAPS] += 1.0

@@ -21,8 +21,8 @@ toward ``(1, 0, 0)``, the tree alone, by ``PRIOR / 2 ((a - 1)^2 + b^2 + c^2)``. 
 keeps the pool at the tree's until the window shows the regression helps; ``a < 1`` lets a
 tree that is confidently stepped be softened where the regression carries the signal. A
 detected change sets ``(a, b, c) = (1, 0, 0)`` and empties the window (the regression fitted
-the old concept). Measured on the 25 bench streams, the uncertainty term took SEA from 0.3661
-to 0.3642 and Hyperplane from 0.2930 to 0.2797 (``bench/results/linear_sweep.md``).
+the old concept). What the uncertainty term and the schedule gained:
+``docs/decisions/linear-component.md``.
 
 Arrays (per tree; :mod:`streamtree.state`):
 
@@ -56,7 +56,7 @@ __all__ = [
 MIX_EVERY = 100  # the pool is refitted every this many scored examples while it settles,
 MIX_SETTLE = 2 * WINDOW  # for this many scored examples (since the start or a detected change),
 MIX_EVERY_SETTLED = 500  # then every this many (each window row still in two refits)
-NEWTON_STEPS = 1  # warm-started every 100 examples: 1, 2 and 5 steps measured the same
+NEWTON_STEPS = 1  # warm-started: more steps gained nothing (docs/decisions/regression-step.md)
 PRIOR = 5.0  # strength of the pull toward (a, b) = (1, 0), in examples
 RIDGE = 1e-3  # per example: keeps the 2x2 Newton system well posed
 ETA = 0.1  # AdaGrad's step
@@ -138,15 +138,14 @@ def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q, acc) -> Non
     With ``r_k = q_k - [k = y]``, the gradient of the log loss plus ``L2 / 2 |w|^2`` is
     ``g_kf = r_k z_f + L2 w_kf`` (``r_k`` for the intercept). The weights of one column share
     one accumulator, ``G_f += (1/K) sum_k g_kf^2``, and move by ``-ETA g_kf / sqrt(G_f + 1e-8)``
-    (one square root a column, not one a weight: a per-weight accumulator took 1 us an
-    example at 10 classes and 24 columns, and gave the same log losses on the 25 bench
-    streams within 2%); an intercept keeps its own.
+    (one square root a column, not one a weight: ``docs/decisions/regression-step.md``); an
+    intercept keeps its own.
 
     The loops run over a class's row of ``w`` (contiguous), every column at once: each
     column's sum still adds its classes in order, so the bits are those of a loop column by
     column, and the compiler vectorises across columns (``error_model="numpy"``: no
-    zero-divisor check to branch on; no divisor here can be zero). Measured on LED's 10
-    classes and 24 columns: 1.08 -> 0.56 us an example, Waveform 0.81 -> 0.61."""
+    zero-divisor check to branch on; no divisor here can be zero): what that gained,
+    ``docs/decisions/regression-step.md``."""
     total, step = acc[:n_numeric], acc[n_numeric:2 * n_numeric]
     total[:] = 0.0
     for k in range(n_classes):
@@ -213,11 +212,10 @@ def refit_due(n_scored) -> bool:  # type: ignore[no-untyped-def]
     ``MIX_EVERY`` up to ``MIX_SETTLE``, then every ``MIX_EVERY_SETTLED``.
 
     A refit reads the whole window (``WINDOW`` rows, each a softmax over the classes), so
-    refitting every 100 examples throughout cost more than the rest of the component:
-    switching refits off sped batched learning up by 18% on SEA, 27% on LED (10 classes) and
-    37% on Waveform. The weights move most while the regression is young (and after a
-    change, which restarts the count); later, a refit every 500 examples still sees every
-    example twice. Both measured in ``bench/results/linear_sweep.md`` (column ``settle``)."""
+    refitting every 100 examples throughout cost more than the rest of the component. The
+    weights move most while the regression is young (and after a change, which restarts the
+    count); later, a refit every 500 examples still sees every example twice. Both measured:
+    ``docs/decisions/linear-component.md``."""
     if n_scored <= MIX_SETTLE:
         return n_scored % MIX_EVERY == 0
     return n_scored % MIX_EVERY_SETTLED == 0
