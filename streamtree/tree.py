@@ -183,6 +183,18 @@ class ProbabilityTree(Classifier):
         the seed, the leaf and the attempt (:mod:`streamtree.kernels.randomness`), so the same
         seed and examples give the same tree.
 
+    Attributes
+    ----------
+    state
+        The tree's :class:`~streamtree.tree_state.TreeState`: its arrays, background tree,
+        change detector and the kernels' configuration.
+    registry
+        The features learned (:class:`~streamtree.features.FeatureRegistry`).
+    classes_, class_index
+        The labels in order of first appearance, and each one's class id.
+    n_examples
+        Examples learned.
+
     Examples
     --------
     >>> from river import datasets, metrics
