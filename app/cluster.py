@@ -26,7 +26,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.replication import Follower
@@ -34,7 +34,7 @@ from app.settings import Settings
 from app.storage import Coordinator, EventStore, Lease
 
 if TYPE_CHECKING:
-    from app.registry import Registry
+    from app.hosting import ModelHost
 
 __all__ = ["Cluster", "Role"]
 
@@ -48,10 +48,14 @@ class Cluster:
 
     Parameters
     ----------
-    registry
-        The instance's models.
     settings
         Service settings (lease timing, the URL others reach this instance at).
+    follower
+        Applies the log to the models while this instance is not the writer.
+    unavailable
+        The models that could not be rebuilt from the store, and why (none: eligible for the lease).
+    hosts
+        The hosted models (their replication lag is reported).
 
     Attributes
     ----------
@@ -64,13 +68,15 @@ class Cluster:
         Where other instances forward writes to this one.
     """
 
-    def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry = registry
+    def __init__(self, settings: Settings, follower: Follower, unavailable: Callable[[], Mapping[str, str]],
+                 hosts: Callable[[], Sequence[ModelHost]]) -> None:
         self.settings = settings
         self.me = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.url = settings.own_url()
         self.is_writer = False
-        self.follower = Follower(registry)
+        self.follower = follower
+        self.unavailable = unavailable
+        self.hosts = hosts
         self._coordinator: Coordinator | None = None
         self._lease: Lease | None = None
         self._opened_with: Lease | None = None  # the lease held when the models were loaded
@@ -107,7 +113,7 @@ class Cluster:
         if self._coordinator is None:
             self.is_writer = True
             return
-        self._healthy = not self.registry.unavailable()
+        self._healthy = not self.unavailable()
         self._coordinator.set_eligible(self._healthy)
         # loaded under the same lease: nobody else appended since, the models are at the log's end
         self.is_writer = self._healthy and self._lease is not None and self._lease is self._opened_with
@@ -122,7 +128,7 @@ class Cluster:
         """Called (on the loop) when a model became unavailable or available again: eligible
         for the lease only while every model is served; a writer that stops being so hands the
         lease over."""
-        healthy = not self.registry.unavailable()
+        healthy = not self.unavailable()
         if healthy == self._healthy:
             return
         self._healthy = healthy
@@ -197,7 +203,7 @@ class Cluster:
 
     def lags(self) -> dict[str, tuple[int, float]]:
         """Per model, ``(events, seconds)`` behind the log (zeros on the writer)."""
-        hosts = self.registry.all()
+        hosts = self.hosts()
         if self.is_writer:
             return {h.name: (0, 0.0) for h in hosts}
         return {h.name: self.follower.lag(h) for h in hosts}

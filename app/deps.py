@@ -1,7 +1,8 @@
 """Dependencies of the routers, as ``Annotated`` aliases (swap them with ``dependency_overrides``).
 
 Each route takes one dependency that checks access and resolves the model, on top of
-:func:`get_registry` (override that one to swap the models in tests). The access check reads
+:func:`get_registry` (override that one to swap the models in tests), which reads the
+instance's :class:`~app.node.Node`. The access check reads
 the ``Authorization`` header itself rather than through a security sub-dependency: every
 dependency level costs FastAPI more per request than a prediction costs the library.
 """
@@ -18,11 +19,13 @@ from fastapi.dependencies.models import Dependant
 from app.dashboard.session import COOKIE, valid_session
 from app.errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
 from app.hosting import ModelHost
+from app.node import Node
 from app.registry import DEFAULT_MODEL, Registry
 from app.settings import Settings
 
 __all__ = [
     "NamePath",
+    "NodeDep",
     "ReadDefaultModel",
     "ReadModel",
     "ReadRegistry",
@@ -33,6 +36,7 @@ __all__ = [
     "access_of",
     "check_access",
     "has_key",
+    "get_node",
     "get_registry",
 ]
 
@@ -75,14 +79,24 @@ def has_key(request: Request) -> bool:
     return scheme.lower() == "bearer" and any(hmac.compare_digest(given, key.encode()) for key in settings.api_keys)
 
 
+def _ready_node(request: Request) -> Node:
+    node: Node | None = getattr(request.app.state, "node", None)
+    if node is None or not node.ready:
+        raise HTTPException(status_code=503, detail=NOT_READY)
+    return node
+
+
+async def get_node(request: Request) -> Node:
+    """The instance (its role, its models); 503 until the lifespan handler has loaded the models."""
+    return _ready_node(request)
+
+
 async def get_registry(request: Request) -> Registry:
     """The loaded models; 503 until the lifespan handler has loaded them."""
-    registry: Registry | None = getattr(request.app.state, "registry", None)
-    if registry is None or not registry.ready:
-        raise HTTPException(status_code=503, detail=NOT_READY)
-    return registry
+    return _ready_node(request).registry
 
 
+NodeDep = Annotated[Node, Depends(get_node)]
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 
 

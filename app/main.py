@@ -18,7 +18,7 @@ from app.dashboard.throttle import LoginThrottle
 from app.errors import install_handlers
 from app.export import ExportSlots
 from app.forwarding import Forwarder, ForwardingMiddleware
-from app.registry import Registry
+from app.node import Node
 from app.routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
 from app.settings import Settings
 from app.storage import redact
@@ -57,20 +57,20 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         # compile (or load from the disk cache) every kernel before anything is served: the
         # server answers /health only after this, so the first real event pays no compile
         await asyncio.to_thread(streamtree.warm_up)
-        registry = Registry(settings, telemetry, model_cls)
-        app.state.registry = registry
-        await registry.open()
+        node = Node(settings, telemetry, model_cls)
+        app.state.node = node
+        await node.open()
         # Everything loaded so far (modules, restored models and their metrics) lives as long as
         # the process: move it out of the collector's generations, so the full collections
         # that batches of thousands of new dicts trigger do not scan it again each time.
         gc.freeze()
         logging.getLogger("streamtree.app").info(
-            "streamtree ready: %d model(s) in %s", len(registry.hosts),
+            "streamtree ready: %d model(s) in %s", len(node.registry.hosts),
             redact(settings.database_url) if settings.database_url else settings.data_dir)
         try:
             yield
         finally:
-            await registry.close()
+            await node.close()
             forwarder.close()
             gc.unfreeze()  # collectable again (an app built and closed in a longer process, as in tests)
 
@@ -87,8 +87,8 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         app.include_router(module.router)
 
     def cluster() -> Any:
-        registry = getattr(app.state, "registry", None)
-        return registry.cluster if registry is not None and registry.ready else None
+        node = getattr(app.state, "node", None)
+        return node.cluster if node is not None and node.ready else None
 
     app.add_middleware(ForwardingMiddleware, forwarder=forwarder, cluster_of=cluster)  # innermost: bodies are limited
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from app.background import LoopTask
 from app.history import History
@@ -23,10 +23,7 @@ from app.prequential import Prequential
 from app.settings import Settings
 from app.storage import StorageError
 
-if TYPE_CHECKING:
-    from app.hosting import ModelHost
-
-__all__ = ["FIRST_RETRY", "MAX_RETRY", "Recovery", "placeholder", "reason_of"]
+__all__ = ["FIRST_RETRY", "MAX_RETRY", "Rebuildable", "Recovery", "placeholder", "reason_of"]
 
 log = logging.getLogger("streamtree.app")
 
@@ -63,6 +60,17 @@ def placeholder(config: dict[str, Any], model_cls: Any, settings: Settings) -> R
     return Restored(model, prequential, 0, 0)
 
 
+class Rebuildable(Protocol):
+    """What the retries read and call of a hosted model (:class:`app.hosting.ModelHost`)."""
+
+    name: str
+    unavailable: str | None  # why it could not be rebuilt (None: it was)
+
+    async def resync(self) -> None:
+        """Rebuild the model from the store; raises if that fails again."""
+        ...
+
+
 class Recovery(LoopTask):
     """Retries the rebuild of every unavailable model, with a doubling interval.
 
@@ -77,7 +85,7 @@ class Recovery(LoopTask):
 
     task_name = "recovery"
 
-    def __init__(self, hosts: Callable[[], list[ModelHost]], first: float | None = None,
+    def __init__(self, hosts: Callable[[], Sequence[Rebuildable]], first: float | None = None,
                  longest: float | None = None) -> None:
         self._hosts = hosts
         self._first, self._longest = first, longest

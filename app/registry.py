@@ -1,24 +1,27 @@
 """The set of hosted models: loaded at start, created and deleted over HTTP, closed at stop.
 
 The service always starts: a model that cannot be rebuilt from the store is hosted
-unavailable (503 saying why, :mod:`app.recovery`) and the others serve.
+unavailable (503 saying why, :mod:`app.recovery`) and the others serve. The registry knows
+nothing of the deployment: the node (:class:`app.node.Node`) hands it callables that say
+whether this instance writes and that report a fenced commit, a change of health and the
+log's end of a stored model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from app.cluster import Cluster
 from app.exceptions import ConfigConflict, NotWriter, TooManyModels
-from app.hosting import ModelHost, restore
-from app.learning import SERVICE_FIELDS, split_config
-from app.recovery import Recovery, placeholder, reason_of
+from app.hosting import ModelHost
+from app.learning import SERVICE_FIELDS, restore, split_config
+from app.recovery import placeholder, reason_of
 from app.settings import Settings
-from app.storage import LeaseLost, ModelExists, StoredModel, open_store
+from app.storage import LeaseLost, ModelExists, StoredModel
 from app.storage.thread import StoreThread
 from app.telemetry import Telemetry
 from app.validation import Limits, check_costs, check_names, field_error
@@ -70,21 +73,34 @@ class Registry:
         Builds models from configs (``model_cls(**config)``, ``model_cls.from_bytes``); by
         default :data:`streamtree.estimators.ESTIMATORS`: a tree or, with
         ``"estimator": "forest"``, a forest.
+    writable
+        Whether this instance is the writer now (always, by default: a store of its own); only
+        the writer learns, creates and deletes.
+    on_fenced
+        Called when the store refused a write because another instance holds the writer's lease.
+    on_health_changed
+        Called when a model became unavailable or available again.
+    notice
+        Called with ``(model, seq)`` for each stored model when the set of models is re-read:
+        the log holds the model's events up to ``seq``.
     """
 
-    def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None) -> None:
+    def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None, *,
+                 writable: Callable[[], bool] = lambda: True, on_fenced: Callable[[], None] = lambda: None,
+                 on_health_changed: Callable[[], None] = lambda: None,
+                 notice: Callable[[str, int], None] = lambda model, seq: None) -> None:
         self.settings = settings
         self.telemetry = telemetry
         self.model_cls = model_cls if model_cls is not None else default_model_cls()
         self.hosts: dict[str, ModelHost] = {}
         self.generations: dict[str, int] = {}  # the stored generation each hosted model was loaded from
-        self.ready = False
-        self.cluster = Cluster(self, settings)
-        self.recovery = Recovery(self.all)
+        self.writable = writable
+        self.on_fenced = on_fenced
+        self.on_health_changed = on_health_changed
+        self.notice = notice
         self._db: StoreThread | None = None
         self._admin = asyncio.Lock()
         telemetry.watch_models(lambda: list(self.hosts.values()))
-        telemetry.watch_cluster(self.cluster)
 
     @property
     def db(self) -> StoreThread:
@@ -92,23 +108,16 @@ class Registry:
         assert self._db is not None, "Registry.open() was not called"
         return self._db
 
-    async def open(self) -> None:
-        """Open the store, take the writer's role if free, restore every model (snapshot +
-        replay); the writer creates ``default`` on the store's first start."""
-        store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
-        self._db = StoreThread(store)
-        await self.cluster.open(store)
-        for stored in await self.db.run(store.models):
+    async def open(self, db: StoreThread) -> None:
+        """Host every model of the store, each restored from its snapshot and log (the
+        store's first start and its ``default`` model are the node's: :meth:`app.node.Node.open`)."""
+        self._db = db
+        for stored in await db.run(db.store.models):
             await self._load(stored)
-        self.recovery.start()
-        self.cluster.start()
-        if self.cluster.is_writer and await self.db.run(store.claim_first_start) and DEFAULT_MODEL not in self.hosts:
-            await self.create(DEFAULT_MODEL, {})
-        self.ready = True
 
     async def _load(self, stored: StoredModel) -> None:
         """Host a stored model, restored from its snapshot and log; unavailable (503 saying
-        why, retried by :attr:`recovery`) if it cannot be."""
+        why, retried by :class:`app.recovery.Recovery`) if it cannot be."""
         try:
             stored_config = orjson.loads(stored.config)
             from_stored = getattr(self.model_cls, "from_stored", None)
@@ -141,13 +150,13 @@ class Registry:
             config = _canonical(config_of(self.model_cls, restored.model) | split_config(config)[1])[0]
         host = self._host(stored.name, config, restored, stored.generation)
         host.recovering, host.unavailable = True, reason
-        self.cluster.health_changed()
+        self.on_health_changed()
 
     def _host(self, name: str, config: dict[str, Any], restored: Any, generation: int) -> ModelHost:
         host = ModelHost(name, config, restored, self.model_cls, self.settings, self.db, self.telemetry,
-                         writable=lambda: self.cluster.is_writer)
-        host.on_fenced = self.cluster.demote
-        host.on_unavailable = self.cluster.health_changed
+                         writable=self.writable)
+        host.on_fenced = self.on_fenced
+        host.on_unavailable = self.on_health_changed
         self.hosts[name] = host
         self.generations[name] = generation
         return host
@@ -158,7 +167,7 @@ class Registry:
         self.generations.pop(name, None)
         await host.close(snapshot=False)
         self.telemetry.forget_model(name)
-        self.cluster.health_changed()
+        self.on_health_changed()
 
     async def sync_models(self) -> None:
         """Host the stored models this instance does not, and drop those no longer stored (a
@@ -170,26 +179,20 @@ class Registry:
                     log.info("model %r deleted by the writer", name)
                     await self._drop(name)
             for name, m in stored.items():
-                self.cluster.follower.notice(name, m.last_seq)
+                self.notice(name, m.last_seq)
                 if name not in self.hosts:
                     await self._load(m)
 
-    async def close(self) -> None:
-        """Finish queued writes, snapshot every model, close the store."""
-        self.ready = False
-        await self.recovery.stop()
-        await self.cluster.follower.stop()
-        writer = self.cluster.is_writer
+    async def close(self, snapshot: bool) -> None:
+        """Finish every model's queued writes and, with ``snapshot`` (the writer), snapshot it;
+        the store stays open (the node closes it)."""
         for host in list(self.hosts.values()):
             try:
-                await host.close(snapshot=writer)
+                await host.close(snapshot=snapshot)
             except Exception:
                 log.exception("model %r: closing failed", host.name)
         self.hosts.clear()
-        await self.cluster.close()  # hands the lease over once the writes are done
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        self._db = None
 
     def get(self, name: str) -> ModelHost | None:
         """The model named ``name``, if any."""
@@ -263,14 +266,14 @@ class Registry:
                 return existing, False
             if len(self.hosts) >= self.settings.max_models:
                 raise TooManyModels()
-            if not self.cluster.is_writer:
+            if not self.writable():
                 raise NotWriter()
             try:
                 await self.db.run(self.db.store.create_model, name, text)
             except ModelExists:  # not in memory but in the store: a delete did not finish
                 raise ConfigConflict() from None
             except LeaseLost:
-                self.cluster.demote()
+                self.on_fenced()
                 raise NotWriter() from None
             restored = await self.db.run(restore, self.db.store, name, full, self.model_cls, self.settings)
             generation = next((m.generation for m in await self.db.run(self.db.store.models) if m.name == name), 0)
@@ -284,12 +287,12 @@ class Registry:
         async with self._admin:
             if name not in self.hosts:
                 return False
-            if not self.cluster.is_writer:
+            if not self.writable():
                 raise NotWriter()
             await self._drop(name)
             try:
                 await self.db.run(self.db.store.delete_model, name)
             except LeaseLost:  # the model stays in the store: the writer's, and this instance follows it
-                self.cluster.demote()
+                self.on_fenced()
                 raise NotWriter() from None
             return True

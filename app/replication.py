@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from app.background import LoopTask
 from app.learning import REPLAY_PAGE
 from app.storage import StorageError
+from app.storage.thread import StoreThread
 
 if TYPE_CHECKING:
     from app.hosting import ModelHost
-    from app.registry import Registry
 
-__all__ = ["Follower"]
+__all__ = ["Follower", "Models"]
 
 log = logging.getLogger("streamtree.app")
 
@@ -39,19 +40,44 @@ log = logging.getLogger("streamtree.app")
 APPLY_SLICE = 50
 
 
+class Models(Protocol):
+    """What the follower reads and drives of the hosted models (:class:`app.registry.Registry`)."""
+
+    @property
+    def db(self) -> StoreThread:
+        """The store (and its thread) the log is read from."""
+        ...
+
+    def get(self, name: str) -> ModelHost | None:
+        """The model named ``name``, if hosted."""
+        ...
+
+    def all(self) -> list[ModelHost]:
+        """Every hosted model."""
+        ...
+
+    async def sync_models(self) -> None:
+        """Host the stored models not hosted yet, drop those no longer stored."""
+        ...
+
+
 class Follower(LoopTask):
-    """Applies the log to a registry's models while this instance is not the writer.
+    """Applies the log to the hosted models while this instance is not the writer.
 
     Parameters
     ----------
-    registry
+    models
         The models to keep up to date (and whose store is read).
+    is_writer
+        Whether this instance is the writer now (then its models are the log's source and
+        the notices are dropped).
     """
 
     task_name = "follower"
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
+    def __init__(self, models: Models, is_writer: Callable[[], bool]) -> None:
+        self.models = models
+        self.is_writer = is_writer
         self.noticed: dict[str, int] = {}  # newest committed seq seen per model
         self._behind_since: dict[str, float] = {}  # monotonic time of the first notice not yet applied
         self._dirty: set[str] = set()
@@ -66,7 +92,7 @@ class Follower(LoopTask):
         else:
             if seq > self.noticed.get(model, 0):
                 self.noticed[model] = seq
-            host = self.registry.get(model)
+            host = self.models.get(model)
             if host is not None and seq > host.seq:
                 self._behind_since.setdefault(model, time.monotonic())
             self._dirty.add(model)
@@ -79,12 +105,12 @@ class Follower(LoopTask):
         return behind, (time.monotonic() - since) if behind and since is not None else 0.0
 
     async def catch_up(self, host: ModelHost) -> None:
-        """Apply every logged event of ``host`` after its seq (the registry's store is read).
+        """Apply every logged event of ``host`` after its seq (the models' store is read).
 
         A model whose log cannot be applied (a gap, a refused event) is rebuilt from the
         store, as a writer does after a failure.
         """
-        db = self.registry.db
+        db = self.models.db
         broken = False
         async with host.apply_lock:
             while not host.recovering:
@@ -112,15 +138,15 @@ class Follower(LoopTask):
 
     async def catch_up_all(self) -> None:
         """Bring the set of models and each model up to the log's end."""
-        await self.registry.sync_models()
-        for host in self.registry.all():
+        await self.models.sync_models()
+        for host in self.models.all():
             await self.catch_up(host)
 
     async def run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if self.registry.cluster.is_writer:  # the writer's models are the log's source
+            if self.is_writer():  # the writer's models are the log's source
                 self._dirty.clear()
                 self._full = False
                 continue
@@ -131,7 +157,7 @@ class Follower(LoopTask):
                     await self.catch_up_all()
                 else:
                     for name in sorted(dirty):
-                        host = self.registry.get(name)
+                        host = self.models.get(name)
                         if host is None:  # created since the last full read
                             self._full = True
                             self._wake.set()

@@ -95,7 +95,7 @@ def test_gap_in_the_log_keeps_the_model_unavailable_but_the_service_starts(runni
 def test_failed_commit_answers_503_and_learns_nothing(running, stream, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     with running() as client:
         learn_all(client, stream[:100])
-        store = client.app.state.registry.db.store  # type: ignore[attr-defined]
+        store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
         original = store.append
 
         def failing(*args: Any) -> None:
@@ -166,7 +166,7 @@ def test_concurrent_clients_no_5xx_no_lost_update(tmp_path) -> None:  # type: ig
 def test_unexpected_library_error_mid_batch_is_500_and_learns_nothing(running, stream, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     with running() as client:
         learn_all(client, stream[:100])
-        host = client.app.state.registry.get("default")  # type: ignore[attr-defined]
+        host = client.app.state.node.registry.get("default")  # type: ignore[attr-defined]
         model = host.model
         original = model.learn_many
 
@@ -178,7 +178,7 @@ def test_unexpected_library_error_mid_batch_is_500_and_learns_nothing(running, s
         r = client.post("/learn", json={"events": [{"features": x, "label": y} for x, y in stream[100:105]]})
         assert r.status_code == 500
         assert r.json() == {"detail": "Internal error while learning; none of the events was learned."}
-        assert client.app.state.registry.get("default").model is not model  # type: ignore[attr-defined]
+        assert client.app.state.node.registry.get("default").model is not model  # type: ignore[attr-defined]
         assert client.get("/models/default").json()["seq"] == 100
         assert same_predictions(client, fed(stream[:100]))
         r = client.post("/learn", json={"features": stream[100][0], "label": stream[100][1]})
@@ -190,7 +190,7 @@ def test_failed_rebuild_keeps_the_model_unavailable(running, stream, monkeypatch
 
     with running() as client:
         learn_all(client, stream[:50])
-        store = client.app.state.registry.db.store  # type: ignore[attr-defined]
+        store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
 
         def failing(*args: Any) -> None:
             raise sqlite3.OperationalError("disk I/O error")
@@ -222,8 +222,8 @@ async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, An
     async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         if predict_first is not None:
             assert (await c.post("/predict_proba", json=predict_first)).status_code == 200
-        host = app.state.registry.get("default")
-        store = app.state.registry.db.store
+        host = app.state.node.registry.get("default")
+        store = app.state.node.registry.db.store
         original, sizes, release = store.append, [], threading.Event()
 
         def append(name: str, first_seq: int, texts: list[str], *keys: Any) -> None:
@@ -350,7 +350,7 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
     from tests.app.conftest import TestClient
 
     with TestClient(create_app(Settings(data_dir=tmp_path))) as client:  # no snapshot: the log is replayed
-        host = client.app.state.registry.get("default")  # type: ignore[attr-defined]
+        host = client.app.state.node.registry.get("default")  # type: ignore[attr-defined]
         assert host.seq == i
         assert host.model.to_bytes() == live_model
         assert host.prequential.state() == live_metrics

@@ -19,7 +19,7 @@ import pytest
 
 import app
 from app.exceptions import ConfigConflict, InvalidInput, NotAvailable, StorageFailure
-from app.registry import Registry
+from app.node import Node
 from app.settings import Settings
 from app.storage import StorageError
 from app.telemetry import Telemetry
@@ -63,7 +63,8 @@ def layer(name: str) -> str:
 def test_the_layers_are_where_expected() -> None:
     found = {layer(m) for m in modules()}
     assert found == {"http", "engine", "core"}
-    assert {"hosting", "registry", "learning", "storage", "storage.base"} <= {m for m in modules() if layer(m) == "core"}
+    core = {m for m in modules() if layer(m) == "core"}
+    assert {"node", "hosting", "registry", "learning", "storage", "storage.base"} <= core
 
 
 @pytest.mark.parametrize("module", sorted(m for m in modules() if layer(m) == "core"))
@@ -103,8 +104,9 @@ class FailingStore:
 
 def test_the_core_raises_only_its_own_exceptions(tmp_path: Path) -> None:
     async def run() -> None:
-        registry = Registry(Settings(data_dir=tmp_path), Telemetry())
-        await registry.open()
+        node = Node(Settings(data_dir=tmp_path), Telemetry())
+        await node.open()
+        registry = node.registry
         host = registry.get("default")
         assert host is not None
         with pytest.raises(InvalidInput) as info:
@@ -122,6 +124,6 @@ def test_the_core_raises_only_its_own_exceptions(tmp_path: Path) -> None:
         await registry.delete("default")
         with pytest.raises(NotAvailable):
             await host.learn([SimpleNamespace(features={"a": 1.0}, label="x", id=None)], batch=False)
-        await registry.close()
+        await node.close()
 
     asyncio.run(run())

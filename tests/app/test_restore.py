@@ -54,7 +54,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[dict[st
 
 def state(client: TestClient, name: str = "default") -> tuple[bytes, Any, int]:
     """The served model's bytes, its metrics and its seq."""
-    host = client.app.state.registry.get(name)  # type: ignore[attr-defined]
+    host = client.app.state.node.registry.get(name)  # type: ignore[attr-defined]
     return host.model.to_bytes(), client.get(f"/models/{name}/metrics").json(), host.seq
 
 
@@ -88,7 +88,7 @@ def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
         sql("DELETE FROM {t}snapshot_pieces WHERE seq = 300")
         expected_from = 200
     with running(snapshot_every=100, **settings) as client:
-        host = client.app.state.registry.get("default")  # type: ignore[attr-defined]
+        host = client.app.state.node.registry.get("default")  # type: ignore[attr-defined]
         assert host.snapshot_seq == expected_from  # rebuilt from the older snapshot, or from the log alone
         assert state(client) == before
         assert client.post("/learn", json={"features": stream[0][0], "label": stream[0][1]}).json()["seq"] == 301

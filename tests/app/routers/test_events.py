@@ -76,7 +76,7 @@ def test_reads_need_a_key_only_when_reads_are_protected(running: Running) -> Non
 
 def test_a_store_failure_is_503(client: TestClient) -> None:
     learn_all(client, make_stream(5))
-    store = client.app.state.registry.db.store  # type: ignore[attr-defined]
+    store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
     real = store.read_events
 
     def failing(*args: Any) -> Any:
@@ -96,7 +96,7 @@ def test_a_streamed_answer_is_read_a_page_at_a_time_and_equals_the_log(client: T
     streamed document is exactly the log, at every window."""
     from app.export import FIRST_PAGE, PAGE_BYTES
 
-    store = client.app.state.registry.db.store  # type: ignore[attr-defined]
+    store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
     real = store.read_events
     asked: list[int] = []
 

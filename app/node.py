@@ -1,0 +1,107 @@
+"""The service's composition root: one node, built at start, owns every long-lived part.
+
+A :class:`Node` holds the store (and its thread), the :class:`~app.registry.Registry` of
+hosted models, the :class:`~app.cluster.Cluster` role (the writer's lease), the
+:class:`~app.replication.Follower` that applies the log on a replica, and the
+:class:`~app.recovery.Recovery` of models that could not be rebuilt. The parts do not know
+one another: each gets the callables it needs (is this instance the writer? a commit was
+fenced, a model's health changed, the log's end of a model was read) from the node, which
+alone wires them together and opens and closes them in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.cluster import Cluster
+from app.recovery import Recovery
+from app.registry import DEFAULT_MODEL, Registry
+from app.replication import Follower
+from app.settings import Settings
+from app.storage import open_store
+from app.storage.thread import StoreThread
+from app.telemetry import Telemetry
+
+__all__ = ["Node"]
+
+
+class Node:
+    """One instance of the service: its store, models, role and follower.
+
+    Parameters
+    ----------
+    settings
+        Service settings (the store's URL or data directory, limits, lease timing).
+    telemetry
+        Prometheus metrics; the models and the role are reported at each scrape.
+    model_cls
+        Builds models from configs (see :class:`~app.registry.Registry`).
+
+    Attributes
+    ----------
+    registry, cluster, follower, recovery
+        The parts, built here and wired by callables (none holds another).
+    ready
+        True once :meth:`open` has loaded every model, until :meth:`close` starts.
+    """
+
+    def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None) -> None:
+        self.settings = settings
+        self.telemetry = telemetry
+        self.registry = Registry(settings, telemetry, model_cls, writable=self.is_writer, on_fenced=self.demote,
+                                 on_health_changed=self.health_changed, notice=self.notice)
+        self.follower = Follower(self.registry, is_writer=self.is_writer)
+        self.cluster = Cluster(settings, self.follower, unavailable=self.registry.unavailable, hosts=self.registry.all)
+        self.recovery = Recovery(self.registry.all)
+        self.ready = False
+        self._db: StoreThread | None = None
+        telemetry.watch_cluster(self.cluster)
+
+    # the callables the parts get: each asks or tells the part that knows
+    def is_writer(self) -> bool:
+        """Whether this instance is the writer now (:attr:`app.cluster.Cluster.is_writer`)."""
+        return self.cluster.is_writer
+
+    def demote(self) -> None:
+        """A write was refused by the fence: stop writing (:meth:`app.cluster.Cluster.demote`)."""
+        self.cluster.demote()
+
+    def health_changed(self) -> None:
+        """A model became unavailable or available again (:meth:`app.cluster.Cluster.health_changed`)."""
+        self.cluster.health_changed()
+
+    def notice(self, model: str, seq: int) -> None:
+        """The log holds ``model``'s events up to ``seq`` (:meth:`app.replication.Follower.notice`)."""
+        self.follower.notice(model, seq)
+
+    @property
+    def db(self) -> StoreThread:
+        """The store and its thread (after :meth:`open`)."""
+        assert self._db is not None, "Node.open() was not called"
+        return self._db
+
+    async def open(self) -> None:
+        """Open the store, take the writer's role if free, restore every model (snapshot +
+        replay); the writer creates ``default`` on the store's first start."""
+        store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
+        self._db = StoreThread(store)
+        await self.cluster.open(store)
+        await self.registry.open(self._db)
+        self.recovery.start()
+        self.cluster.start()
+        if self.cluster.is_writer and await self.db.run(store.claim_first_start) \
+                and self.registry.get(DEFAULT_MODEL) is None:
+            await self.registry.create(DEFAULT_MODEL, {})
+        self.ready = True
+
+    async def close(self) -> None:
+        """Stop retrying and following, finish queued writes (the writer snapshots every
+        model), hand the lease over, close the store."""
+        self.ready = False
+        await self.recovery.stop()
+        await self.follower.stop()
+        await self.registry.close(snapshot=self.cluster.is_writer)
+        await self.cluster.close()  # hands the lease over once the writes are done
+        if self._db is not None:
+            self._db.close()
+            self._db = None
