@@ -16,15 +16,16 @@ holds the memory.
 Ownership rules
 ---------------
 1. **A tree's arrays** (:class:`~streamtree.state.TreeArrays`, :class:`~streamtree.state.DriftArrays`)
-   are numpy arrays owned by Python: by the model that made them (``ProbabilityTree``'s
-   ``_tree``, ``_background``, ``_drift``).
+   are numpy arrays owned by Python: by the tree's state that made them
+   (:class:`~streamtree.tree_state.TreeState`'s ``tree``, ``background``, ``drift``; a tree
+   and each member of a forest have one).
 2. **A handle** (:mod:`streamtree.kernels.handle`) borrows every array of one such set; its
-   Python object holds the set (``handle.arrays``) for as long as it lives. The model keeps
-   each handle beside its arrays (``ProbabilityTree._handles``) and lets it go only when the
-   arrays are no longer its tree, background tree or detector.
+   Python object holds the set (``handle.arrays``) for as long as it lives. The state keeps
+   each handle beside its arrays (``TreeState.handles``) and lets it go only when the arrays
+   are no longer its tree, background tree or detector.
 3. **A forest's typed lists** of its members' handles hold the handles' compiled structs, not
-   their Python objects: the forest holds each member's arrays itself, beside its entry
-   (``_MemberArrays._held``), and replaces the list entry before it lets the arrays go.
+   their Python objects: the forest holds each member's state and arrays itself, beside its
+   entry (``_MemberArrays._held``), and replaces the list entry before it lets the arrays go.
 4. **An entry point** borrows its arguments, which the caller holds for the whole call, and
    its working arrays, which a variable holds until after their last borrowed use
    (:func:`hold`).
