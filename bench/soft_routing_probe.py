@@ -62,8 +62,8 @@ def soft_proba(model: ProbabilityTree, x: dict, scale: str, tau: float) -> tuple
     """The soft-routed prediction of ``model`` for ``x`` and the number of leaves it evaluated."""
     num, nom = encode_for_prediction(model.registry, [x])
     num_row, nom_row = num[0], nom[0]
-    t = model._tree
-    handle = model._handle(t)
+    t = model.state.tree
+    handle = model.state.handle(t)
     k = int(t.meta[M_CLASSES])
     node, thr, lr_scale = t.node, t.thr, t.lr_scale
     out = np.zeros(k)
@@ -83,7 +83,7 @@ def soft_proba(model: ProbabilityTree, x: dict, scale: str, tau: float) -> tuple
         v = num_row[col] if kind != LEAF and kind != NOMINAL and col < num_row.shape[0] else math.nan
         if kind == LEAF or kind == NOMINAL or v != v:  # a leaf, or the tree stops here too
             path[: len(nodes)] = nodes
-            proba_at(handle, model._cfg_i, model._cfg_f, path, len(nodes), num_row, nom_row, leaf_p, smoothed, loglik)
+            proba_at(handle, model.state.cfg_i, model.state.cfg_f, path, len(nodes), num_row, nom_row, leaf_p, smoothed, loglik)
             out += w * leaf_p[:k]
             evaluated += 1
             continue

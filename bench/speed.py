@@ -81,12 +81,12 @@ def refit_timing(repeats: int) -> dict[str, Any]:
         model.learn_one(x, y)
         if model.growth_stopped:
             break
-    t = model._tree
-    handle = model._handle(t)  # what the learning loop hands it
-    refit(handle, model._cfg_i)  # compiled, not timed
+    t = model.state.tree
+    handle = model.state.handle(t)  # what the learning loop hands it
+    refit(handle, model.state.cfg_i)  # compiled, not timed
     start = time.process_time()
     for _ in range(repeats):
-        refit(handle, model._cfg_i)
+        refit(handle, model.state.cfg_i)
     refit_ms = (time.process_time() - start) / repeats * 1e3
     n, k = model.n_nodes, len(model.classes_)
     parent, internal = np.ascontiguousarray(t.node[:n, 0]), t.node[:n, 3] >= 0
