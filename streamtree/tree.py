@@ -304,18 +304,6 @@ class ProbabilityTree(Classifier):
     def growth_stopped(self) -> bool:
         return bool(self.state.tree.meta[M_STOPPED])
 
-    # the state's arrays and handles under their former names, for code outside the library
-    # that still reads them (tests/kernels/test_handle.py, bench/speed.py,
-    # bench/soft_routing_probe.py); the library reads ``state``
-    _tree = property(lambda self: self.state.tree)
-    _drift = property(lambda self: self.state.drift)
-    _handles = property(lambda self: self.state.handles)
-    _cfg_i = property(lambda self: self.state.cfg_i)
-    _cfg_f = property(lambda self: self.state.cfg_f)
-
-    def _handle(self, arrays: Any) -> Any:
-        return self.state.handle(arrays)
-
     # -- learning -----------------------------------------------------------------------
     def _learn(
         self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float], want_proba: bool,

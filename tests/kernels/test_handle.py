@@ -26,24 +26,24 @@ def test_a_kernel_reads_the_arrays_as_they_are_now() -> None:
 def test_learning_through_the_handle_writes_the_models_arrays() -> None:
     model = ProbabilityTree()
     model.learn_one({"a": 1.0}, "x")
-    counts = model._tree.counts
+    counts = model.state.tree.counts
     model.learn_one({"a": 2.0}, "x")
-    assert model._tree.counts is counts and counts[0, 0] == 2.0
+    assert model.state.tree.counts is counts and counts[0, 0] == 2.0
 
 
 def test_new_arrays_get_a_new_handle_and_the_old_one_is_let_go() -> None:
     model = ProbabilityTree(grace_period=10)
     model.learn_one({"a": 0.0}, "x")
-    old = model._tree
-    first = model._handle(old)
-    assert model._handle(model._tree) is first  # the same arrays: the same handle
+    old = model.state.tree
+    first = model.state.handle(old)
+    assert model.state.handle(model.state.tree) is first  # the same arrays: the same handle
     for i in range(2000):
         model.learn_one({"a": float(i % 50)}, "xyz"[i % 50 % 3])
-        if model._tree is not old:
+        if model.state.tree is not old:
             break
-    assert model._tree is not old  # the tree outgrew its arrays: new ones
-    assert model._handle(model._tree) is not first
-    assert set(model._handles) <= {id(model._tree), id(model._drift)}
+    assert model.state.tree is not old  # the tree outgrew its arrays: new ones
+    assert model.state.handle(model.state.tree) is not first
+    assert set(model.state.handles) <= {id(model.state.tree), id(model.state.drift)}
 
 
 def _pointer(handle: object, name: str) -> tuple[int, tuple[int, ...]]:
