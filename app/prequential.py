@@ -10,293 +10,34 @@ A batch is scored once, whatever points of the history fall due inside it: a poi
 row ``i`` summarises the recent window as it stands after row ``i`` (the window's rows, then
 the batch's scored rows up to ``i``), so no Python runs per event. The recent window is a ring
 buffer of score rows; its sums are recomputed from its rows, oldest first, at each point.
+
+A row's scores are :mod:`app.scoring`'s; the window and the tallies of runs of rows are
+:mod:`app.score_tables`'. This module keeps the running metrics, their summaries and their state.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from app.history import History
 from app.schemas import label_key
+from app.score_tables import CostTable, Ring, ScoreTable, Tables
+from app.scoring import BRIER, CONFIDENCE, CORRECT, LOG_LOSS, BoolArray, one_row, score_row, scores
 from streamtree.decision import CostMatrix, Costs, decide_many
 from streamtree.metrics import improved_squared_errors
 from streamtree.typing import ClassLabel, FloatArray, IntArray
 
-__all__ = ["CostScores", "Prequential", "score", "scores"]
+__all__ = ["FEW", "CostScores", "Prequential"]
 
-#: Probability floor for the log loss: an unseen true class would otherwise cost infinity.
-EPS = 1e-15
-
-BoolArray = npt.NDArray[np.bool_]
-
-#: The columns of a score row in :class:`Prequential`'s window: the three summed, then whether
-#: the prediction was right (1.0 or 0.0).
-LOG_LOSS, BRIER, CONFIDENCE, CORRECT = range(4)
 
 #: Batches of at most this many rows (and no cost metrics) are scored and added with Python
 #: floats (:meth:`Prequential._update_few`): below it, numpy's fixed cost per call dominates
-#: (a single row cost about 85 us the batch way, 10 us this way; measured).
+#: (measured: ``docs/decisions/request-path.md``).
 FEW = 16
-
-
-def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatArray, FloatArray, BoolArray,
-                                                                          FloatArray]:
-    """Score ``n`` predictions against their true labels, each row on its own.
-
-    Parameters
-    ----------
-    proba
-        ``(n, k)`` predicted probabilities, columns in the model's class order.
-    known
-        ``(n,)`` number of classes the model had seen at each row (at least 1): row ``i``
-        predicts over columns ``0 .. known[i] - 1``; later columns are ignored.
-    label
-        ``(n,)`` column of each row's true label; it may be a class the model had not seen
-        yet (``label[i] >= known[i]``: probability 0).
-
-    Returns
-    -------
-    tuple of arrays
-        ``(log_loss, brier, correct, confidence)`` per row.
-
-    Notes
-    -----
-    With :math:`p_c` the predicted probability of class :math:`c` and :math:`y` the label:
-    log loss :math:`-\\ln \\max(p_y, \\epsilon)` with :math:`\\epsilon = 10^{-15}`; Brier score
-    :math:`\\sum_c (p_c - [c = y])^2` (multi-class form, in [0, 2]), summed in class order,
-    plus 1 when :math:`y` was unseen; ``correct`` is whether the most probable class (first in
-    the model's class order on ties) is :math:`y`; ``confidence`` is that class's
-    probability, used by the reliability diagram.
-    """
-    n, k = proba.shape
-    rows = np.arange(n)
-    columns = np.arange(k)
-    seen = columns < known[:, None]
-    every_seen = bool(seen.all())
-    # the usual case, every column seen and float64: nothing to blank out (nor np.where's dtype to take)
-    p = proba if every_seen and proba.dtype == np.float64 else np.where(seen, proba, 0.0)
-    # math.log, not np.log: numpy's vectorised log may round a value differently by its
-    # position in the array, and a row's score must not depend on its batch.
-    log_loss = -np.fromiter(map(math.log, np.maximum(p[rows, label], EPS).tolist()), dtype=np.float64, count=n)
-    squares = (p - (columns == label[:, None])) ** 2
-    if not every_seen:
-        squares = np.where(seen, squares, 0.0)
-    # class by class, left to right: a sum over the prediction in class order
-    brier = squares[:, 0].copy()
-    for c in range(1, k):
-        brier += squares[:, c]
-    brier += label >= known  # +1: the unseen true class had 0
-    top = p.argmax(axis=1)
-    return log_loss, brier, top == label, p[rows, top]
-
-
-def _score_row(p: list[float], known: int, label: int) -> tuple[float, float, float, float]:
-    """One row of :func:`scores` as a score row ``(log_loss, brier, confidence, correct)``
-    (columns :data:`LOG_LOSS` .. :data:`CORRECT`), with Python floats: for a few rows, numpy's
-    fixed cost per call is most of the time. The same operations in the same order, so the
-    same bits: a square is a product, the Brier sum runs over the classes left to right, and
-    the top class is the first of the largest probabilities."""
-    seen = [v if c < known else 0.0 for c, v in enumerate(p)]
-    log_loss = -math.log(max(seen[label], EPS))
-    brier = 0.0
-    for c in range(known):
-        d = seen[c] - (1.0 if c == label else 0.0)
-        brier += d * d
-    if label >= known:
-        brier += 1.0  # the unseen true class had 0
-    top = 0
-    for c in range(1, len(seen)):
-        if seen[c] > seen[top]:
-            top = c
-    return log_loss, brier, seen[top], 1.0 if top == label else 0.0
-
-
-def _one_row(proba: Mapping[ClassLabel, float],
-             label: ClassLabel) -> tuple[FloatArray, IntArray, IntArray, list[ClassLabel]]:
-    """One prediction as :func:`scores` takes it, and its classes."""
-    classes = list(proba) + ([] if label in proba else [label])
-    row = np.array([[proba.get(c, 0.0) for c in classes]], dtype=np.float64)
-    return row, np.array([len(proba)]), np.array([classes.index(label)]), classes
-
-
-def score(proba: Mapping[ClassLabel, float], label: ClassLabel) -> tuple[float, float, bool, float]:
-    """Score one prediction (a non-empty mapping of class to probability) against its label.
-
-    Returns ``(log_loss, brier, correct, confidence)``; see :func:`scores`.
-    """
-    log_loss, brier, correct, conf = scores(*_one_row(proba, label)[:3])
-    return float(log_loss[0]), float(brier[0]), bool(correct[0]), float(conf[0])
-
-
-def _running_sums(start: Sequence[float], target: IntArray, values: FloatArray) -> list[float]:
-    """Running sums: ``start``, then each of ``values`` added to the sum ``target`` names.
-
-    Parameters
-    ----------
-    start
-        ``(m,)`` the sums so far.
-    target
-        ``(n,)`` which sum each value goes to (``0 .. m - 1``).
-    values
-        ``(n,)`` the values, in order.
-
-    Returns
-    -------
-    list of float
-        ``(m,)`` the new sums.
-
-    Notes
-    -----
-    Each sum is ``start[j] + v_1 + v_2 + ...`` over its values, added one at a time, left to
-    right, not pairwise: so a sum does not depend on how a stream was cut into batches.
-    ``np.add.at`` adds unbuffered, element by element in index order.
-    """
-    sums = np.array(start, dtype=np.float64)
-    np.add.at(sums, target, values)
-    return sums.tolist()  # type: ignore[no-any-return]
-
-
-class _Ring:
-    """The last ``size`` rows (``width`` floats each) of a stream of rows: a ring buffer.
-
-    Parameters
-    ----------
-    size
-        Most rows kept; the oldest go first.
-    width
-        Floats per row.
-    """
-
-    def __init__(self, size: int, width: int) -> None:
-        self.data = np.zeros((size, width), dtype=np.float64)
-        self.end = 0  # the slot of the next row
-        self.count = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-    @property
-    def size(self) -> int:
-        """Most rows kept."""
-        return len(self.data)
-
-    def extend(self, rows: FloatArray) -> None:
-        """Append ``(n, width)`` rows, in order."""
-        rows = rows[max(len(rows) - self.size, 0):]
-        if not len(rows):
-            return
-        before_wrap = min(len(rows), self.size - self.end)
-        self.data[self.end : self.end + before_wrap] = rows[:before_wrap]
-        self.data[: len(rows) - before_wrap] = rows[before_wrap:]
-        self.end = (self.end + len(rows)) % self.size
-        self.count = min(self.count + len(rows), self.size)
-
-    def rows(self) -> FloatArray:
-        """The rows, oldest first (a new array)."""
-        return self.data.take(np.arange(self.end - self.count, self.end), axis=0, mode="wrap")
-
-
-class _Pending:
-    """A window's rows (a :class:`_Ring`'s, oldest first), then rows not yet added to it.
-
-    Parameters
-    ----------
-    ring
-        The window.
-    pending
-        The rows to be added, in order.
-    window
-        Whether to hold the window's rows (needed for its summaries, not to add the rows).
-    """
-
-    def __init__(self, ring: _Ring, pending: FloatArray, window: bool) -> None:
-        self.rows = np.concatenate((ring.rows(), pending)) if window and len(ring) else pending
-        self.first = len(self.rows) - len(pending)  # the first pending row
-        self.size = ring.size
-
-    @property
-    def pending(self) -> FloatArray:
-        """The rows not yet added."""
-        return self.rows[self.first:]
-
-    def window(self, added: int) -> tuple[int, int]:
-        """``(lo, hi)``: the window is ``rows[lo:hi]`` once the first ``added`` pending rows are added."""
-        hi = self.first + added
-        return max(hi - self.size, 0), hi
-
-
-class _ScoreTable(_Pending):
-    """Score rows (columns :data:`LOG_LOSS` .. :data:`CORRECT`), prepared to tally runs of them.
-
-    Parameters
-    ----------
-    ring, pending, window
-        As :class:`_Pending` takes them.
-    bins
-        Equal-width confidence bins.
-    """
-
-    def __init__(self, ring: _Ring, pending: FloatArray, window: bool, bins: int) -> None:
-        super().__init__(ring, pending, window)
-        rows = self.rows
-        b = np.minimum((rows[:, CONFIDENCE] * bins).astype(np.int64), bins - 1)
-        self.bins = bins
-        self.target = np.empty((len(rows), 3), dtype=np.intp)  # the sum each summed column goes to
-        self.target[:, LOG_LOSS], self.target[:, BRIER], self.target[:, CONFIDENCE] = 0, 1, b + 2
-        self.values = np.ascontiguousarray(rows[:, :CORRECT])
-        self.cell = b + bins * (rows[:, CORRECT] > 0)  # the bins of the wrong predictions, then the right ones
-
-    def tally(self, lo: int, hi: int, start: Sequence[float]) -> tuple[list[float], list[int], list[int]]:
-        """The sums, bin counts and correct counts of rows ``lo .. hi - 1``.
-
-        Parameters
-        ----------
-        lo, hi
-            The run of rows.
-        start
-            The sums so far: log loss, Brier score, then the confidence of each bin.
-
-        Returns
-        -------
-        tuple of lists
-            The sums after the rows, added one row at a time in order (:func:`_running_sums`);
-            the rows in each bin; the correct ones in each bin.
-        """
-        sums = _running_sums(start, self.target[lo:hi].ravel(), self.values[lo:hi].ravel())
-        cells = np.bincount(self.cell[lo:hi], minlength=2 * self.bins).tolist()
-        corrects = cells[self.bins:]
-        return sums, [a + b for a, b in zip(cells[: self.bins], corrects, strict=True)], corrects
-
-
-class _CostTable(_Pending):
-    """Cost score rows (improved squared error, decision cost; NaN: not costed), prepared to
-    tally runs of them; as :class:`_Pending` takes them."""
-
-    def __init__(self, ring: _Ring, pending: FloatArray, window: bool) -> None:
-        super().__init__(ring, pending, window)
-        costed = ~np.isnan(self.rows[:, 0])
-        self.values = self.rows[costed]
-        self.before = np.concatenate(([0], np.cumsum(costed)))  # costed rows before each row
-        self.target = np.tile(np.arange(2), len(self.values))
-
-    def tally(self, lo: int, hi: int, start: Sequence[float]) -> tuple[int, float, float]:
-        """``(costed, sum of improved squared errors, sum of costs)`` of the costed rows among
-        rows ``lo .. hi - 1``, the sums from ``start`` (:func:`_running_sums`)."""
-        a, b = int(self.before[lo]), int(self.before[hi])
-        ise, cost = _running_sums(start, self.target[2 * a : 2 * b], self.values[a:b].ravel())
-        return b - a, ise, cost
-
-
-class _Tables(NamedTuple):
-    """The window's score rows, then a batch's, of :class:`Prequential` and its :class:`CostScores`."""
-
-    scores: _ScoreTable
-    costs: _CostTable | None
 
 
 def _nan_to_none(v: float) -> float | None:
@@ -327,7 +68,7 @@ class CostScores:
         self.n = 0
         self.sum_ise = 0.0
         self.sum_cost = 0.0
-        self.recent = _Ring(window, 2)  # (improved squared error, decision cost), NaN: not costed
+        self.recent = Ring(window, 2)  # (improved squared error, decision cost), NaN: not costed
 
     def scores(self, proba: FloatArray, known: IntArray, label: IntArray,
                classes: Sequence[ClassLabel]) -> tuple[FloatArray, FloatArray]:
@@ -350,12 +91,12 @@ class CostScores:
             cost[rows] = costs.table[chosen, [costs.column[y] for y in ys]]
         return ise, cost
 
-    def table(self, pending: FloatArray, window: bool) -> _CostTable:
+    def table(self, pending: FloatArray, window: bool) -> CostTable:
         """The window's rows (if ``window``), then ``pending`` ``(n, 2)`` rows as :meth:`scores`
         gives them."""
-        return _CostTable(self.recent, pending, window)
+        return CostTable(self.recent, pending, window)
 
-    def add(self, table: _CostTable) -> None:
+    def add(self, table: CostTable) -> None:
         """Add the table's pending rows, in order."""
         n, self.sum_ise, self.sum_cost = table.tally(table.first, len(table.rows), [self.sum_ise, self.sum_cost])
         self.n += n
@@ -365,7 +106,7 @@ class CostScores:
         """``{"costed", "improved_squared_error", "decision_cost"}`` over all events."""
         return self._summary(self.n, self.sum_ise, self.sum_cost)
 
-    def window_summary(self, table: _CostTable, added: int) -> dict[str, Any]:
+    def window_summary(self, table: CostTable, added: int) -> dict[str, Any]:
         """The same over the recent window once the table's first ``added`` pending rows are added."""
         return self._summary(*table.tally(*table.window(added), [0.0, 0.0]))
 
@@ -426,14 +167,14 @@ class Prequential:
         self.bin_count = [0] * bins
         self.bin_conf = [0.0] * bins
         self.bin_correct = [0] * bins
-        self.recent = _Ring(window, 4)  # score rows, columns LOG_LOSS .. CORRECT
+        self.recent = Ring(window, 4)  # score rows, columns LOG_LOSS .. CORRECT
         self.history = history if history is not None else History()
         self.costs = CostScores(costs, window) if costs is not None else None
 
     def update(self, proba: Mapping[ClassLabel, float], label: ClassLabel, t: float | None = None) -> None:
         """Score the prediction made for one event just before it was learned (``t``: its
         arrival time, the history's clock; ``proba`` empty: unscored)."""
-        row, known, column, classes = _one_row(proba, label)
+        row, known, column, classes = one_row(proba, label)
         self.update_many(row, known, column, times=[t], classes=classes)
 
     def update_many(self, proba: FloatArray, known: IntArray, label: IntArray,
@@ -458,7 +199,7 @@ class Prequential:
             return
         scored = known > 0
         rows, costs = self._score(proba, known, label, scored, classes)
-        windows: list[_Tables] = []  # with the window's rows: only if a point falls due
+        windows: list[Tables] = []  # with the window's rows: only if a point falls due
 
         def summaries(due: list[int]) -> list[dict[str, Any]]:
             windows.append(self._tables(rows, costs, window=True))
@@ -471,10 +212,10 @@ class Prequential:
 
     def _update_few(self, proba: FloatArray, known: IntArray, label: IntArray, times: Sequence[float | None]) -> None:
         """:meth:`update_many` for a few rows (at most :data:`FEW`) without cost metrics: each
-        row scored (:func:`_score_row`) and added with Python floats, one at a time, in order,
+        row scored (:func:`score_row`) and added with Python floats, one at a time, in order,
         as the batch path adds them (the same sums, bit for bit); the window is read only where
         a history point falls due. Single learns come this way."""
-        rows = [_score_row(p, k, y) for p, k, y in zip(proba.tolist(), known.tolist(), label.tolist(), strict=True)
+        rows = [score_row(p, k, y) for p, k, y in zip(proba.tolist(), known.tolist(), label.tolist(), strict=True)
                 if k > 0]
         added = 0
 
@@ -520,13 +261,13 @@ class Prequential:
         costs = None if self.costs is None else np.column_stack(self.costs.scores(proba, known, label, classes))
         return rows, costs
 
-    def _tables(self, rows: FloatArray, costs: FloatArray | None, window: bool) -> _Tables:
+    def _tables(self, rows: FloatArray, costs: FloatArray | None, window: bool) -> Tables:
         """The window's rows (if ``window``), then the pending score rows ``rows`` and cost score
         rows ``costs``."""
-        return _Tables(_ScoreTable(self.recent, rows, window, self.bins),
+        return Tables(ScoreTable(self.recent, rows, window, self.bins),
                        None if self.costs is None or costs is None else self.costs.table(costs, window))
 
-    def _add(self, tables: _Tables) -> None:
+    def _add(self, tables: Tables) -> None:
         """Add the tables' pending rows to the running metrics and the window, row by row, in order."""
         table = tables.scores
         sums, counts, corrects = table.tally(table.first, len(table.rows),
@@ -554,7 +295,7 @@ class Prequential:
         """The metrics of the recent window: ``n``, ``log_loss``, ..., ``reliability``."""
         return self._window_summary(self._tables(np.empty((0, 4)), np.empty((0, 2)), window=True), 0)
 
-    def _window_summary(self, tables: _Tables, added: int) -> dict[str, Any]:
+    def _window_summary(self, tables: Tables, added: int) -> dict[str, Any]:
         """:meth:`recent_summary` once the first ``added`` pending rows of ``tables`` are added."""
         lo, hi = tables.scores.window(added)
         (log_loss, brier, *confs), counts, corrects = tables.scores.tally(lo, hi, [0.0] * (self.bins + 2))

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Header
 
+from app.admission import LearnEvent
 from app.deps import WriteDefaultModel, WriteModel
 from app.errors import FastJSON
 from app.exceptions import Loc
-from app.hosting import KEY_LOC, LearnEvent, ModelHost
+from app.group_commit import KEY_LOC
+from app.hosting import ModelHost
 from app.json_route import JSONRoute
 from app.schemas import LearnBody, LearnResult
 from app.validation import Limits, check_event, check_features, check_id, check_label, check_length, field_error

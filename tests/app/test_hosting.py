@@ -12,6 +12,7 @@ import httpx
 import pytest
 from streamtree import ProbabilityTree
 
+from app.group_commit import GroupCommit
 from app.hosting import ModelHost
 from app.main import create_app
 from app.settings import Settings
@@ -242,7 +243,7 @@ async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, An
         await asyncio.wait_for(until(lambda: sizes), 30)  # the first commit is in flight, held
         tasks = [asyncio.create_task(c.post("/learn", json=b, headers=headers[i] if headers else None))
                  for i, b in enumerate(bodies)]
-        await asyncio.wait_for(until(lambda: len(host._queue) == len(bodies)), 30)
+        await asyncio.wait_for(until(lambda: len(host.writer.queue) == len(bodies)), 30)
         release.set()
         assert (await held).status_code == 200
         responses = list(await asyncio.gather(*tasks))
@@ -340,7 +341,7 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
         bodies.append(single(*chunk[0]) if size == 1 else {"events": [single(x, y) for x, y in chunk]})
         i += size
     bodies.append({"events": [single(events[i][0] | {"c": "nominal now"}, "low")]})  # refused
-    monkeypatch.setattr(ModelHost, "_snapshot", _no_snapshot)
+    monkeypatch.setattr(GroupCommit, "_snapshot", _no_snapshot)
     app = create_app(Settings(data_dir=tmp_path))
     responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0])))
     assert [r.status_code for r in responses] == [200] * 40 + [422]
@@ -356,5 +357,5 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
         assert host.prequential.state() == live_metrics
 
 
-async def _no_snapshot(self: ModelHost) -> None:
+async def _no_snapshot(self: GroupCommit) -> None:
     return None

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from app.history import History
-from app.prequential import EPS, FEW, CostScores, Prequential, _one_row, _score_row, score, scores
+from app.prequential import FEW, CostScores, Prequential
+from app.scoring import EPS, one_row, score, score_row, scores
 from tests.app.test_history import ReferenceHistory, arrival_times, cuts_of
 
 
@@ -261,7 +262,7 @@ class FullReference:
         self.bin_correct[b] += correct
         self.recent = (self.recent + [(log_loss, brier, correct, conf)])[-self.window:] if self.window else []
         if self.costs is not None:
-            row, known, column, classes = _one_row(proba, label)
+            row, known, column, classes = one_row(proba, label)
             ise, cost = (float(v[0]) for v in self.costs.scores(row, known, column, classes))
             if not math.isnan(ise):
                 self.costed += 1
@@ -370,7 +371,7 @@ def test_a_few_rows_are_scored_as_a_batch_scores_them() -> None:
     known = rng.integers(0, k + 1, size=n)  # 0: unscored (no label seen yet)
     label = rng.integers(0, k, size=n)  # sometimes not among the known classes
     for i in range(n):
-        assert _score_row(proba[i].tolist(), int(known[i]) or 1, int(label[i])) == tuple(
+        assert score_row(proba[i].tolist(), int(known[i]) or 1, int(label[i])) == tuple(
             float(v) for v in np.array(scores(proba[i:i + 1], np.array([known[i] or 1]), label[i:i + 1]))[[0, 1, 3, 2], 0])
     batch = Prequential(window=25, history=History(every=7, seconds=1e9))
     assert n > FEW

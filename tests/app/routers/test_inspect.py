@@ -7,7 +7,7 @@ import math
 import pytest
 from streamtree import ProbabilityTree
 
-from app.prequential import EPS
+from app.scoring import EPS
 from tests.app.conftest import learn_all
 
 

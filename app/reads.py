@@ -1,0 +1,102 @@
+"""Reading a model as the API answers: probabilities, decisions and explanations keyed by label.
+
+Functions of the model alone (a :class:`~app.hosting.ModelHost` checks that the model may be
+read and counts the predictions): labels become JSON keys (:func:`app.schemas.label_key`),
+and the library's :class:`~streamtree.exceptions.InputError` becomes a 422 naming the field
+(:func:`input_error`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.exceptions import InvalidInput, Loc, NoLabels
+from app.schemas import label_key
+from app.validation import field_error
+from streamtree.decision import CostMatrix, decide_many
+from streamtree.exceptions import DecisionError, InputError
+from streamtree.typing import FloatArray
+
+__all__ = ["decisions", "explanation", "input_error", "labels_for", "proba_matrix", "proba_one", "proba_rows"]
+
+
+def input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> InvalidInput:
+    """The library's InputError as a refusal naming the field (a feature, or the label)."""
+    name = getattr(exc, "field", None)
+    if name == "label" and label_loc is not None:
+        loc: Loc = label_loc
+    elif isinstance(name, (str, int)):
+        loc = (*features_loc, name)
+    else:
+        loc = features_loc
+    return field_error(loc, str(exc), "invalid_input")
+
+
+def proba_one(model: Any, x: dict[str, Any]) -> dict[str, float]:
+    """Class probabilities for one instance, by label key (refusals at ``("body", "features")``)."""
+    try:
+        proba = model.predict_proba_one(x)
+    except InputError as exc:
+        raise input_error(exc, ("body", "features")) from None
+    return {label_key(c): p for c, p in proba.items()}
+
+
+def proba_matrix(model: Any, xs: list[dict[str, Any]]) -> FloatArray:
+    """``(n, classes)`` probabilities for a batch, columns in the model's class order
+    (refusals at ``("body", "instances")``)."""
+    try:
+        proba: FloatArray = model.predict_proba(xs)
+    except InputError as exc:
+        raise input_error(exc, ("body", "instances")) from None
+    return proba
+
+
+def proba_rows(model: Any, xs: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Class probabilities for each instance, by label key (``{}`` for each before any label)."""
+    classes = list(model.classes_)
+    if not classes or not xs:
+        return [{} for _ in xs]
+    rows = proba_matrix(model, xs).tolist()
+    keys = [label_key(c) for c in classes]
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def labels_for(model: Any, costs: CostMatrix) -> list[str]:
+    """The model's labels (as JSON keys), once ``costs`` is known to cover each of them.
+
+    Raises
+    ------
+    NoLabels
+        The model has learned no label yet.
+    InvalidInput
+        At ``("body", "costs", decision)``: a decision has no cost for one of the labels.
+    """
+    keys = [label_key(c) for c in model.classes_]
+    if not keys:
+        raise NoLabels()
+    try:
+        costs.select(keys)
+    except DecisionError as exc:
+        raise field_error(("body", "costs", str(exc.decision)), f"This decision has no cost for the model's "
+                          f"label {label_key(exc.label)!r}: give every decision a cost for every label",
+                          "costs_missing_label") from None
+    return keys
+
+
+def decisions(proba: FloatArray, costs: CostMatrix, keys: list[str]) -> dict[str, Any]:
+    """The decisions of least expected cost for a batch's probabilities (columns ``keys``):
+    ``{"decisions", "expected_costs", "probabilities"}``, a list each."""
+    result = decide_many(proba, costs, classes=keys, check_input=False)
+    options = result.options
+    return {"decisions": result.decisions,
+            "expected_costs": [dict(zip(options, row, strict=True)) for row in result.expected_costs.tolist()],
+            "probabilities": [dict(zip(keys, row, strict=True)) for row in proba.tolist()]}
+
+
+def explanation(model: Any, x: dict[str, Any]) -> dict[str, Any]:
+    """The library's explanation of the prediction for ``x`` (refusals at ``("body", "features")``)."""
+    try:
+        result: dict[str, Any] = model.explain_one(x)
+    except InputError as exc:
+        raise input_error(exc, ("body", "features")) from None
+    return result
