@@ -3,10 +3,9 @@ that arrived while earlier ones were on their way.
 
 Forwarded one by one, every learn sent to a replica costs the writer a request of its own
 (parsing, routing, a place in a group commit) on top of the replica's hop, and on a machine
-the instances share, the hop's CPU comes out of the writer's: learns of 1 and 10 events
-through a replica reached 76-85% of those sent to the writer (``bench/scaleout.py``). Merged,
-the writer answers a few requests carrying many events each, as the clients would have sent
-them had they batched: 98-102% (same bench, same machine).
+the instances share, the hop's CPU comes out of the writer's. Merged, the writer answers a
+few requests carrying many events each, as the clients would have sent them had they
+batched (what each way reached: ``docs/decisions/forwarding.md``).
 
 What merges, and how:
 
@@ -41,14 +40,14 @@ import orjson
 __all__ = ["IN_FLIGHT", "LOCAL", "MAX_EVENTS", "SMALL", "Coalescer", "mergeable_events"]
 
 #: Learns of at most this many events are merged. Larger ones are batches already: merging
-#: learns of 100 events (16 clients) made the writer learn one large request after another,
-#: and took them from about 90% of the writer's rate to 81%.
+#: them made the writer learn one large request after another, and slowed them
+#: (``docs/decisions/forwarding.md``).
 SMALL = 20
 #: Most events in one merged request.
 MAX_EVENTS = 1_000
 #: Merged requests to one path on their way at once. With one, the learns that arrive
-#: meanwhile gather into the next: learns of 1 and 10 events through a replica reached
-#: 94-107% of the writer's rate with 1, 83-91% with 2 and 70-76% with 4.
+#: meanwhile gather into the next; more in flight merge less and reached less of the
+#: writer's rate (``docs/decisions/forwarding.md``).
 IN_FLIGHT = 1
 #: Statuses of a merged request that refused it whole, learning nothing: each learn is sent alone.
 _RESEND = (413, 422)

@@ -2,9 +2,9 @@
 
 Built whole, an answer of 10,000 events was read in one call on the store's thread (where
 every learn's commit waits its turn), encoded on the event loop in one stretch and handed to
-the connection at once: 100 clients that asked and never read took a service from 286 to
-520 MiB and single learns from 3 ms to 2.3 s, and eight clients reading as fast as they
-could pushed the learn p50 to 147 ms. Here:
+the connection at once: clients that asked and never read held the service's memory, and
+clients reading as fast as they could held up single learns (measured:
+``docs/decisions/bounded-clients.md``). Here:
 
 - an answer is read and sent a *page* at a time (:data:`PAGE_BYTES` of JSON or so, at most
   :data:`PAGE_EVENTS` events), and the next page is read only once the connection has taken

@@ -2,9 +2,10 @@
 request heads, and JSON answers to the requests it refuses before the application sees them.
 
 uvicorn's httptools protocol sets no limit on a request's head: the parser gathers a header's
-value piece by piece until the line ends, so one client sending an unfinished header of 32 MiB
-made the process hold it all (20 such clients took a service from 274 to 978 MiB), and 20,000
-headers were accepted. Here the head is bounded three ways, each an operator setting:
+value piece by piece until the line ends, so a client sending an unfinished header made the
+process hold all of it, and any number of headers was accepted (what that cost, measured:
+``docs/decisions/bounded-clients.md``). Here the head is bounded three ways, each an operator
+setting:
 
 - the whole head (request line and headers, ``max_head_bytes``): counted as the bytes arrive,
   before the parser gathers them, so an unfinished head costs at most about that much memory

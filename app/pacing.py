@@ -1,11 +1,11 @@
 """The writer's learning in stretches bounded by cost, so no learn holds the event loop long.
 
-The writer learns on the event loop (:mod:`app.hosting`), and a library call holds the loop
-for as long as it learns: its cost grows with events times trees. One batch of 1,000 events
-on a forest of 1,000 trees took 3.5 s, and ``/health`` waited 3.4 s behind it. So the events
-of a request are learned in library calls of at most :func:`stretch_events` events, at most
-:data:`STRETCH_COST` events x trees each (a tree keeps its 1,000 events a call, a forest of
-10 trees too, one of 100 trees learns 100 at a time), and the loop serves whatever waits
+The writer learns on the event loop (:mod:`app.group_commit`), and a library call holds the
+loop for as long as it learns: its cost grows with events times trees (how long, measured:
+``docs/decisions/learning-stretches.md``). So the events of a request are learned in library
+calls of at most :func:`stretch_events` events, at most :data:`STRETCH_COST` events x trees
+each (a tree keeps its 1,000 events a call, a forest of 10 trees too, one of 100 trees learns
+100 at a time), and the loop serves whatever waits
 between two calls (predictions and ``/health`` included; they may then see a model that
 learned part of a request, not yet acknowledged).
 
@@ -31,9 +31,8 @@ from streamtree.typing import ClassLabel
 
 __all__ = ["STRETCH_COST", "learn_in_stretches", "stretch_events"]
 
-#: Most events x trees one library call learns: about 35 ms of the loop at the 3.5 us an event
-#: and tree took on a forest of 1,000 trees (a tree's or a 10-tree forest's 1,000 events a
-#: call, as before).
+#: Most events x trees one library call learns (a tree's or a 10-tree forest's 1,000 events a
+#: call; how long that holds the loop: ``docs/decisions/learning-stretches.md``).
 STRETCH_COST = 10_000
 
 

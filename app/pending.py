@@ -15,7 +15,7 @@ __all__ = ["ENTRY_OVERHEAD", "PendingIds", "entry_bytes"]
 Key = str | int
 
 #: Bytes an id costs beyond its key and features: the ordered dict's slot and link, the entry
-#: tuple, its expiry time and size (measured with tracemalloc: ``bench/pending_memory.py``).
+#: tuple, its expiry time and size (how it was measured: ``docs/decisions/pending-ids-memory.md``).
 ENTRY_OVERHEAD = 240
 
 

@@ -32,11 +32,9 @@ __all__ = ["Follower", "Models"]
 log = logging.getLogger("streamtree.app")
 
 #: Events applied in one stretch of the event loop. A replica's loop also forwards writes to
-#: the writer: a page of 2,000 events learned in one call held each forwarded request for
-#: tens of milliseconds (the library learns a batch in slices exactly as in one piece). With the
-#: linear component a slice of 250 still held a forwarded request's body chunks and answer
-#: behind it: forwarded throughput of 100-event learns was 67-86% of the writer's over three
-#: runs, 82-97% with slices of 50 over four (``bench/scaleout.py``'s throughput, same machine).
+#: the writer, and a longer slice holds a forwarded request's body chunks and answer behind it
+#: (the library learns a batch in slices exactly as in one piece; what each slice length cost:
+#: ``docs/decisions/forwarding.md``).
 APPLY_SLICE = 50
 
 

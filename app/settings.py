@@ -70,8 +70,7 @@ class Settings(BaseSettings):
     pending_max, pending_max_bytes, pending_ttl_seconds
         Delayed labels, per model: how many ``predict_proba`` ids are remembered, how many
         bytes their features may take (each id is charged :func:`app.pending.entry_bytes`,
-        at least what it holds: with 10 features 1.4-2.2 KiB charged for 0.8-1.6 KiB held,
-        ``bench/pending_memory.py``), and for how long. Ids of callers without an API key never push out those of callers with one.
+        at least what it holds: ``docs/decisions/pending-ids-memory.md``), and for how long. Ids of callers without an API key never push out those of callers with one.
     snapshot_every
         Write a snapshot after this many events since the last one (also on SIGTERM).
     snapshots_kept
