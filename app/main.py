@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 import streamtree
+from streamtree.kernels import CACHE_DIR
 
 from app.body_limit import BodyLimitMiddleware
 from app.dashboard.throttle import LoginThrottle
@@ -30,6 +32,27 @@ __all__ = ["create_app"]
 DESCRIPTION = """Calibrated class probabilities from a single online decision tree, learned
 from a live event stream. Every learned event is logged durably before it is acknowledged;
 each model lives in memory with a single writer."""
+
+
+log = logging.getLogger("streamtree.app")
+
+
+def compile_progress(cached: bool) -> Any:
+    """A :func:`streamtree.warm_up` progress callback: on a first start (no cached kernels)
+    it says that the kernels compile, about how long it takes, and each step; otherwise nothing."""
+    if cached:
+        return None
+    log.warning("First start with this version: compiling streamtree's kernels into %s; this takes about "
+                "2 minutes on 2 cores (later starts load them in seconds). The port opens when they are ready.",
+                CACHE_DIR)
+
+    def progress(done: int, total: int, step: str) -> None:
+        if done < total:
+            log.warning("compiling kernels: step %d of %d (%s)", done + 1, total, step)
+        else:
+            log.warning("kernels compiled")
+
+    return progress
 
 
 def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastAPI:
@@ -56,7 +79,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # compile (or load from the disk cache) every kernel before anything is served: the
         # server answers /health only after this, so the first real event pays no compile
-        await asyncio.to_thread(streamtree.warm_up)
+        await asyncio.to_thread(streamtree.warm_up, compile_progress(streamtree.kernels_cached()))
         node = Node(settings, telemetry, model_cls)
         app.state.node = node
         await node.open()
@@ -64,7 +87,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         # the process: move it out of the collector's generations, so the full collections
         # that batches of thousands of new dicts trigger do not scan it again each time.
         gc.freeze()
-        logging.getLogger("streamtree.app").info(
+        log.info(
             "streamtree ready: %d model(s) in %s", len(node.registry.hosts),
             redact(settings.database_url) if settings.database_url else settings.data_dir)
         try:
@@ -74,7 +97,9 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
             forwarder.close()
             gc.unfreeze()  # collectable again (an app built and closed in a longer process, as in tests)
 
-    app = FastAPI(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+    # FastAPIOffline: FastAPI whose /docs and /redoc load Swagger UI and ReDoc from the
+    # service itself, so they work without internet
+    app = FastAPIOffline(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
                   # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only
                   # cost a provider lookup on every request.
                   telemetry={"tracing": False, "metrics": False, "logs": False})
