@@ -36,7 +36,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import tempfile
 import threading
 import time

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 SWEEP = Path(__file__).parent / "results" / "sweep"

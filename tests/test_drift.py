@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import random
-import struct
 
 import numpy as np
 import pytest
@@ -16,7 +14,6 @@ from river import drift as river_drift
 
 from streamtree import ConfigError, ProbabilityTree
 from tests.reference.adwin import Adwin
-from streamtree.persistence import MAGIC
 
 from tests.batches import learn_in_batches
 

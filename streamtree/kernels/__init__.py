@@ -69,12 +69,13 @@ def _cache_dir() -> str:
 CACHE_DIR = _cache_dir()
 """Where the compiled kernels are cached (see the module docstring)."""
 
-_previous = getattr(numba.config, "CACHE_DIR")
-setattr(numba.config, "CACHE_DIR", CACHE_DIR)
+# getattr/setattr: numba.config's attributes are set at import time, unknown to type checkers
+_previous = getattr(numba.config, "CACHE_DIR")  # noqa: B009
+setattr(numba.config, "CACHE_DIR", CACHE_DIR)  # noqa: B010
 try:  # define every kernel now, under this cache directory
     from streamtree.kernels import (  # noqa: F401  (every module of the package: tests/kernels/test_cache.py)
         adwin, borrow, codes, criteria, forest, grow, handle, hgs, leaf_stats, learn, linear, naive_bayes, predict,
         randomness, reductions, route, smoothing, split,
     )
 finally:
-    setattr(numba.config, "CACHE_DIR", _previous)
+    setattr(numba.config, "CACHE_DIR", _previous)  # noqa: B010

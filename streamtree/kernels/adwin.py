@@ -71,7 +71,7 @@ from streamtree.state import (
 
 __all__ = ["MIN_PART", "adwin_from_state", "adwin_to_state", "adwin_update", "new_adwin"]
 
-MIN_PART = 5  # the smallest W0 and W1 a cut may leave, as in MOA 
+MIN_PART = 5  # the smallest W0 and W1 a cut may leave, as in MOA
 
 
 @njit(cache=True)

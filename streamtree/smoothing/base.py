@@ -40,7 +40,7 @@ class Smoother(ABC):
     #: estimators that only serve batch use
     code: ClassVar[int] = -1
 
-    def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:
+    def refit(self, topology: Topology, counts: FloatArray, fit_counts: FloatArray | None = None) -> None:  # noqa: B027
         """Update fitted parameters. ``fit_counts`` are the counts an objective should read
         (honest counts), ``counts`` those predictions use; closed-form estimators ignore both."""
 
@@ -75,7 +75,7 @@ class Smoother(ABC):
         """Fitted parameters as numpy arrays and JSON scalars (empty for closed forms)."""
         return {}
 
-    def set_state(self, state: State) -> None:
+    def set_state(self, state: State) -> None:  # noqa: B027 (a no-op unless overridden)
         """Restore what :meth:`get_state` returned."""
 
     def __repr__(self) -> str:

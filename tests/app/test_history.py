@@ -292,6 +292,6 @@ def test_encoded_report_is_the_report_as_json() -> None:
         assert history.encoded_report(after) == orjson.dumps(history.report(after))
     small = History(every=10, max_points=3)
     for seq in range(1, 200):
-        small.observe(float(seq), lambda: {"n": seq, "log_loss": 0.5, "brier": 0.1, "accuracy": 1.0, "ece": 0.0,
+        small.observe(float(seq), lambda seq=seq: {"n": seq, "log_loss": 0.5, "brier": 0.1, "accuracy": 1.0, "ece": 0.0,
                                            "reliability": [{"count": 1, "mean_confidence": 0.9, "accuracy": 1.0}]})
         assert small.encoded_report() == orjson.dumps(small.report())

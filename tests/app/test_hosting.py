@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from streamtree import ProbabilityTree
 
 from app.group_commit import GroupCommit

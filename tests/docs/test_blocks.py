@@ -32,7 +32,7 @@ class Answers:
     def __init__(self, status: int, text: str) -> None:
         self.status_code, self.text, self.seen = status, text, []
 
-    def request(self, method: str, url: str, **kwargs: Any) -> "Answers":
+    def request(self, method: str, url: str, **kwargs: Any) -> Answers:
         self.seen.append((method, url, kwargs))
         return self
 

@@ -84,7 +84,7 @@ def test_hgs_matches_the_smoother(seed: int) -> None:
 
 
 def test_mle_backs_off_to_the_nearest_ancestor_with_counts_and_is_not_floored() -> None:
-    parent = np.array([-1, 0, 0, 2, 2], dtype=np.int64)
+    # the tree: node 0 the root, 1 and 2 its children, 3 and 4 node 2's
     counts = np.array([[3.0, 1.0, 0.0], [2.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
     out = np.empty(3)
     ks.path_proba(ks.MLE, 1.0, counts, np.zeros((5, 3)), 0.0, np.array([0, 2, 3]), 3, 3, out)

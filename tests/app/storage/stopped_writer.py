@@ -134,7 +134,7 @@ def main() -> None:
         outcome = "ok"
         try:
             if op == "delete":
-                retry(lambda: store.create_model(f"d{trial}", "{}"))
+                retry(lambda trial=trial: store.create_model(f"d{trial}", "{}"))
             if op == "renew" and int(k) == 0:  # its next renewal: one statement
                 trap.arm(0, when, "streamtree-lease", lambda: coordinator.holder() is not None)
             elif op == "acquire":  # given up, taken back by its next attempt: its statements
