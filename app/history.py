@@ -241,15 +241,17 @@ class History:
         """``{"points": [...], "drifts": [{"seq", "event"}]}``, each with ``seq > after``."""
         return {
             "points": [p.as_json() for p in self.points if p.seq > after],
-            "drifts": [{"seq": seq, "event": kind} for seq, kind in self.drifts if seq > after],
+            "drifts": self._drifts_after(after),
         }
 
     def encoded_report(self, after: int = 0) -> bytes:
         """:meth:`report` as JSON: the same bytes as ``orjson.dumps(report(after))``, with each
         point encoded once (points never change), so a full history costs little to serve."""
         points = [self._encoded_point(p) for p in self.points if p.seq > after]
-        drifts = [{"seq": seq, "event": kind} for seq, kind in self.drifts if seq > after]
-        return orjson.dumps({"points": points, "drifts": drifts})
+        return orjson.dumps({"points": points, "drifts": self._drifts_after(after)})
+
+    def _drifts_after(self, after: int) -> list[dict[str, Any]]:
+        return [{"seq": seq, "event": kind} for seq, kind in self.drifts if seq > after]
 
     def _encoded_point(self, point: Point) -> orjson.Fragment:
         encoded = self._encoded.get(point.seq)
