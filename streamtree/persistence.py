@@ -39,7 +39,7 @@ import io
 import json
 import struct
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -94,7 +94,7 @@ class Capture:
 
     __slots__ = ("arrays", "head")
 
-    def __init__(self, header: dict[str, Any], arrays: dict[str, np.ndarray | Capture]) -> None:
+    def __init__(self, header: dict[str, Any], arrays: Mapping[str, np.ndarray | Capture]) -> None:
         try:
             self.head = json.dumps(header, allow_nan=False).encode()
         except (TypeError, ValueError) as err:
@@ -123,7 +123,7 @@ def capture(state: TreeState, header: TreeHeader) -> Capture:
         # capacities: a reloaded model holds (and reports) the memory the saved one held
         "capacity": state.capacities(),
     }
-    return Capture(head, dict(state.to_arrays()))
+    return Capture(head, state.to_arrays())
 
 
 def dump(state: TreeState, header: TreeHeader) -> bytes:
