@@ -50,7 +50,7 @@ known to all members at the same row, as it does to a single tree.
 
 Learning and prediction cost one compiled call for all the members
 (:mod:`streamtree.kernels.forest`), not one per member: the members' arrays are held in numba
-typed lists (:class:`_MemberArrays`) that follow the members' states
+typed lists (:class:`MemberArrays`) that follow the members' states
 (:class:`~streamtree.tree_state.TreeState`), and a member that needs Python (to grow its
 arrays or start, adopt or drop a background tree) is handled as a tree handles itself
 (``TreeState.resolve``) before the call resumes: the same bits as a call per member.
@@ -72,15 +72,14 @@ from streamtree.exceptions import ConfigError, FormatError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.inspection import limit_notes
 from streamtree.kernels.forest import (
-    ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_list, member_weights, members_scratch,
-    predict_forest_rows, put_member, weigh_rows,
+    ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_weights, predict_forest_rows, weigh_rows,
 )
 from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
+from streamtree.members import MemberArrays
 from streamtree.persistence import FOREST, Capture, capture_forest, read_forest, register_reader
-from streamtree.state import DriftArrays, TreeArrays
 from streamtree.tree import ProbabilityTree, class_ids
-from streamtree.tree_state import NO_DRIFT, ONCE, TreeState, registry_shapes
+from streamtree.tree_state import registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["METHODS", "ProbabilityForest"]
@@ -115,89 +114,6 @@ _SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
 def _member_seed(seed: int, index: int) -> int:
     """Member ``index``'s seed, a hash of the forest's seed (non-negative int64)."""
     return int(mix(seed, index, 0, 0x5EED) >> np.uint64(1))
-
-
-class _MemberArrays:
-    """The members' arrays as :mod:`streamtree.kernels.forest` takes them: a typed list of
-    each member's tree and detector, one of its background tree (its tree while it has
-    none), and the members' configurations stacked (one row each).
-
-    The members' states own the arrays; these lists only follow them: :meth:`sync`, before
-    every kernel call, compares each member's state and arrays with the ones held (identity)
-    and replaces an entry only where a member replaced them (growth, a background tree
-    started, adopted or dropped, a loaded model), so the common call rebuilds nothing, and a
-    member changed from outside the forest (its own ``learn_one``, a restore) is followed."""
-
-    def __init__(self, members: list[ProbabilityTree]) -> None:
-        self.members = members
-        self.cfg_i = np.stack([m.state.cfg_i for m in members])
-        self.cfg_f = np.stack([m.state.cfg_f for m in members])
-        first = members[0].state
-        self.trees = member_list(_member_entry(first))
-        self.backgrounds = member_list(first.handle(first.tree))
-        n = len(members)
-        self._totals = np.zeros(n, dtype=np.int64)
-        #: :func:`~streamtree.kernels.forest.learn_forest`'s arrays for one event whose
-        #: predictions are not asked for (``learn_one``), reused event after event (the kernel
-        #: fills what it reads): the draws, the members' predictions (none), their scores (with
-        #: weighing, and without) and the forest's predictions (none).
-        self.one_event = (np.empty((n, 1), dtype=np.int64), np.empty((n, 0, 0)), np.empty((n, 1)), np.empty((n, 0)),
-                          np.empty((0, 0)))
-        self._held: list[tuple[TreeState | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
-            (None, None, None, None)] * n
-        for i in range(n):
-            self._put(i)
-        #: the kernels' working arrays, sized for every member's arrays (and background tree's)
-        #: whenever an entry is replaced: not made again on every call
-        self.paths, self.work = members_scratch(self.trees, self.backgrounds)
-
-    def _put(self, i: int) -> None:
-        s = self.members[i].state
-        put_member(self.trees, i, _member_entry(s))
-        put_member(self.backgrounds, i, s.handle(s.background if s.background is not None else s.tree))
-        self.cfg_i[i], self.cfg_f[i] = s.cfg_i, s.cfg_f
-        self._held[i] = (s, s.tree, s.background, s.drift)
-
-    def sync(self) -> None:
-        """Replace the entry of every member whose state is not the one held, or whose arrays
-        are not (identity: a few attribute reads a member, inlined, as this runs on every call)."""
-        held = self._held
-        replaced = False
-        for i, m in enumerate(self.members):
-            state, tree, background, drift = held[i]
-            s = m.state
-            if s is not state or s.tree is not tree or s.background is not background or s.drift is not drift:
-                self._put(i)
-                replaced = True
-        if replaced:
-            self.paths, self.work = members_scratch(self.trees, self.backgrounds)
-
-    def prepare(self, first_values: dict[int, float], shapes: tuple[int, ...]) -> np.ndarray:
-        """Before learning: each member makes room for the registry's ``shapes``
-        (``TreeState.make_room``) and is followed (:meth:`sync`); returns the examples each
-        had learned (the kernel's ``totals``)."""
-        totals = self._totals
-        for i, m in enumerate(self.members):
-            if shapes != m.state.shapes:
-                m.state.make_room(m.registry, first_values, shapes)
-            totals[i] = m.n_examples
-        self.sync()
-        return totals
-
-    def finish(self, n: int) -> None:
-        """After learning ``n`` rows: each member counts them and lets go of a background
-        tree the loop dropped (``TreeState.resolve`` with ``DONE``; the lists let go of it at
-        the next :meth:`sync`)."""
-        for m in self.members:
-            m.n_examples += n
-            if m.state.background is not None:
-                m.state.resolve(DONE, ONCE, 0)
-
-
-def _member_entry(s: TreeState) -> tuple[Any, Any]:
-    """A member's entry in :attr:`_MemberArrays.trees`: the handles of its tree's and its
-    detector's arrays (:mod:`streamtree.kernels.handle`)."""
-    return s.handle(s.tree), s.handle(s.drift if s.drift is not None else NO_DRIFT)
 
 
 class ProbabilityForest(Classifier):
@@ -283,7 +199,7 @@ class ProbabilityForest(Classifier):
         self.loss_ = np.zeros(self.n_trees)  # each member's recent log loss (weigh_rows)
         self._shapes: tuple[int, ...] = ()  # the registry's shapes at the last batch
         self._share(self.members[0].registry)
-        self._arrays: _MemberArrays | None = None  # built on first use (_member_arrays)
+        self._arrays: MemberArrays | None = None  # built on first use (_member_arrays)
 
     def _share(self, registry: FeatureRegistry) -> None:
         """One registry and one list of classes for the forest and all its members."""
@@ -332,12 +248,12 @@ class ProbabilityForest(Classifier):
         total = member_weights(self.loss_, self._eta, weights)
         return (weights / total).tolist()  # type: ignore[no-any-return]
 
-    def _member_arrays(self) -> _MemberArrays:
+    def _member_arrays(self) -> MemberArrays:
         """The members' arrays for the kernels (not yet synced: the caller does), built anew
         for a new list of members (a loaded forest)."""
         arrays = self._arrays
         if arrays is None or arrays.members is not self.members:
-            arrays = self._arrays = _MemberArrays(self.members)
+            arrays = self._arrays = MemberArrays(self.members)
         return arrays
 
     # -- learning -----------------------------------------------------------------------

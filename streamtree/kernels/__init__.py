@@ -12,7 +12,7 @@ with a field per array: a tuple of 31 arrays took and released a reference to ea
 atomic operations that numba's reference-count pruning cannot remove across branches. The
 kernels every example runs are also ``inline="always"`` (compiled into each caller):
 ``predict.serve``, ``learn.learn_in_tree`` (an example's first learning;
-``learn_in_tree_call`` for the rarer uses), ``learn._learn_linear``, ``predict.tree_proba``
+``learn_in_tree_call`` for the rarer uses), ``linear_step.learn_linear``, ``predict.tree_proba``
 and ``leaf_stats.update_stats``. The smoothing itself (``smoothing.path_proba``) and the small
 linear kernels stay calls: inlining them gained too little for its compilation time. An
 inlined kernel is still callable from Python, and tested so against its reference. What each
@@ -74,8 +74,8 @@ _previous = getattr(numba.config, "CACHE_DIR")  # noqa: B009
 setattr(numba.config, "CACHE_DIR", CACHE_DIR)  # noqa: B010
 try:  # define every kernel now, under this cache directory
     from streamtree.kernels import (  # noqa: F401  (every module of the package: tests/kernels/test_cache.py)
-        adwin, borrow, codes, criteria, forest, grow, handle, hgs, leaf_stats, learn, linear, naive_bayes, predict,
-        randomness, reductions, route, smoothing, split,
+        adwin, borrow, codes, criteria, drift, forest, grow, handle, hgs, hgs_loss, leaf_stats, learn, linear, linear_step,
+        naive_bayes, predict, randomness, reductions, refit, route, smoothing, split,
     )
 finally:
     setattr(numba.config, "CACHE_DIR", _previous)  # noqa: B010

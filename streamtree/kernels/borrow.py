@@ -25,7 +25,7 @@ Ownership rules
    are no longer its tree, background tree or detector.
 3. **A forest's typed lists** of its members' handles hold the handles' compiled structs, not
    their Python objects: the forest holds each member's state and arrays itself, beside its
-   entry (``_MemberArrays._held``), and replaces the list entry before it lets the arrays go.
+   entry (the held entries of :class:`streamtree.members.MemberArrays`), and replaces the list entry before it lets the arrays go.
 4. **An entry point** borrows its arguments, which the caller holds for the whole call, and
    its working arrays, which a variable holds until after their last borrowed use
    (:func:`hold`).

@@ -53,25 +53,24 @@ from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.borrow import borrow, hold
+from streamtree.kernels.drift import adopt, argmax_error, log_event
 from streamtree.kernels.codes import (
     ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_LINEAR, C_M, C_MAX_DEPTH,
     C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
     C_SPLITTER, C_SUBSPACE, C_TAU, C_TAU_RANGE, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START,
 )
 from streamtree.kernels.grow import attempt_split, has_room
-from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.leaf_stats import update_stats
-from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty
-from streamtree.kernels.naive_bayes import nb_fit, nb_refresh, nb_score
+from streamtree.kernels.linear_step import learn_linear
+from streamtree.kernels.naive_bayes import nb_score
 from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_loglik, tree_proba
+from streamtree.kernels.refit import refit
 from streamtree.kernels.route import route
-from streamtree.kernels.smoothing import HGS
 from streamtree.state import (
-    A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, D_ACTIVE, D_COMPARED,
-    D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DETECTION, DROPPED, EVENTS_KEPT, F_GAMMA, F_MIX_A,
-    F_MIX_B, F_MIX_C, F_THETA0, KIND, LAST_ATTEMPT, LEAF, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_CLASSES, M_NB_NOMINAL,
-    M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_VALUES, MIN_PROBA, PARENT, SEEN,
-    SLOT, SWAP,
+    A_CHANGE, D_ACTIVE, D_COMPARED,
+    D_DETECTIONS, D_DROPPED, D_GAP, DETECTION, DROPPED, F_GAMMA, F_MIX_A,
+    F_MIX_B, F_MIX_C, KIND, LAST_ATTEMPT, LEAF, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_SCORED, M_NUMERIC, MIN_PROBA, SEEN,
+    SLOT,
 )
 
 # The configuration's codes (streamtree.kernels.codes) and the prediction kernels
@@ -88,79 +87,6 @@ SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example bef
 MIN_COMPARE = 10  # examples a background tree is compared on before it may replace the tree
 MARGIN = 2.0  # nats of log likelihood by which it must beat the tree
 SCRATCH_ROWS = 6  # working arrays of the learning loop (scratch): five per class, one for the linear component
-
-
-@njit(cache=True)
-def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
-    """Every ``refit_every`` examples: the naive-Bayes parameters and ``gamma``, forgetting
-    (every count, and every growing leaf's split statistics, times
-    ``0.5 ** (refit_every / half_life)``, so that all examples of one block weigh the same: a
-    split chosen after a change sees the new concept, and the children's inherited counts
-    are the new concept's), then a few warm-started HGS steps on the leave-one-out objective of the
-    honest counts (``counts - inherited``) or of all counts."""
-    n = t.meta[M_NODES]
-    k = t.meta[M_CLASSES]
-    if cfg_i[C_NB]:
-        nb_refresh(t.nb_num, t.nb_nom, t.shift, k, t.meta[M_NUMERIC], t.meta[M_NOMINAL], t.meta[M_VALUES],
-                   t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table)
-        t.meta[M_NB_CLASSES] = k
-        t.meta[M_NB_NUMERIC] = t.meta[M_NUMERIC]
-        t.meta[M_NB_NOMINAL] = t.meta[M_NOMINAL]
-        t.meta[M_NB_VALUES] = t.meta[M_VALUES]
-        t.meta_f[F_GAMMA] = nb_fit(t.nb_a, t.nb_b, t.nb_y, t.meta[M_NB_SCORED], k, t.meta_f[F_GAMMA])
-    if cfg_i[C_HALF_LIFE] > 0:
-        factor = 0.5 ** (cfg_i[C_REFIT_EVERY] / cfg_i[C_HALF_LIFE])
-        for i in range(n):
-            for c in range(k):
-                t.counts[i, c] *= factor
-                t.inherited[i, c] *= factor
-            slot = t.node[i, SLOT]
-            if slot >= 0:  # a growing leaf's split statistics forget too (sums: mean and variance keep)
-                t.num_stats[slot] *= factor
-                t.nom_stats[slot] *= factor
-    if cfg_i[C_SMOOTHER] == HGS and k > 0:
-        fit = np.empty((n, k))
-        internal = np.empty(n, dtype=np.bool_)
-        for i in range(n):
-            internal[i] = t.node[i, KIND] != LEAF
-            for c in range(k):
-                fit[i, c] = t.counts[i, c] - t.inherited[i, c] if cfg_i[C_HONEST] else t.counts[i, c]
-        parent = t.node[:n, PARENT].copy()
-        refit_online(parent, internal, fit, n, k, t.hgs, t.meta_f[F_THETA0:F_THETA0 + 3], cfg_i[C_REFIT_STEPS])
-        t.meta[M_REFITS] += 1
-
-
-@njit(cache=True, inline="always")
-def _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled,  # type: ignore[no-untyped-def]
-                  want_score) -> float:
-    """The linear component's share of learning one example of class ``k``: score the tree's
-    smoothed probabilities and the regression's before either learns it into the pool's
-    window (scoring every other example only cost log loss on the short streams:
-    ``docs/decisions/linear-component.md``), refit the pool when due (:func:`~streamtree.kernels.linear.refit_due`), and take
-    the regression's step (:mod:`streamtree.kernels.linear`). ``p_tree``, ``p_lr``, ``z`` (``3 F``) and
-    ``pooled`` are scratch. With ``want_score``, returns the pool's probability of ``k`` before the
-    example was learned: what :func:`proba_at` served without the naive-Bayes factor, the same
-    bits (the same kernels on the same values); NaN otherwise."""
-    standardise(t.lr_scale, num_row, n_numeric, z)
-    lr_proba(t.lr_w, t.lr_bias, z, n_numeric, n_classes, p_lr)
-    tree_proba(cfg_i, cfg_f, t.counts, t.hgs, t.meta_f[F_THETA0], path, length, n_classes, p_tree)
-    served = math.nan
-    if want_score:
-        a, b, c = t.meta_f[F_MIX_A], t.meta_f[F_MIX_B], t.meta_f[F_MIX_C]
-        served = p_tree[k]
-        if a != 1.0 or b != 0.0 or c != 0.0:  # as proba_at pools
-            mix_pool(p_tree, p_lr, a, b + c * uncertainty(p_tree, n_classes), n_classes, pooled)
-            served = pooled[k]
-    mix_score(t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
-    t.meta[M_MIX_SCORED] += 1
-    if refit_due(t.meta[M_MIX_SCORED]):
-        a, b, c = mix_fit(t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta[M_MIX_SCORED], n_classes, t.meta_f[F_MIX_A],
-                          t.meta_f[F_MIX_B], t.meta_f[F_MIX_C])
-        t.meta_f[F_MIX_A] = a
-        t.meta_f[F_MIX_B] = b
-        t.meta_f[F_MIX_C] = c
-    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr, z[n_numeric:])  # p_lr: this example's
-    return served
 
 
 @njit(cache=True, inline="always")
@@ -182,7 +108,7 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
         proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, right, smoothed, loglik)
         score = right[k]
     if linear:
-        served = _learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z, right,
+        served = learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z, right,
                                want_score and pool_served)
         if want_score and pool_served:
             score = served
@@ -217,47 +143,6 @@ def learn_in_tree_call(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length
     :func:`serve`."""
     return learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
                          want_score)
-
-
-@njit(cache=True)
-def _event(d, kind, at) -> None:  # type: ignore[no-untyped-def]
-    """Append a drift event, keeping the most recent ``EVENTS_KEPT``."""
-    n = int(d.drift_s[D_N_EVENTS])
-    if n == EVENTS_KEPT:
-        for i in range(EVENTS_KEPT - 1):
-            d.drift_ev[i, 0] = d.drift_ev[i + 1, 0]
-            d.drift_ev[i, 1] = d.drift_ev[i + 1, 1]
-        n -= 1
-    d.drift_ev[n, 0] = kind
-    d.drift_ev[n, 1] = at
-    d.drift_s[D_N_EVENTS] = n + 1
-
-
-@njit(cache=True)
-def _adopted(d, bg, at) -> None:  # type: ignore[no-untyped-def]
-    """The background tree becomes the tree: a new error stream starts (ADWIN restarts)."""
-    d.drift_s[D_TREE_SINCE] = at - bg.meta[M_EXAMPLES]
-    # the adopted tree goes on with the model's schedule of refits and naive-Bayes samples
-    # (keeping its own count cost log loss: docs/decisions/drift.md)
-    bg.meta[M_EXAMPLES] = at
-    d.drift_s[D_ACTIVE] = 0.0
-    d.drift_s[D_SWAPS] += 1.0
-    d.adwin_b[:] = 0.0
-    d.adwin_n[:] = 0
-    for i in (A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE, A_DETECTED_AT):
-        d.adwin_s[i] = 0.0
-    d.adwin_s[A_N_ROWS] = 1.0
-    _event(d, SWAP, at)
-
-
-@njit(cache=True)
-def _argmax_error(counts, leaf, n_classes, k) -> float:  # type: ignore[no-untyped-def]
-    """1.0 when the leaf's most counted class (the first on ties) is not ``k``."""
-    best = 0
-    for c in range(1, n_classes):
-        if counts[leaf, c] > counts[leaf, best]:
-            best = c
-    return 0.0 if best == k else 1.0
 
 
 @njit(cache=True)
@@ -378,7 +263,7 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
         n_classes = t.meta[M_CLASSES]
         error = 0.0
         if drift:
-            error = _argmax_error(t.counts, path[length - 1], n_classes, k)
+            error = argmax_error(t.counts, path[length - 1], n_classes, k)
             if active:  # both trees score the example before either learns it
                 proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
                 p_tree = out[k]
@@ -415,15 +300,15 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
                 t.meta_f[F_MIX_C] = 0.0
                 t.meta[M_MIX_SCORED] = 0
             d.drift_s[D_DETECTIONS] += 1.0
-            _event(d, DETECTION, at)
+            log_event(d, DETECTION, at)
             if not active:
                 return r + 1, START
         if active:
             if d.drift_s[D_COMPARED] >= MIN_COMPARE and d.drift_s[D_GAP] > MARGIN:
-                _adopted(d, bg, at)
+                adopt(d, bg, at)
                 return r + 1, ADOPT
             if d.drift_s[D_COMPARED] >= cfg_i[C_PATIENCE]:
                 d.drift_s[D_ACTIVE] = 0.0
                 d.drift_s[D_DROPPED] += 1.0
-                _event(d, DROPPED, at)
+                log_event(d, DROPPED, at)
     return n, DONE

@@ -42,7 +42,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streamtree.kernels.reductions import np_sum
+from streamtree.kernels.reductions import np_max, np_maximum, np_sum, py_max
 from streamtree.state import BUFFER, N_, Q_, S_
 
 __all__ = [
@@ -66,36 +66,6 @@ MIN_SAMPLES = 64  # gamma stays as it is until this many examples were scored
 NEWTON_STEPS = 5
 LOG_2PI = math.log(2.0 * math.pi)
 LOG_FLOOR = math.log(1e-15)  # nb_a's fill: a class unknown when a row was scored
-
-
-# -- numpy's and Python's reductions, operation for operation -------------------------------
-@njit(cache=True)
-def _np_maximum(x: float, y: float) -> float:
-    """``np.maximum``: NaN wins."""
-    if x != x or x >= y:
-        return x
-    return y
-
-
-@njit(cache=True)
-def _np_max(a: np.ndarray, n: int) -> float:
-    """``a[:n].max()`` (``n >= 1``): NaN wins."""
-    top = a[0]
-    for i in range(1, n):
-        top = _np_maximum(top, a[i])
-    return top
-
-
-@njit(cache=True)
-def _py_max(a: np.ndarray, n: int, default: float) -> float:
-    """Python's ``max(a[:n], default=default)``: the first item no later item exceeds."""
-    if n == 0:
-        return default
-    top = a[0]
-    for i in range(1, n):
-        if a[i] > top:
-            top = a[i]
-    return top
 
 
 # -- the feature models ---------------------------------------------------------------------
@@ -183,7 +153,7 @@ def nb_refresh(
         total_q = np_sum(q, 0, n_classes)
         pooled = 0.0
         if total_n > 1.0:
-            pooled = (total_q - total_s * total_s / _np_maximum(total_n, 1.0)) / (total_n - 1.0)
+            pooled = (total_q - total_s * total_s / np_maximum(total_n, 1.0)) / (total_n - 1.0)
         for j in range(k_cap):
             nb_mean[f, j] = 0.0
             nb_inv2var[f, j] = 0.0
@@ -191,8 +161,8 @@ def nb_refresh(
             if j >= n_classes:
                 continue
             mean = s[j] / n[j] if n[j] > 0.0 else 0.0
-            spread = _np_maximum(q[j] - s[j] * mean, 0.0)  # (n - 1) * the class's variance
-            var = (spread + NU * pooled) / _np_maximum(n[j] - 1.0 + NU, 1e-12)
+            spread = np_maximum(q[j] - s[j] * mean, 0.0)  # (n - 1) * the class's variance
+            var = (spread + NU * pooled) / np_maximum(n[j] - 1.0 + NU, 1e-12)
             if all_seen and pooled > 0.0 and var > 0.0:
                 nb_mean[f, j] = mean
                 nb_inv2var[f, j] = 0.5 / var
@@ -314,7 +284,7 @@ def nb_loglik(
             row = code if code < n_values else n_values
             for j in range(k):
                 out[j] += nb_table[col, row, j]
-    top = _py_max(out, k, 0.0)
+    top = py_max(out, k, 0.0)
     for j in range(k, n_classes):
         out[j] = top
 
@@ -370,11 +340,11 @@ def nb_temper(proba: np.ndarray, loglik: np.ndarray, gamma: float, n_classes: in
         for j in range(n_classes):
             out[j] = proba[j]
         return
-    top = _py_max(loglik, n_classes, 0.0)
+    top = py_max(loglik, n_classes, 0.0)
     z = np.empty(n_classes)
     for j in range(n_classes):
         z[j] = math.log(proba[j]) + gamma * (loglik[j] - top)
-    peak = _py_max(z, n_classes, 0.0)
+    peak = py_max(z, n_classes, 0.0)
     total = 0.0
     for j in range(n_classes):
         z[j] = math.exp(z[j] - peak)
@@ -412,9 +382,9 @@ def nb_score(
     if n_classes > nb_a.shape[1] or n_classes > nb_b.shape[1] or n_classes > proba.shape[0] or n_classes > loglik.shape[0]:
         raise ValueError("nb_score: n_classes exceeds the arrays")
     i = n_scored % BUFFER
-    top = _py_max(loglik, n_classes, 0.0)
+    top = py_max(loglik, n_classes, 0.0)
     for j in range(n_classes):
-        nb_a[i, j] = math.log(_np_maximum(proba[j], 1e-15))
+        nb_a[i, j] = math.log(np_maximum(proba[j], 1e-15))
         nb_b[i, j] = loglik[j] - top
     nb_y[i] = k
 
@@ -450,7 +420,7 @@ def nb_fit(nb_a: np.ndarray, nb_b: np.ndarray, nb_y: np.ndarray, n_scored: int, 
         for i in range(m):
             for j in range(kk):
                 z[j] = nb_a[i, j] + gamma * nb_b[i, j]
-            top = _np_max(z, kk)
+            top = np_max(z, kk)
             for j in range(kk):
                 z[j] = math.exp(z[j] - top)
             norm = np_sum(z, 0, kk)

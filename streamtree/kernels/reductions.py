@@ -1,4 +1,4 @@
-"""numpy's reductions, operation for operation, inside compiled kernels.
+"""numpy's (and Python's) reductions, operation for operation, inside compiled kernels.
 
 A sum of floats depends on its order. The kernels reproduce what the slow references compute
 with numpy (``a.sum()``), so that a kernel and its oracle agree bit for bit: numpy sums a
@@ -111,3 +111,32 @@ def np_sum(a, start, n):  # type: ignore[no-untyped-def]
             res += a[i]
         return res
     return 0.0 + pairwise(a, start, n)
+
+
+@njit(cache=True)
+def np_maximum(x: float, y: float) -> float:
+    """``np.maximum``: NaN wins."""
+    if x != x or x >= y:
+        return x
+    return y
+
+
+@njit(cache=True)
+def np_max(a: np.ndarray, n: int) -> float:
+    """``a[:n].max()`` (``n >= 1``): NaN wins."""
+    top = a[0]
+    for i in range(1, n):
+        top = np_maximum(top, a[i])
+    return top
+
+
+@njit(cache=True)
+def py_max(a: np.ndarray, n: int, default: float) -> float:
+    """Python's ``max(a[:n], default=default)``: the first item no later item exceeds."""
+    if n == 0:
+        return default
+    top = a[0]
+    for i in range(1, n):
+        if a[i] > top:
+            top = a[i]
+    return top
