@@ -66,8 +66,9 @@ class _Labels:
     used_ids: set[str | int] = field(default_factory=set)
 
 
-def admit(chunk: Sequence[LearnRequest], classes: Sequence[ClassLabel], pending: PendingIds,
-          max_labels: int) -> tuple[list[Admitted], list[tuple[LearnRequest, InvalidInput]]]:
+def admit(
+    chunk: Sequence[LearnRequest], classes: Sequence[ClassLabel], pending: PendingIds, max_labels: int
+) -> tuple[list[Admitted], list[tuple[LearnRequest, InvalidInput]]]:
     """Check each request of ``chunk``, in order, against a model whose labels are
     ``classes``: ``(admitted, refused)``, each refused request with the 422 it gets.
 
@@ -104,8 +105,7 @@ def _resolve(request: LearnRequest, labels: _Labels, pending: PendingIds, max_la
             assert event.id is not None
             x = None if event.id in labels.used_ids else pending.get(event.id)
             if x is None:
-                raise field_error((*loc, "id"), "No pending prediction has this id (unknown or expired)",
-                                  "unknown_id")
+                raise field_error((*loc, "id"), "No pending prediction has this id (unknown or expired)", "unknown_id")
         xs.append(x)
         locs.append(loc)
     ys = [event.label for event in request.events]
@@ -114,12 +114,16 @@ def _resolve(request: LearnRequest, labels: _Labels, pending: PendingIds, max_la
         if kind is None:
             kind = type(y)
         elif type(y) is not kind:
-            raise field_error((*loc, "label"), f"Labels of this model are of type {LABEL_TYPES[kind]}, "
-                              f"not {LABEL_TYPES[type(y)]}", "label_type")
+            raise field_error(
+                (*loc, "label"),
+                f"Labels of this model are of type {LABEL_TYPES[kind]}, not {LABEL_TYPES[type(y)]}",
+                "label_type",
+            )
         if y not in labels.known and y not in new:
             if len(labels.known) + len(new) >= max_labels:
-                raise field_error((*loc, "label"), f"The model already has the maximum of {max_labels} labels",
-                                  "too_many_labels")
+                raise field_error(
+                    (*loc, "label"), f"The model already has the maximum of {max_labels} labels", "too_many_labels"
+                )
             new.add(y)
     labels.known |= new
     labels.kind = kind

@@ -19,19 +19,26 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamtree", description="streamtree service.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
-        "serve", help="Run the HTTP service (one worker that owns the models).",
+        "serve",
+        help="Run the HTTP service (one worker that owns the models).",
         description="Every option also reads STREAMTREE_<OPTION> from the environment; flags win.",
     )
     serve.add_argument("--data-dir", help="Directory of the SQLite event log and snapshots (default ./data).")
-    serve.add_argument("--database-url", metavar="URL",
-                       help="Keep the event log and snapshots in this database instead: "
-                            "postgresql://user:password@host:port/dbname (or sqlite:///path).")
+    serve.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="Keep the event log and snapshots in this database instead: "
+        "postgresql://user:password@host:port/dbname (or sqlite:///path).",
+    )
     serve.add_argument("--host", help="Address to bind (default 127.0.0.1).")
     serve.add_argument("--port", type=int, help="Port to bind (default 8000).")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
     # parsed by app.demo_stream (listed here for --help)
-    sub.add_parser("demo", help="Post a drifting stream to a running service, to watch on /dashboard "
-                                "(streamtree demo --help).", add_help=False)
+    sub.add_parser(
+        "demo",
+        help="Post a drifting stream to a running service, to watch on /dashboard (streamtree demo --help).",
+        add_help=False,
+    )
     return parser
 
 

@@ -68,8 +68,13 @@ class Cluster:
         Where other instances forward writes to this one.
     """
 
-    def __init__(self, settings: Settings, follower: Follower, unavailable: Callable[[], Mapping[str, str]],
-                 hosts: Callable[[], Sequence[ModelHost]]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        follower: Follower,
+        unavailable: Callable[[], Mapping[str, str]],
+        hosts: Callable[[], Sequence[ModelHost]],
+    ) -> None:
         self.settings = settings
         self.me = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.url = settings.own_url()
@@ -135,8 +140,11 @@ class Cluster:
         if self._coordinator is None:
             return
         self._coordinator.set_eligible(healthy)
-        log.warning("this instance %s every model: %s for the writer's lease", "serves" if healthy else
-                    "cannot serve", "eligible" if healthy else "not eligible (it takes it only if no other does)")
+        log.warning(
+            "this instance %s every model: %s for the writer's lease",
+            "serves" if healthy else "cannot serve",
+            "eligible" if healthy else "not eligible (it takes it only if no other does)",
+        )
         if not healthy and self._started and self._lease is not None:
             self._hand_over()
 

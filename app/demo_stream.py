@@ -57,8 +57,7 @@ def _call(url: str, method: str, path: str, body: Any, token: str | None) -> tup
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(), method=method,
-                                 headers=headers)
+    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(), method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.load(r)
@@ -67,9 +66,18 @@ def _call(url: str, method: str, path: str, body: Any, token: str | None) -> tup
         return exc.code, detail
 
 
-def run(url: str, model: str = "drift-demo", n: int = 20_000, drift_at: int = 10_000, batch: int = 100,
-        rate: float = 1_000.0, noise: float = 0.05, seed: int = 7, token: str | None = None,
-        say: Callable[[str], None] = print) -> int:
+def run(
+    url: str,
+    model: str = "drift-demo",
+    n: int = 20_000,
+    drift_at: int = 10_000,
+    batch: int = 100,
+    rate: float = 1_000.0,
+    noise: float = 0.05,
+    seed: int = 7,
+    token: str | None = None,
+    say: Callable[[str], None] = print,
+) -> int:
     """Create ``model`` if needed and post the stream to it; return the last ``seq``.
 
     ``rate`` is in events per second (0: as fast as the service takes them).
@@ -108,11 +116,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url", default="http://127.0.0.1:8000", help="The service (default %(default)s).")
     p.add_argument("--model", default="drift-demo", help="Model to learn (created if missing; default %(default)s).")
     p.add_argument("--events", type=int, default=20_000, help="Events to post (default %(default)s).")
-    p.add_argument("--drift-at", type=int, default=10_000,
-                   help="Events before the concept reverses (default %(default)s).")
+    p.add_argument(
+        "--drift-at", type=int, default=10_000, help="Events before the concept reverses (default %(default)s)."
+    )
     p.add_argument("--batch", type=int, default=100, help="Events per request (default %(default)s).")
-    p.add_argument("--rate", type=float, default=1_000.0,
-                   help="Events per second; 0 for as fast as possible (default %(default)s).")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=1_000.0,
+        help="Events per second; 0 for as fast as possible (default %(default)s).",
+    )
     p.add_argument("--noise", type=float, default=0.05, help="Fraction of labels flipped at random.")
     p.add_argument("--seed", type=int, default=7, help="Seed of the stream (default %(default)s).")
     p.add_argument("--token", help="API key, when the service has api_keys set.")
@@ -128,8 +141,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.drift_at < 0 or args.rate < 0 or not 0 <= args.noise < 0.5:
         raise SystemExit("streamtree demo: --drift-at and --rate must be >= 0, --noise in [0, 0.5)")
     try:
-        run(args.url, args.model, args.events, args.drift_at, args.batch, args.rate, args.noise, args.seed,
-            args.token)
+        run(args.url, args.model, args.events, args.drift_at, args.batch, args.rate, args.noise, args.seed, args.token)
     except (RuntimeError, OSError) as exc:
         raise SystemExit(f"streamtree demo: {exc}") from None
 

@@ -145,8 +145,12 @@ async def default_for_write(request: Request, registry: RegistryDep) -> ModelHos
 
 #: The dependencies above that check access, and whether for a write.
 _ACCESS: dict[Callable[..., Any], bool] = {
-    registry_for_read: False, model_for_read: False, default_for_read: False,
-    registry_for_write: True, model_for_write: True, default_for_write: True,
+    registry_for_read: False,
+    model_for_read: False,
+    default_for_read: False,
+    registry_for_write: True,
+    model_for_write: True,
+    default_for_write: True,
 }
 
 

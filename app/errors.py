@@ -14,9 +14,22 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.exceptions import (ConfigConflict, InvalidInput, LearnFailure, LogUnavailable, ModelUnavailable, NoLabels,
-                            NotAvailable, NotWriter, PendingFull, PendingIdTaken, Recovering, SeqNotReached,
-                            StorageFailure, TooManyModels)
+from app.exceptions import (
+    ConfigConflict,
+    InvalidInput,
+    LearnFailure,
+    LogUnavailable,
+    ModelUnavailable,
+    NoLabels,
+    NotAvailable,
+    NotWriter,
+    PendingFull,
+    PendingIdTaken,
+    Recovering,
+    SeqNotReached,
+    StorageFailure,
+    TooManyModels,
+)
 
 __all__ = [
     "CONFIG_CONFLICT",
@@ -74,8 +87,9 @@ def _detail(status: int, detail: str) -> FastJSON:
 def validation_response(errors: Iterable[Mapping[str, Any]]) -> Response:
     """422 listing ``{"type", "loc", "msg"}`` per error; the offending input is not echoed
     (it may be NaN, which JSON cannot carry, or megabytes long)."""
-    detail = [{"type": e.get("type", "value_error"), "loc": list(e.get("loc", ())), "msg": e.get("msg", "")}
-              for e in errors]
+    detail = [
+        {"type": e.get("type", "value_error"), "loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in errors
+    ]
     return FastJSON({"detail": detail}, status_code=422)
 
 

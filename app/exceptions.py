@@ -58,8 +58,10 @@ class ModelUnavailable(Recovering):
     """
 
     def __init__(self, model: str, reason: str) -> None:
-        super().__init__(f"Model {model!r} is unavailable: {reason}. The other models are served; this one is "
-                         f"rebuilt from its log again from time to time (see the service's log)")
+        super().__init__(
+            f"Model {model!r} is unavailable: {reason}. The other models are served; this one is "
+            f"rebuilt from its log again from time to time (see the service's log)"
+        )
         self.model, self.reason = model, reason
 
 
@@ -83,8 +85,10 @@ class SeqNotReached(ServiceError):
     """
 
     def __init__(self, model: str, applied: int, wanted: int, timeout: float) -> None:
-        super().__init__(f"This instance has applied model {model!r} up to seq {applied}, not min_seq {wanted}, "
-                         f"within {timeout:g} s; retry later, or without min_seq")
+        super().__init__(
+            f"This instance has applied model {model!r} up to seq {applied}, not min_seq {wanted}, "
+            f"within {timeout:g} s; retry later, or without min_seq"
+        )
         self.model, self.applied, self.wanted, self.timeout = model, applied, wanted, timeout
 
 

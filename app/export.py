@@ -132,8 +132,9 @@ class EventExport(Response):
 
     async def _stream(self, send: Send) -> None:
         """Send the pages; return early (the answer unfinished) on a stall or an unreadable page."""
-        if not await self._send(send, {"type": "http.response.start", "status": self.status_code,
-                                       "headers": self.raw_headers}):
+        if not await self._send(
+            send, {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        ):
             return
         page, asked, sent = self.first, min(FIRST_PAGE, self.limit), 0
         while True:
@@ -149,8 +150,7 @@ class EventExport(Response):
             try:
                 page = await self.host.events(page[-1]["seq"], asked)
             except (NotAvailable, LogUnavailable):
-                log.warning("model %r: export cut off after %d events: the log could not be read",
-                            self.host.name, sent)
+                log.warning("model %r: export cut off after %d events: the log could not be read", self.host.name, sent)
                 return
 
     async def _send(self, send: Send, message: Message) -> bool:
@@ -158,8 +158,7 @@ class EventExport(Response):
         try:
             await asyncio.wait_for(send(message), self.stall_s)
         except TimeoutError:
-            log.warning("model %r: export cut off: the client took nothing for %.0f s",
-                        self.host.name, self.stall_s)
+            log.warning("model %r: export cut off: the client took nothing for %.0f s", self.host.name, self.stall_s)
             return False
         return True
 

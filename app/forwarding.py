@@ -39,8 +39,10 @@ __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 FORWARDED = "x-streamtree-forwarded"
 
 NO_WRITER = "No writer could be reached (a failover takes a few seconds); nothing was learned: retry shortly."
-LOST_ANSWER = ("The writer did not answer (it may have failed mid-request), so the request may or may not have "
-               "been learned: retry it with the same Idempotency-Key.")
+LOST_ANSWER = (
+    "The writer did not answer (it may have failed mid-request), so the request may or may not have "
+    "been learned: retry it with the same Idempotency-Key."
+)
 
 _LEARN = re.compile(r"^/(?:models/[^/]+/)?learn$")
 _MODEL = re.compile(r"^/models/[^/]+$")
@@ -104,9 +106,13 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -131,8 +137,9 @@ class Forwarder:
         """Close the idle connections."""
         self.pool.close()
 
-    async def forward(self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]],
-                      body: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
+    async def forward(
+        self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
         """Send the request to the writer; its ``(status, body, headers)``, or None if this
         instance became the writer meanwhile (then it handles the request itself)."""
         loop = asyncio.get_running_loop()
@@ -155,9 +162,9 @@ class Forwarder:
                 return 503, _detail(NO_WRITER), [(b"retry-after", b"1")]
             await asyncio.sleep(_RETRY_EVERY)
 
-
-    async def _send(self, cluster: Cluster, url: str, method: str, target: str, headers: list[tuple[str, str]],
-                    body: bytes) -> Answer:
+    async def _send(
+        self, cluster: Cluster, url: str, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+    ) -> Answer:
         """Send to the writer at ``url``; give up waiting (:class:`NoAnswer`) once it is not the
         writer any more (its lease expired or passed: a stopped writer's requests hang)."""
         task = asyncio.ensure_future(self.pool.request(url, method, target, [*headers, (FORWARDED, "1")], body))
@@ -209,12 +216,18 @@ class ForwardingMiddleware:
             return
         query = scope.get("query_string", b"").decode("latin-1")
         target = path + (f"?{query}" if query else "")
-        events = mergeable_events(body) if method == "POST" and _LEARN.match(path) and not any(
-            k == "idempotency-key" for k, _ in headers) else None
+        events = (
+            mergeable_events(body)
+            if method == "POST" and _LEARN.match(path) and not any(k == "idempotency-key" for k, _ in headers)
+            else None
+        )
         if events is not None:  # merged with the learns forwarded meanwhile (app.coalescing)
             answer = await self.coalescer.learn(
-                (target, *sorted(headers)), events, body,
-                lambda merged: self.forwarder.forward(cluster, method, target, headers, merged))
+                (target, *sorted(headers)),
+                events,
+                body,
+                lambda merged: self.forwarder.forward(cluster, method, target, headers, merged),
+            )
         else:
             answer = await self.forwarder.forward(cluster, method, target, headers, body)
         if answer is LOCAL:  # this instance is the writer now

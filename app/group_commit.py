@@ -203,8 +203,9 @@ class GroupCommit:
         if not keys:
             return group
         try:
-            found = await host.db.run(_find_keys, host.db.store, host.name, keys,
-                                      host.settings.idempotency_window_seconds)
+            found = await host.db.run(
+                _find_keys, host.db.store, host.name, keys, host.settings.idempotency_window_seconds
+            )
         except StorageError:
             log.exception("model %r: reading idempotency keys failed", host.name)
             for request in group:
@@ -219,8 +220,14 @@ class GroupCommit:
                 kept.append(request)
             elif (answer := found.get(request.key)) is not None:
                 if answer.body_hash != request.body_hash:
-                    _fail(request, field_error(KEY_LOC, "This Idempotency-Key was used with another request "
-                                               "body; use a new key for a new request", "idempotency_key_reused"))
+                    _fail(
+                        request,
+                        field_error(
+                            KEY_LOC,
+                            "This Idempotency-Key was used with another request body; use a new key for a new request",
+                            "idempotency_key_reused",
+                        ),
+                    )
                 elif not request.future.done():
                     request.future.set_result((answer.learned, answer.seq))
             elif request.key in held:
@@ -249,8 +256,9 @@ class GroupCommit:
         now = round(time.time(), 3)  # the arrival time, logged: the metrics history replays with it
         try:
             if xs:  # in stretches that leave the loop free in between (app.pacing)
-                await learn_in_stretches(host.model, host.prequential, xs, ys, now,
-                                         stretch_events(host.model, APPLY_EVENTS))
+                await learn_in_stretches(
+                    host.model, host.prequential, xs, ys, now, stretch_events(host.model, APPLY_EVENTS)
+                )
         except InputError as exc:  # nothing was learned
             if len(chunk) > 1:
                 for request in chunk:
@@ -258,8 +266,11 @@ class GroupCommit:
                 return
             request = chunk[0]
             row = bad_row(host.model, xs, exc)
-            loc = event_loc(request.batch, "events", row) if row is not None else (
-                ("body", "events") if request.batch else ("body",))
+            loc = (
+                event_loc(request.batch, "events", row)
+                if row is not None
+                else (("body", "events") if request.batch else ("body",))
+            )
             _fail(request, input_error(exc, (*loc, "features"), (*loc, "label")))
             return
         except Exception:
@@ -297,13 +308,15 @@ class GroupCommit:
         start = loop.time()
         try:
             keys = [IdempotentAnswer(r.key, r.body_hash, n, last) for r, n, last in done.acks if r.key is not None]
-            await host.db.run(host.db.store.append, host.name, first, texts, keys,
-                              host.settings.idempotency_window_seconds)
+            await host.db.run(
+                host.db.store.append, host.name, first, texts, keys, host.settings.idempotency_window_seconds
+            )
         except Exception as exc:
             fenced = isinstance(exc, LeaseLost)
             if fenced:  # not an error of this instance: another one is the writer now
-                log.warning("model %r: events %d..%d refused: this instance lost the writer's lease",
-                            host.name, first, host.seq)
+                log.warning(
+                    "model %r: events %d..%d refused: this instance lost the writer's lease", host.name, first, host.seq
+                )
                 host.on_fenced()
             else:
                 log.exception("model %r: commit of events %d..%d failed", host.name, first, host.seq)
@@ -326,8 +339,9 @@ class GroupCommit:
         if self._saving is None or self._saving.done():
             captured = self._capture()
             if captured is not None:
-                self._saving = asyncio.get_running_loop().create_task(self._save(*captured),
-                                                                      name=f"snapshot:{self.host.name}")
+                self._saving = asyncio.get_running_loop().create_task(
+                    self._save(*captured), name=f"snapshot:{self.host.name}"
+                )
 
     async def _snapshot(self) -> None:
         """Write a snapshot of the current (fully durable) state; a failure is only logged."""
@@ -390,4 +404,3 @@ def _find_keys(store: EventStore, name: str, keys: list[str], window_s: float) -
 def _fail(request: LearnRequest, exc: BaseException) -> None:
     if not request.future.done():
         request.future.set_exception(exc)
-

@@ -47,20 +47,37 @@ class Point(NamedTuple):
         bins = len(self.counts)
         reliability = [
             {"lower": b / bins, "upper": (b + 1) / bins, "count": c, "mean_confidence": conf, "accuracy": acc}
-            for b, (c, conf, acc) in enumerate(zip(self.counts, self.mean_confidence, self.bin_accuracy,
-                                                   strict=True))
+            for b, (c, conf, acc) in enumerate(zip(self.counts, self.mean_confidence, self.bin_accuracy, strict=True))
         ]
-        return {"seq": self.seq, "time": self.time, "events_per_s": self.events_per_s, "n": self.n,
-                "log_loss": self.log_loss, "brier": self.brier, "accuracy": self.accuracy, "ece": self.ece,
-                "reliability": reliability}
+        return {
+            "seq": self.seq,
+            "time": self.time,
+            "events_per_s": self.events_per_s,
+            "n": self.n,
+            "log_loss": self.log_loss,
+            "brier": self.brier,
+            "accuracy": self.accuracy,
+            "ece": self.ece,
+            "reliability": reliability,
+        }
 
     @classmethod
     def from_window(cls, seq: int, time: float | None, rate: float | None, window: Mapping[str, Any]) -> Point:
         """A point from a window summary (:meth:`app.prequential.Prequential.recent_summary`)."""
         bins = window["reliability"]
-        return cls(seq, time, rate, int(window["n"]), window["log_loss"], window["brier"], window["accuracy"],
-                   window["ece"], tuple(int(b["count"]) for b in bins),
-                   tuple(b["mean_confidence"] for b in bins), tuple(b["accuracy"] for b in bins))
+        return cls(
+            seq,
+            time,
+            rate,
+            int(window["n"]),
+            window["log_loss"],
+            window["brier"],
+            window["accuracy"],
+            window["ece"],
+            tuple(int(b["count"]) for b in bins),
+            tuple(b["mean_confidence"] for b in bins),
+            tuple(b["accuracy"] for b in bins),
+        )
 
 
 def _opt_float(value: Any) -> float | None:
@@ -89,8 +106,11 @@ class History:
     """
 
     def __init__(self, every: int = 100, seconds: float = 30.0, max_points: int = 1000) -> None:
-        for name, value, ok in (("every", every, every >= 1), ("seconds", seconds, seconds > 0),
-                                ("max_points", max_points, max_points >= 1)):
+        for name, value, ok in (
+            ("every", every, every >= 1),
+            ("seconds", seconds, seconds > 0),
+            ("max_points", max_points, max_points >= 1),
+        ):
             if not ok:
                 raise ValueError(f"History: {name} must be {'> 0' if name == 'seconds' else '>= 1'}, got {value!r}")
         self.every = every
@@ -116,8 +136,9 @@ class History:
         """
         self.observe_many([t], lambda due: [window() for _ in due])
 
-    def observe_many(self, times: Sequence[float | None],
-                     windows: Callable[[list[int]], Sequence[Mapping[str, Any]]]) -> None:
+    def observe_many(
+        self, times: Sequence[float | None], windows: Callable[[list[int]], Sequence[Mapping[str, Any]]]
+    ) -> None:
         """Count consecutive events, in order; take the points that fall due among them.
 
         The same points as :meth:`observe` called once per event, found without a Python
@@ -265,9 +286,13 @@ class History:
     def state(self) -> dict[str, Any]:
         """Everything needed to resume, as JSON-able data."""
         return {
-            "every": self.every, "seconds": self.seconds, "max_points": self.max_points, "seq": self.seq,
+            "every": self.every,
+            "seconds": self.seconds,
+            "max_points": self.max_points,
+            "seq": self.seq,
             "points": [[*p[:8], list(p.counts), list(p.mean_confidence), list(p.bin_accuracy)] for p in self.points],
-            "drifts": [list(d) for d in self.drifts], "drift_total": self.drift_total,
+            "drifts": [list(d) for d in self.drifts],
+            "drift_total": self.drift_total,
             "origin": None if self.origin is None else list(self.origin),
         }
 
@@ -277,9 +302,21 @@ class History:
         h = cls(int(state["every"]), float(state["seconds"]), int(state["max_points"]))
         h.seq = int(state["seq"])
         for p in state["points"]:
-            h.points.append(Point(int(p[0]), _opt_float(p[1]), _opt_float(p[2]), int(p[3]), _opt_float(p[4]),
-                                  _opt_float(p[5]), _opt_float(p[6]), _opt_float(p[7]), tuple(int(c) for c in p[8]),
-                                  tuple(_opt_float(v) for v in p[9]), tuple(_opt_float(v) for v in p[10])))
+            h.points.append(
+                Point(
+                    int(p[0]),
+                    _opt_float(p[1]),
+                    _opt_float(p[2]),
+                    int(p[3]),
+                    _opt_float(p[4]),
+                    _opt_float(p[5]),
+                    _opt_float(p[6]),
+                    _opt_float(p[7]),
+                    tuple(int(c) for c in p[8]),
+                    tuple(_opt_float(v) for v in p[9]),
+                    tuple(_opt_float(v) for v in p[10]),
+                )
+            )
         h.drifts.extend((int(seq), str(kind)) for seq, kind in state["drifts"])
         h.drift_total = int(state["drift_total"])
         origin = state["origin"]

@@ -73,9 +73,17 @@ class ModelHost:
         group commits, its snapshots.
     """
 
-    def __init__(self, name: str, config: dict[str, Any], restored: Restored, model_cls: Any,
-                 settings: Settings, db: StoreThread, telemetry: Telemetry,
-                 writable: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, Any],
+        restored: Restored,
+        model_cls: Any,
+        settings: Settings,
+        db: StoreThread,
+        telemetry: Telemetry,
+        writable: Callable[[], bool] | None = None,
+    ) -> None:
         self.name = name
         self.config = config
         self.model_cls = model_cls
@@ -134,8 +142,9 @@ class ModelHost:
         self._predicted.inc(len(xs))
         return out
 
-    def decide_one(self, x: dict[str, Any], costs: CostMatrix, key: str | int | None = None,
-                   trusted: bool = True) -> dict[str, Any]:
+    def decide_one(
+        self, x: dict[str, Any], costs: CostMatrix, key: str | int | None = None, trusted: bool = True
+    ) -> dict[str, Any]:
         """The decision of least expected cost for one instance (with ``key``, remembered for a
         delayed label as by :meth:`predict_one`): ``{"decision", "expected_costs", "probabilities"}``.
 
@@ -259,15 +268,24 @@ class ModelHost:
             return {}
         s = self.model.summary()
         drift = s["drift"]
-        return {"nodes": s.get("n_nodes", 0), "leaves": s.get("n_leaves", 0), "depth": s.get("depth", 0),
-                "examples": s.get("n_examples", 0), "classes": len(s.get("classes", ())),
-                "seq": self.seq, "pending_ids": len(self.pending), "snapshot_bytes": self.snapshot_bytes,
-                "drift_detections": drift["n_detections"], "drift_swaps": drift["n_swaps"],
-                "drift_background": float(drift["background"] is not None)} | limit_gauges(s)
+        return {
+            "nodes": s.get("n_nodes", 0),
+            "leaves": s.get("n_leaves", 0),
+            "depth": s.get("depth", 0),
+            "examples": s.get("n_examples", 0),
+            "classes": len(s.get("classes", ())),
+            "seq": self.seq,
+            "pending_ids": len(self.pending),
+            "snapshot_bytes": self.snapshot_bytes,
+            "drift_detections": drift["n_detections"],
+            "drift_swaps": drift["n_swaps"],
+            "drift_background": float(drift["background"] is not None),
+        } | limit_gauges(s)
 
     # ------------------------------------------------------------------ writing
-    async def learn(self, events: Sequence[LearnEvent], batch: bool,
-                    key: str | None = None, body_hash: str = "") -> tuple[int, int]:
+    async def learn(
+        self, events: Sequence[LearnEvent], batch: bool, key: str | None = None, body_hash: str = ""
+    ) -> tuple[int, int]:
         """Queue a request's events for the writer; return ``(learned, seq)`` once durable.
 
         With an idempotency ``key``, a request the model logged with that key (within the
@@ -301,8 +319,7 @@ class ModelHost:
         of the writer (:mod:`app.group_commit`) or a replica's (:meth:`resync`)."""
         self.recovering = True
         try:
-            restored = await self.db.run(restore, self.db.store, self.name, self.config, self.model_cls,
-                                         self.settings)
+            restored = await self.db.run(restore, self.db.store, self.name, self.config, self.model_cls, self.settings)
         except Exception as exc:
             # The in-memory model may differ from the log: refuse (503, saying why) until a rebuild succeeds.
             log.exception("model %r: rebuild failed; the model stays unavailable until one succeeds", self.name)

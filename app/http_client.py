@@ -132,8 +132,9 @@ class HTTPPool:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return _Conn(reader, writer)
 
-    async def request(self, url: str, method: str, target: str, headers: Sequence[tuple[str, str]],
-                      body: bytes) -> Answer:
+    async def request(
+        self, url: str, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+    ) -> Answer:
         """Send one request to the server at ``url`` (``http://host:port``); its answer.
 
         Raises

@@ -74,8 +74,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self._in_head:
-            self._refuse(431, f"The request head (request line and headers) is over {self.max_head_bytes} "
-                              "bytes (max_head_bytes).")
+            self._refuse(
+                431,
+                f"The request head (request line and headers) is over {self.max_head_bytes} bytes (max_head_bytes).",
+            )
             return
         super().data_received(data[room:])  # the head ended within its allowance: the body follows
 
@@ -91,8 +93,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) + len(value) > self.max_header_bytes:
-            self._stop(431, f"A request header (name and value) is over {self.max_header_bytes} bytes "
-                            "(max_header_bytes).")
+            self._stop(
+                431, f"A request header (name and value) is over {self.max_header_bytes} bytes (max_header_bytes)."
+            )
         if len(self.headers) >= self.max_headers:
             self._stop(431, f"The request has more than {self.max_headers} headers (max_headers).")
         super().on_header(name, value)
@@ -130,14 +133,20 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]
-        head += [b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode(),
-                 b"\r\nconnection: close\r\n\r\n", body]
+        head += [
+            b"content-type: application/json\r\ncontent-length: ",
+            str(len(body)).encode(),
+            b"\r\nconnection: close\r\n\r\n",
+            body,
+        ]
         self.transport.write(b"".join(head))
         self.transport.close()
 
 
 def limited_protocol(max_header_bytes: int, max_head_bytes: int, max_headers: int) -> type[LimitedHttpToolsProtocol]:
     """The protocol class (``uvicorn.run(http=...)``) with these limits (module docstring)."""
-    return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,),
-                {"max_header_bytes": max_header_bytes, "max_head_bytes": max_head_bytes,
-                 "max_headers": max_headers})
+    return type(
+        "LimitedHttpToolsProtocol",
+        (LimitedHttpToolsProtocol,),
+        {"max_header_bytes": max_header_bytes, "max_head_bytes": max_head_bytes, "max_headers": max_headers},
+    )

@@ -84,8 +84,7 @@ def _invalid_unicode(body: bytes) -> HTTPException | None:
         return None
     # FastAPI re-raises an HTTPException from body parsing; its handler answers {"detail": [...]},
     # the shape of every other validation error
-    return HTTPException(status_code=422, detail=[{"type": "string_unicode", "loc": ["body", *path],
-                                                   "msg": SURROGATE}])
+    return HTTPException(status_code=422, detail=[{"type": "string_unicode", "loc": ["body", *path], "msg": SURROGATE}])
 
 
 def _decode_error(exc: ValueError, body: bytes) -> json.JSONDecodeError:

@@ -25,8 +25,18 @@ from app.storage import EventStore, StorageError
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
 
-__all__ = ["REPLAY_PAGE", "SERVICE_FIELDS", "Restored", "apply_logged", "bad_row", "encode_event", "learn_scored", "logged_events",
-           "restore", "split_config"]
+__all__ = [
+    "REPLAY_PAGE",
+    "SERVICE_FIELDS",
+    "Restored",
+    "apply_logged",
+    "bad_row",
+    "encode_event",
+    "learn_scored",
+    "logged_events",
+    "restore",
+    "split_config",
+]
 
 log = logging.getLogger("streamtree.app")
 
@@ -68,8 +78,13 @@ def logged_events(store: EventStore, name: str, after: int, limit: int) -> list[
     return out
 
 
-def learn_scored(model: Any, prequential: Prequential, xs: Sequence[dict[str, Any]],
-                 ys: Sequence[ClassLabel], times: float | Sequence[float | None] | None = None) -> None:
+def learn_scored(
+    model: Any,
+    prequential: Prequential,
+    xs: Sequence[dict[str, Any]],
+    ys: Sequence[ClassLabel],
+    times: float | Sequence[float | None] | None = None,
+) -> None:
     """Learn a batch of events, scoring each with the prediction made just before it was learned.
 
     Parameters
@@ -166,8 +181,13 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
             preq = Prequential.from_state(orjson.loads(snap.state)["prequential"])
             del snap  # its bytes go before the replay
         except Exception as exc:  # whatever fails (the store, the bytes, the library): an older one, or the log
-            log.warning("model %r: snapshot at seq %d unreadable (%s: %s); trying an older one", name, seq,
-                        type(exc).__name__, exc)
+            log.warning(
+                "model %r: snapshot at seq %d unreadable (%s: %s); trying an older one",
+                name,
+                seq,
+                type(exc).__name__,
+                exc,
+            )
             continue
         restored = Restored(model, preq, seq, seq)
         break

@@ -13,19 +13,18 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 import streamtree
-from streamtree.kernels import CACHE_DIR
-
 from app.body_limit import BodyLimitMiddleware
 from app.dashboard.throttle import LoginThrottle
 from app.errors import install_handlers
 from app.export import ExportSlots
 from app.forwarding import Forwarder, ForwardingMiddleware
+from app.instrument import InstrumentMiddleware
 from app.node import Node
 from app.routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
 from app.settings import Settings
 from app.storage import redact
-from app.instrument import InstrumentMiddleware
 from app.telemetry import Telemetry
+from streamtree.kernels import CACHE_DIR
 
 __all__ = ["create_app"]
 
@@ -42,9 +41,11 @@ def compile_progress(cached: bool) -> Any:
     it says that the kernels compile, about how long it takes, and each step; otherwise nothing."""
     if cached:
         return None
-    log.warning("First start with this version: compiling streamtree's kernels into %s; this takes about "
-                "2 minutes on 2 cores (later starts load them in seconds). The port opens when they are ready.",
-                CACHE_DIR)
+    log.warning(
+        "First start with this version: compiling streamtree's kernels into %s; this takes about "
+        "2 minutes on 2 cores (later starts load them in seconds). The port opens when they are ready.",
+        CACHE_DIR,
+    )
 
     def progress(done: int, total: int, step: str) -> None:
         if done < total:
@@ -88,8 +89,10 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         # that batches of thousands of new dicts trigger do not scan it again each time.
         gc.freeze()
         log.info(
-            "streamtree ready: %d model(s) in %s", len(node.registry.hosts),
-            redact(settings.database_url) if settings.database_url else settings.data_dir)
+            "streamtree ready: %d model(s) in %s",
+            len(node.registry.hosts),
+            redact(settings.database_url) if settings.database_url else settings.data_dir,
+        )
         try:
             yield
         finally:
@@ -99,10 +102,15 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
 
     # FastAPIOffline: FastAPI whose /docs and /redoc load Swagger UI and ReDoc from the
     # service itself, so they work without internet
-    app = FastAPIOffline(title="streamtree", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
-                  # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only
-                  # cost a provider lookup on every request.
-                  telemetry={"tracing": False, "metrics": False, "logs": False})
+    app = FastAPIOffline(
+        title="streamtree",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        # Our metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would only
+        # cost a provider lookup on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
+    )
     app.state.settings = settings
     app.state.telemetry = telemetry
     app.state.login_throttle = LoginThrottle()

@@ -35,8 +35,9 @@ __all__ = ["check_model_sizes", "check_tree_count"]
 
 
 def _over(loc: Loc, what: str, value: Any, bound: int, setting: str) -> InvalidInput:
-    return field_error(loc, f"{what} must be at most {bound:,} on this service (setting {setting}); got {value:,}",
-                       "over_limit")
+    return field_error(
+        loc, f"{what} must be at most {bound:,} on this service (setting {setting}); got {value:,}", "over_limit"
+    )
 
 
 def _trees(config: dict[str, Any]) -> int:
@@ -70,13 +71,20 @@ def check_model_sizes(config: dict[str, Any], settings: Settings) -> None:
     check_tree_count(config, settings)
     member = config.get("tree")
     params, at = (member, ("body", "tree")) if isinstance(member, dict) else (config, ("body",))
-    for name, setting in (("max_nodes", "max_tree_nodes"), ("max_features", "max_model_features"),
-                          ("max_categories", "max_model_categories"), ("max_bytes", "max_tree_bytes")):
+    for name, setting in (
+        ("max_nodes", "max_tree_nodes"),
+        ("max_features", "max_model_features"),
+        ("max_categories", "max_model_categories"),
+        ("max_bytes", "max_tree_bytes"),
+    ):
         if name not in params:  # a library without the parameter
             continue
         bound, value = getattr(settings, setting), params[name]
         if value is None:
-            raise field_error((*at, name), f"{name} must be set (at most {bound:,}) on this service "
-                              f"(setting {setting}); got None (no limit)", "over_limit")
+            raise field_error(
+                (*at, name),
+                f"{name} must be set (at most {bound:,}) on this service (setting {setting}); got None (no limit)",
+                "over_limit",
+            )
         if value > bound:
             raise _over((*at, name), name, value, bound, setting)

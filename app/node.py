@@ -48,8 +48,15 @@ class Node:
     def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None) -> None:
         self.settings = settings
         self.telemetry = telemetry
-        self.registry = Registry(settings, telemetry, model_cls, writable=self.is_writer, on_fenced=self.demote,
-                                 on_health_changed=self.health_changed, notice=self.notice)
+        self.registry = Registry(
+            settings,
+            telemetry,
+            model_cls,
+            writable=self.is_writer,
+            on_fenced=self.demote,
+            on_health_changed=self.health_changed,
+            notice=self.notice,
+        )
         self.follower = Follower(self.registry, is_writer=self.is_writer)
         self.cluster = Cluster(settings, self.follower, unavailable=self.registry.unavailable, hosts=self.registry.all)
         self.recovery = Recovery(self.registry.all)
@@ -89,8 +96,11 @@ class Node:
         await self.registry.open(self._db)
         self.recovery.start()
         self.cluster.start()
-        if self.cluster.is_writer and await self.db.run(store.claim_first_start) \
-                and self.registry.get(DEFAULT_MODEL) is None:
+        if (
+            self.cluster.is_writer
+            and await self.db.run(store.claim_first_start)
+            and self.registry.get(DEFAULT_MODEL) is None
+        ):
             await self.registry.create(DEFAULT_MODEL, {})
         self.ready = True
 

@@ -48,8 +48,14 @@ def stretch_events(model: Any, max_events: int) -> int:
     return max(1, min(max_events, STRETCH_COST // max(trees, 1)))
 
 
-async def learn_in_stretches(model: Any, prequential: Prequential, xs: Sequence[dict[str, Any]],
-                             ys: Sequence[ClassLabel], t: float | None, size: int) -> None:
+async def learn_in_stretches(
+    model: Any,
+    prequential: Prequential,
+    xs: Sequence[dict[str, Any]],
+    ys: Sequence[ClassLabel],
+    t: float | None,
+    size: int,
+) -> None:
     """:func:`app.learning.learn_scored` on the events, ``size`` at a time, the loop free in
     between (module docstring).
 
@@ -66,4 +72,4 @@ async def learn_in_stretches(model: Any, prequential: Prequential, xs: Sequence[
     for start in range(0, len(xs), size):
         if start:
             await asyncio.sleep(0)
-        learn_scored(model, prequential, xs[start:start + size], ys[start:start + size], t)
+        learn_scored(model, prequential, xs[start : start + size], ys[start : start + size], t)

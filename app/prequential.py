@@ -70,8 +70,9 @@ class CostScores:
         self.sum_cost = 0.0
         self.recent = Ring(window, 2)  # (improved squared error, decision cost), NaN: not costed
 
-    def scores(self, proba: FloatArray, known: IntArray, label: IntArray,
-               classes: Sequence[ClassLabel]) -> tuple[FloatArray, FloatArray]:
+    def scores(
+        self, proba: FloatArray, known: IntArray, label: IntArray, classes: Sequence[ClassLabel]
+    ) -> tuple[FloatArray, FloatArray]:
         """``(improved squared error, decision cost)`` of each row (``known >= 1``; NaN where
         the costs do not cover the row's labels), each row on its own."""
         costs = self.costs
@@ -116,8 +117,13 @@ class CostScores:
 
     def state(self) -> dict[str, Any]:
         """Everything needed to resume, as JSON-able data (the costs included)."""
-        return {"costs": self.costs.to_dict(), "n": self.n, "sum_ise": self.sum_ise, "sum_cost": self.sum_cost,
-                "recent": [[_nan_to_none(a), _nan_to_none(b)] for a, b in self.recent.rows().tolist()]}
+        return {
+            "costs": self.costs.to_dict(),
+            "n": self.n,
+            "sum_ise": self.sum_ise,
+            "sum_cost": self.sum_cost,
+            "recent": [[_nan_to_none(a), _nan_to_none(b)] for a, b in self.recent.rows().tolist()],
+        }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], window: int) -> CostScores:
@@ -126,8 +132,15 @@ class CostScores:
         c.n = int(state["n"])
         c.sum_ise = float(state["sum_ise"])
         c.sum_cost = float(state["sum_cost"])
-        c.recent.extend(np.array([[math.nan if a is None else float(a), math.nan if b is None else float(b)]
-                                  for a, b in state["recent"]], dtype=np.float64).reshape(-1, 2))
+        c.recent.extend(
+            np.array(
+                [
+                    [math.nan if a is None else float(a), math.nan if b is None else float(b)]
+                    for a, b in state["recent"]
+                ],
+                dtype=np.float64,
+            ).reshape(-1, 2)
+        )
         return c
 
 
@@ -155,8 +168,13 @@ class Prequential:
     prediction is ``{}``) cannot be scored; they are counted in ``unscored``.
     """
 
-    def __init__(self, window: int = 1000, bins: int = 10, history: History | None = None,
-                 costs: Costs | CostMatrix | None = None) -> None:
+    def __init__(
+        self,
+        window: int = 1000,
+        bins: int = 10,
+        history: History | None = None,
+        costs: Costs | CostMatrix | None = None,
+    ) -> None:
         self.window = window
         self.bins = bins
         self.n = 0
@@ -177,8 +195,14 @@ class Prequential:
         row, known, column, classes = one_row(proba, label)
         self.update_many(row, known, column, times=[t], classes=classes)
 
-    def update_many(self, proba: FloatArray, known: IntArray, label: IntArray,
-                    times: Sequence[float | None] | None = None, classes: Sequence[ClassLabel] = ()) -> None:
+    def update_many(
+        self,
+        proba: FloatArray,
+        known: IntArray,
+        label: IntArray,
+        times: Sequence[float | None] | None = None,
+        classes: Sequence[ClassLabel] = (),
+    ) -> None:
         """Score a batch of predictions, each made just before its event was learned.
 
         Parameters
@@ -215,8 +239,9 @@ class Prequential:
         row scored (:func:`score_row`) and added with Python floats, one at a time, in order,
         as the batch path adds them (the same sums, bit for bit); the window is read only where
         a history point falls due. Single learns come this way."""
-        rows = [score_row(p, k, y) for p, k, y in zip(proba.tolist(), known.tolist(), label.tolist(), strict=True)
-                if k > 0]
+        rows = [
+            score_row(p, k, y) for p, k, y in zip(proba.tolist(), known.tolist(), label.tolist(), strict=True) if k > 0
+        ]
         added = 0
 
         def add(until: int) -> None:
@@ -247,8 +272,9 @@ class Prequential:
         add(len(rows))
         self.unscored += len(known) - len(rows)
 
-    def _score(self, proba: FloatArray, known: IntArray, label: IntArray, scored: BoolArray,
-               classes: Sequence[ClassLabel]) -> tuple[FloatArray, FloatArray | None]:
+    def _score(
+        self, proba: FloatArray, known: IntArray, label: IntArray, scored: BoolArray, classes: Sequence[ClassLabel]
+    ) -> tuple[FloatArray, FloatArray | None]:
         """The score rows of the batch's scored rows (:func:`scores`), and their cost score rows
         (:meth:`CostScores.scores`; ``None`` without cost metrics)."""
         if not scored.all():
@@ -264,14 +290,17 @@ class Prequential:
     def _tables(self, rows: FloatArray, costs: FloatArray | None, window: bool) -> Tables:
         """The window's rows (if ``window``), then the pending score rows ``rows`` and cost score
         rows ``costs``."""
-        return Tables(ScoreTable(self.recent, rows, window, self.bins),
-                       None if self.costs is None or costs is None else self.costs.table(costs, window))
+        return Tables(
+            ScoreTable(self.recent, rows, window, self.bins),
+            None if self.costs is None or costs is None else self.costs.table(costs, window),
+        )
 
     def _add(self, tables: Tables) -> None:
         """Add the tables' pending rows to the running metrics and the window, row by row, in order."""
         table = tables.scores
-        sums, counts, corrects = table.tally(table.first, len(table.rows),
-                                             [self.sum_log_loss, self.sum_brier, *self.bin_conf])
+        sums, counts, corrects = table.tally(
+            table.first, len(table.rows), [self.sum_log_loss, self.sum_brier, *self.bin_conf]
+        )
         self.n += len(table.pending)
         self.sum_log_loss, self.sum_brier, *self.bin_conf = sums
         self.n_correct += sum(corrects)
@@ -283,8 +312,9 @@ class Prequential:
 
     def report(self) -> dict[str, Any]:
         """The metrics as JSON-able data: ``{"all": {...}, "recent": {...}}``."""
-        every = self._summary(self.n, self.sum_log_loss, self.sum_brier, self.n_correct,
-                              self.bin_count, self.bin_conf, self.bin_correct)
+        every = self._summary(
+            self.n, self.sum_log_loss, self.sum_brier, self.n_correct, self.bin_count, self.bin_conf, self.bin_correct
+        )
         return {
             "unscored": self.unscored,
             "all": every | (self.costs.summary() if self.costs is not None else {}),
@@ -304,8 +334,9 @@ class Prequential:
             return summary
         return summary | self.costs.window_summary(tables.costs, added)
 
-    def _summary(self, n: int, ll: float, br: float, nc: int, counts: list[int],
-                 confs: list[float], corrects: list[int]) -> dict[str, Any]:
+    def _summary(
+        self, n: int, ll: float, br: float, nc: int, counts: list[int], confs: list[float], corrects: list[int]
+    ) -> dict[str, Any]:
         bins = []
         ece = 0.0
         for b in range(self.bins):
@@ -314,8 +345,15 @@ class Prequential:
             acc = corrects[b] / c if c else None
             if c:
                 ece += c / n * abs(corrects[b] / c - confs[b] / c)
-            bins.append({"lower": b / self.bins, "upper": (b + 1) / self.bins, "count": c,
-                         "mean_confidence": mean_conf, "accuracy": acc})
+            bins.append(
+                {
+                    "lower": b / self.bins,
+                    "upper": (b + 1) / self.bins,
+                    "count": c,
+                    "mean_confidence": mean_conf,
+                    "accuracy": acc,
+                }
+            )
         return {
             "n": n,
             "log_loss": ll / n if n else None,
@@ -328,11 +366,17 @@ class Prequential:
     def state(self) -> dict[str, Any]:
         """Everything needed to resume, as JSON-able data."""
         return {
-            "window": self.window, "bins": self.bins, "n": self.n, "unscored": self.unscored,
-            "sum_log_loss": self.sum_log_loss, "sum_brier": self.sum_brier,
+            "window": self.window,
+            "bins": self.bins,
+            "n": self.n,
+            "unscored": self.unscored,
+            "sum_log_loss": self.sum_log_loss,
+            "sum_brier": self.sum_brier,
             # copies of the bins: a snapshot's state is encoded in a thread while learning goes on
-            "n_correct": self.n_correct, "bin_count": list(self.bin_count),
-            "bin_conf": list(self.bin_conf), "bin_correct": list(self.bin_correct),
+            "n_correct": self.n_correct,
+            "bin_count": list(self.bin_count),
+            "bin_conf": list(self.bin_conf),
+            "bin_correct": list(self.bin_correct),
             "recent": [[r[LOG_LOSS], r[BRIER], bool(r[CORRECT]), r[CONFIDENCE]] for r in self.recent.rows().tolist()],
             "history": self.history.state(),
         } | ({"costs": self.costs.state()} if self.costs is not None else {})
@@ -351,8 +395,9 @@ class Prequential:
         p.bin_count = [int(v) for v in state["bin_count"]]
         p.bin_conf = [float(v) for v in state["bin_conf"]]
         p.bin_correct = [int(v) for v in state["bin_correct"]]
-        rows = np.array([[float(a), float(b), float(d), float(bool(c))] for a, b, c, d in state["recent"]],
-                        dtype=np.float64)  # [log_loss, brier, correct, conf] as columns LOG_LOSS .. CORRECT
+        rows = np.array(
+            [[float(a), float(b), float(d), float(bool(c))] for a, b, c, d in state["recent"]], dtype=np.float64
+        )  # [log_loss, brier, correct, conf] as columns LOG_LOSS .. CORRECT
         p.recent.extend(rows.reshape(-1, 4))
         # a snapshot from before the cost metrics (or of a model without costs) has none
         p.costs = CostScores.from_state(state["costs"], p.window) if "costs" in state else None

@@ -77,9 +77,12 @@ def labels_for(model: Any, costs: CostMatrix) -> list[str]:
     try:
         costs.select(keys)
     except DecisionError as exc:
-        raise field_error(("body", "costs", str(exc.decision)), f"This decision has no cost for the model's "
-                          f"label {label_key(exc.label)!r}: give every decision a cost for every label",
-                          "costs_missing_label") from None
+        raise field_error(
+            ("body", "costs", str(exc.decision)),
+            f"This decision has no cost for the model's "
+            f"label {label_key(exc.label)!r}: give every decision a cost for every label",
+            "costs_missing_label",
+        ) from None
     return keys
 
 
@@ -88,9 +91,11 @@ def decisions(proba: FloatArray, costs: CostMatrix, keys: list[str]) -> dict[str
     ``{"decisions", "expected_costs", "probabilities"}``, a list each."""
     result = decide_many(proba, costs, classes=keys, check_input=False)
     options = result.options
-    return {"decisions": result.decisions,
-            "expected_costs": [dict(zip(options, row, strict=True)) for row in result.expected_costs.tolist()],
-            "probabilities": [dict(zip(keys, row, strict=True)) for row in proba.tolist()]}
+    return {
+        "decisions": result.decisions,
+        "expected_costs": [dict(zip(options, row, strict=True)) for row in result.expected_costs.tolist()],
+        "probabilities": [dict(zip(keys, row, strict=True)) for row in proba.tolist()],
+    }
 
 
 def explanation(model: Any, x: dict[str, Any]) -> dict[str, Any]:

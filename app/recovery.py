@@ -85,8 +85,9 @@ class Recovery(LoopTask):
 
     task_name = "recovery"
 
-    def __init__(self, hosts: Callable[[], Sequence[Rebuildable]], first: float | None = None,
-                 longest: float | None = None) -> None:
+    def __init__(
+        self, hosts: Callable[[], Sequence[Rebuildable]], first: float | None = None, longest: float | None = None
+    ) -> None:
         self._hosts = hosts
         self._first, self._longest = first, longest
 

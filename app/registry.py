@@ -85,10 +85,17 @@ class Registry:
         the log holds the model's events up to ``seq``.
     """
 
-    def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None, *,
-                 writable: Callable[[], bool] = lambda: True, on_fenced: Callable[[], None] = lambda: None,
-                 on_health_changed: Callable[[], None] = lambda: None,
-                 notice: Callable[[str, int], None] = lambda model, seq: None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        telemetry: Telemetry,
+        model_cls: Any = None,
+        *,
+        writable: Callable[[], bool] = lambda: True,
+        on_fenced: Callable[[], None] = lambda: None,
+        on_health_changed: Callable[[], None] = lambda: None,
+        notice: Callable[[str, int], None] = lambda model, seq: None,
+    ) -> None:
         self.settings = settings
         self.telemetry = telemetry
         self.model_cls = model_cls if model_cls is not None else default_model_cls()
@@ -123,14 +130,16 @@ class Registry:
             from_stored = getattr(self.model_cls, "from_stored", None)
             if from_stored is not None:  # parameters added since: the values that rebuild the stored model
                 stored_config = from_stored(stored_config)
-            restored = await self.db.run(restore, self.db.store, stored.name, stored_config, self.model_cls,
-                                         self.settings)
+            restored = await self.db.run(
+                restore, self.db.store, stored.name, stored_config, self.model_cls, self.settings
+            )
             # complete, as a config created now is: parameters added since it was stored take the
             # values that rebuild it (ESTIMATORS.from_stored), the others their defaults
             config = _canonical(config_of(self.model_cls, restored.model) | split_config(stored_config)[1])[0]
         except Exception as exc:  # the service starts whatever one model's state: this one answers 503
-            log.exception("model %r cannot be rebuilt from the store; it is unavailable, the others are served",
-                          stored.name)
+            log.exception(
+                "model %r cannot be rebuilt from the store; it is unavailable, the others are served", stored.name
+            )
             self._unavailable(stored, reason_of(exc))
             return
         self._host(stored.name, config, restored, stored.generation)
@@ -153,8 +162,9 @@ class Registry:
         self.on_health_changed()
 
     def _host(self, name: str, config: dict[str, Any], restored: Any, generation: int) -> ModelHost:
-        host = ModelHost(name, config, restored, self.model_cls, self.settings, self.db, self.telemetry,
-                         writable=self.writable)
+        host = ModelHost(
+            name, config, restored, self.model_cls, self.settings, self.db, self.telemetry, writable=self.writable
+        )
         host.on_fenced = self.on_fenced
         host.on_unavailable = self.on_health_changed
         self.hosts[name] = host
@@ -222,8 +232,11 @@ class Registry:
         known = param_names(self.model_cls, config) | frozenset(SERVICE_FIELDS)
         unknown = sorted(set(config) - known)
         if unknown:
-            raise field_error(("body", unknown[0]), f"Unknown parameter {unknown[0][:64]!r}; expected one of "
-                              f"{', '.join(sorted(known))}", "config_error")
+            raise field_error(
+                ("body", unknown[0]),
+                f"Unknown parameter {unknown[0][:64]!r}; expected one of {', '.join(sorted(known))}",
+                "config_error",
+            )
         config, service = split_config(config)
         service = {k: v for k, v in service.items() if v is not None}
         if "costs" in service:  # kept as the floats the metrics use (an integer cost may exceed 64 bits)

@@ -121,7 +121,7 @@ class Follower(LoopTask):
                     break
                 try:
                     for i in range(0, len(page), APPLY_SLICE):
-                        host.apply_logged(page[i:i + APPLY_SLICE])
+                        host.apply_logged(page[i : i + APPLY_SLICE])
                         await asyncio.sleep(0)  # forwarded writes and predictions between two slices
                 except RuntimeError:
                     log.exception("model %r: applying the log failed; rebuilding it from the store", host.name)

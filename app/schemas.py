@@ -45,9 +45,12 @@ _INT = {"type": "integer", "minimum": -INT_BOUND, "maximum": INT_BOUND - 1}
 
 FeatureValue = Annotated[
     Any,
-    WithJsonSchema({"anyOf": [_NUMBER, {"type": "string"}, {"type": "boolean"}, {"type": "null"}],
-                    "description": "A finite number (numeric feature), a string or boolean (nominal), "
-                                   "or null (missing)."}),
+    WithJsonSchema(
+        {
+            "anyOf": [_NUMBER, {"type": "string"}, {"type": "boolean"}, {"type": "null"}],
+            "description": "A finite number (numeric feature), a string or boolean (nominal), or null (missing).",
+        }
+    ),
 ]
 Features = Annotated[
     dict[str, FeatureValue],
@@ -55,26 +58,34 @@ Features = Annotated[
 ]
 Label = Annotated[
     Any,
-    WithJsonSchema({"anyOf": [{"type": "string"}, _INT, {"type": "boolean"}],
-                    "description": "A class label: string, integer or boolean; one type per model."}),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "string"}, _INT, {"type": "boolean"}],
+            "description": "A class label: string, integer or boolean; one type per model.",
+        }
+    ),
 ]
 EventId = Annotated[
     Any,
-    WithJsonSchema({"anyOf": [{"type": "string"}, _INT],
-                    "description": "Correlates a prediction with its label arriving later."}),
+    WithJsonSchema(
+        {"anyOf": [{"type": "string"}, _INT], "description": "Correlates a prediction with its label arriving later."}
+    ),
 ]
 # Costs are checked by app.validation.check_costs (with the library's checks), which names
 # the decision and label of a bad cost; the schema says what is accepted.
 Costs = Annotated[
     Any,
-    WithJsonSchema({
-        "type": "object", "minProperties": 1,
-        "additionalProperties": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "number"}},
-        "description": "Decision to {label: cost}: what each decision costs when each label turns out true "
-                       "(negative for a gain). Finite numbers of magnitude at most 1e300; every decision needs a "
-                       "cost for every label the model has seen (labels as in `probabilities`).",
-        "examples": [{"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}],
-    }),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "minProperties": 1,
+            "additionalProperties": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "number"}},
+            "description": "Decision to {label: cost}: what each decision costs when each label turns out true "
+            "(negative for a gain). Finite numbers of magnitude at most 1e300; every decision needs a "
+            "cost for every label the model has seen (labels as in `probabilities`).",
+            "examples": [{"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}],
+        }
+    ),
 ]
 ModelName = Annotated[
     str,
@@ -84,9 +95,13 @@ ModelName = Annotated[
 
 MinSeq = Annotated[
     int | None,
-    Field(strict=True, ge=0, le=INT_BOUND - 1,
-          description="Read your writes: wait (a few seconds at most, `min_seq_timeout_seconds`) until this "
-                      "instance has applied the model's event `min_seq` (a learn's `seq`); 503 past the bound."),
+    Field(
+        strict=True,
+        ge=0,
+        le=INT_BOUND - 1,
+        description="Read your writes: wait (a few seconds at most, `min_seq_timeout_seconds`) until this "
+        "instance has applied the model's event `min_seq` (a learn's `seq`); 503 past the bound.",
+    ),
 ]
 
 
@@ -163,8 +178,10 @@ class PredictBody(_Body):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"features": {"colour": "red", "size": 3.5}, "id": "req-7"},
-                         {"instances": [{"size": 1.0}, {"size": 9.0}]}]
+            "examples": [
+                {"features": {"colour": "red", "size": 3.5}, "id": "req-7"},
+                {"instances": [{"size": 1.0}, {"size": 9.0}]},
+            ]
         },
     )
 
@@ -181,8 +198,10 @@ class PredictResult(BaseModel):
     """Class probabilities keyed by label (booleans as ``"true"``/``"false"``), and the seq they were computed at."""
 
     probabilities: dict[str, float] | list[dict[str, float]]
-    seq: int = Field(description="The model's last applied event on this instance when it predicted: every "
-                                 "instance of a deployment at this seq predicts the same, bit for bit.")
+    seq: int = Field(
+        description="The model's last applied event on this instance when it predicted: every "
+        "instance of a deployment at this seq predicts the same, bit for bit."
+    )
 
 
 class DecideBody(_Body):
@@ -197,10 +216,14 @@ class DecideBody(_Body):
         extra="forbid",
         json_schema_extra={
             "examples": [
-                {"features": {"amount": 1000, "country": "NZ"},
-                 "costs": {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}},
-                {"instances": [{"amount": 1000}, {"amount": 20}],
-                 "costs": {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}},
+                {
+                    "features": {"amount": 1000, "country": "NZ"},
+                    "costs": {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}},
+                },
+                {
+                    "instances": [{"amount": 1000}, {"amount": 20}],
+                    "costs": {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}},
+                },
             ]
         },
     )
@@ -263,12 +286,16 @@ class Health(BaseModel):
     """Liveness (``ok`` once models are loaded), this instance's role and each model's applied seq."""
 
     status: str
-    role: str = Field(description="`writer` (learns and logs events) or `replica` (follows the log, forwards "
-                                  "writes to the writer); a single instance on SQLite is the writer.")
+    role: str = Field(
+        description="`writer` (learns and logs events) or `replica` (follows the log, forwards "
+        "writes to the writer); a single instance on SQLite is the writer."
+    )
     seq: dict[str, int] = Field(description="Model name to the last event applied on this instance.")
     unavailable: dict[str, str] | None = Field(
-        default=None, description="Only when some model cannot be restored: model name to the reason. Such a model "
-                                  "answers 503 with the reason and is retried in the background; the others serve.")
+        default=None,
+        description="Only when some model cannot be restored: model name to the reason. Such a model "
+        "answers 503 with the reason and is retried in the background; the others serve.",
+    )
 
 
 class LoggedEvent(BaseModel):

@@ -75,7 +75,7 @@ class Ring:
 
     def extend(self, rows: FloatArray) -> None:
         """Append ``(n, width)`` rows, in order."""
-        rows = rows[max(len(rows) - self.size, 0):]
+        rows = rows[max(len(rows) - self.size, 0) :]
         if not len(rows):
             return
         before_wrap = min(len(rows), self.size - self.end)
@@ -110,7 +110,7 @@ class Pending:
     @property
     def pending(self) -> FloatArray:
         """The rows not yet added."""
-        return self.rows[self.first:]
+        return self.rows[self.first :]
 
     def window(self, added: int) -> tuple[int, int]:
         """``(lo, hi)``: the window is ``rows[lo:hi]`` once the first ``added`` pending rows are added."""
@@ -157,7 +157,7 @@ class ScoreTable(Pending):
         """
         sums = running_sums(start, self.target[lo:hi].ravel(), self.values[lo:hi].ravel())
         cells = np.bincount(self.cell[lo:hi], minlength=2 * self.bins).tolist()
-        corrects = cells[self.bins:]
+        corrects = cells[self.bins :]
         return sums, [a + b for a, b in zip(cells[: self.bins], corrects, strict=True)], corrects
 
 

@@ -16,8 +16,7 @@ import numpy.typing as npt
 
 from streamtree.typing import ClassLabel, FloatArray, IntArray
 
-__all__ = ["BRIER", "CONFIDENCE", "CORRECT", "EPS", "LOG_LOSS", "BoolArray", "one_row", "score", "score_row",
-           "scores"]
+__all__ = ["BRIER", "CONFIDENCE", "CORRECT", "EPS", "LOG_LOSS", "BoolArray", "one_row", "score", "score_row", "scores"]
 
 #: Probability floor for the log loss: an unseen true class would otherwise cost infinity.
 EPS = 1e-15
@@ -29,8 +28,7 @@ BoolArray = npt.NDArray[np.bool_]
 LOG_LOSS, BRIER, CONFIDENCE, CORRECT = range(4)
 
 
-def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatArray, FloatArray, BoolArray,
-                                                                          FloatArray]:
+def scores(proba: FloatArray, known: IntArray, label: IntArray) -> tuple[FloatArray, FloatArray, BoolArray, FloatArray]:
     """Score ``n`` predictions against their true labels, each row on its own.
 
     Parameters
@@ -101,8 +99,9 @@ def score_row(p: list[float], known: int, label: int) -> tuple[float, float, flo
     return log_loss, brier, seen[top], 1.0 if top == label else 0.0
 
 
-def one_row(proba: Mapping[ClassLabel, float],
-             label: ClassLabel) -> tuple[FloatArray, IntArray, IntArray, list[ClassLabel]]:
+def one_row(
+    proba: Mapping[ClassLabel, float], label: ClassLabel
+) -> tuple[FloatArray, IntArray, IntArray, list[ClassLabel]]:
     """One prediction as :func:`scores` takes it, and its classes."""
     classes = list(proba) + ([] if label in proba else [label])
     row = np.array([[proba.get(c, 0.0) for c in classes]], dtype=np.float64)

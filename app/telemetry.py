@@ -70,7 +70,7 @@ _GAUGES = {
     "drift_background": "1 while a background tree is compared with the tree after a detected change.",
     "memory_bytes": "Bytes the model's arrays hold (summary memory_bytes).",
     "other_values": "Examples whose nominal value went to its feature's 'other' code, past max_categories "
-                    "(all features; summary other_values has them by feature).",
+    "(all features; summary other_values has them by feature).",
     "budget_stops": "Trees of the model that stopped growing rather than pass max_bytes.",
 }
 # the prequential metrics of the recent window (``metrics_window`` scored events); absent
@@ -82,10 +82,14 @@ _WINDOW = {
     "accuracy": ("accuracy", "Prequential accuracy over the recent window."),
     "ece": ("ece", "Expected calibration error of the top-class confidence over the recent window."),
     # only for a model configured with a cost matrix
-    "improved_squared_error": ("improved_squared_error", "Improved squared error (Fan et al. 2005, Eq. 3) under the "
-                               "model's cost matrix over the recent window."),
-    "decision_cost": ("decision_cost", "Mean cost of the decisions of least expected cost under the model's cost "
-                      "matrix over the recent window."),
+    "improved_squared_error": (
+        "improved_squared_error",
+        "Improved squared error (Fan et al. 2005, Eq. 3) under the model's cost matrix over the recent window.",
+    ),
+    "decision_cost": (
+        "decision_cost",
+        "Mean cost of the decisions of least expected cost under the model's cost matrix over the recent window.",
+    ),
 }
 # read from the model's durable state, so they survive restarts and only ever grow
 _COUNTERS = {
@@ -100,14 +104,21 @@ class _ModelCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
-            k: GaugeMetricFamily(f"streamtree_model_{k}", doc, labels=["model"]) for k, doc in _GAUGES.items()}
-        families |= {k: CounterMetricFamily(f"streamtree_model_{k}", doc, labels=["model"])
-                     for k, doc in _COUNTERS.items()}
-        window = {k: GaugeMetricFamily(f"streamtree_model_{name}", doc, labels=["model"])
-                  for k, (name, doc) in _WINDOW.items()}
-        unavailable = GaugeMetricFamily("streamtree_model_unavailable", "1 while the model cannot be restored from "
-                                        "the store (it answers 503 saying why; /health lists the reason).",
-                                        labels=["model"])
+            k: GaugeMetricFamily(f"streamtree_model_{k}", doc, labels=["model"]) for k, doc in _GAUGES.items()
+        }
+        families |= {
+            k: CounterMetricFamily(f"streamtree_model_{k}", doc, labels=["model"]) for k, doc in _COUNTERS.items()
+        }
+        window = {
+            k: GaugeMetricFamily(f"streamtree_model_{name}", doc, labels=["model"])
+            for k, (name, doc) in _WINDOW.items()
+        }
+        unavailable = GaugeMetricFamily(
+            "streamtree_model_unavailable",
+            "1 while the model cannot be restored from "
+            "the store (it answers 503 saying why; /health lists the reason).",
+            labels=["model"],
+        )
         for m in self._models():
             unavailable.add_metric([m.name], float(m.unavailable is not None))
             gauges = m.gauges()
@@ -128,16 +139,24 @@ class _ClusterCollector(Collector):
         self._cluster = cluster
 
     def collect(self) -> Iterator[Metric]:
-        role = GaugeMetricFamily("streamtree_role", "1 for this instance's role in its deployment (a single "
-                                 "instance on SQLite is the writer).", labels=["role"])
+        role = GaugeMetricFamily(
+            "streamtree_role",
+            "1 for this instance's role in its deployment (a single instance on SQLite is the writer).",
+            labels=["role"],
+        )
         current = self._cluster.role
         for r in ROLES:
             role.add_metric([r], float(r == current))
-        events = GaugeMetricFamily("streamtree_replica_lag_events", "Events of the model committed to the log "
-                                   "and not yet applied on this instance (0 on the writer).", labels=["model"])
-        seconds = GaugeMetricFamily("streamtree_replica_lag_seconds", "Seconds since the oldest committed event "
-                                    "not yet applied on this instance was noticed (0 when caught up).",
-                                    labels=["model"])
+        events = GaugeMetricFamily(
+            "streamtree_replica_lag_events",
+            "Events of the model committed to the log and not yet applied on this instance (0 on the writer).",
+            labels=["model"],
+        )
+        seconds = GaugeMetricFamily(
+            "streamtree_replica_lag_seconds",
+            "Seconds since the oldest committed event not yet applied on this instance was noticed (0 when caught up).",
+            labels=["model"],
+        )
         for name, (n, t) in self._cluster.lags().items():
             events.add_metric([name], n)
             seconds.add_metric([name], t)
@@ -150,20 +169,33 @@ class Telemetry:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("streamtree_http_requests", "HTTP requests by route template and status.",
-                                ["method", "route", "status"], registry=r)
-        self.latency = Histogram("streamtree_http_request_duration_seconds",
-                                 "HTTP request latency, from first byte to response sent.",
-                                 ["method", "route"], buckets=LATENCY_BUCKETS, registry=r)
-        self.learned = Counter("streamtree_events_learned", "Events learned and durably logged.",
-                               ["model"], registry=r)
-        self.predicted = Counter("streamtree_instances_predicted", "Instances predicted.",
-                                 ["model"], registry=r)
-        self.commit_seconds = Histogram("streamtree_commit_duration_seconds",
-                                        "Time to write and fsync one group commit of events.",
-                                        buckets=LATENCY_BUCKETS, registry=r)
-        self.commit_events = Histogram("streamtree_commit_group_events", "Events per group commit.",
-                                       buckets=(1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384), registry=r)
+        self.requests = Counter(
+            "streamtree_http_requests",
+            "HTTP requests by route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "streamtree_http_request_duration_seconds",
+            "HTTP request latency, from first byte to response sent.",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.learned = Counter("streamtree_events_learned", "Events learned and durably logged.", ["model"], registry=r)
+        self.predicted = Counter("streamtree_instances_predicted", "Instances predicted.", ["model"], registry=r)
+        self.commit_seconds = Histogram(
+            "streamtree_commit_duration_seconds",
+            "Time to write and fsync one group commit of events.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.commit_events = Histogram(
+            "streamtree_commit_group_events",
+            "Events per group commit.",
+            buckets=(1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384),
+            registry=r,
+        )
         self.snapshots = Counter("streamtree_snapshots", "Snapshots written.", ["model"], registry=r)
 
     def watch_models(self, models: Callable[[], Iterable[ModelView]]) -> None:

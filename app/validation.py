@@ -50,8 +50,7 @@ class Limits:
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
         """Pick the limits out of the settings."""
-        return cls(settings.max_batch, settings.max_features, settings.max_string_length,
-                   settings.max_labels)
+        return cls(settings.max_batch, settings.max_features, settings.max_string_length, settings.max_labels)
 
 
 def field_error(loc: Loc, msg: str, kind: str = "value_error") -> InvalidInput:
@@ -67,8 +66,7 @@ def event_loc(batch: bool, key: str, i: int) -> Loc:
 def check_length(items: Sequence[Any], loc: Loc, limits: Limits) -> None:
     """Refuse a batch with more than ``max_batch`` items."""
     if len(items) > limits.max_batch:
-        raise field_error(loc, f"List should have at most {limits.max_batch} items, not {len(items)}",
-                          "too_long")
+        raise field_error(loc, f"List should have at most {limits.max_batch} items, not {len(items)}", "too_long")
 
 
 def _check_int(v: int, loc: Loc) -> None:
@@ -104,8 +102,7 @@ def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
     nested objects and arrays, NaN and infinities are refused.
     """
     if len(x) > limits.max_features:
-        raise field_error(loc, f"At most {limits.max_features} features per event, not {len(x)}",
-                          "too_many_features")
+        raise field_error(loc, f"At most {limits.max_features} features per event, not {len(x)}", "too_many_features")
     m = limits.max_string_length
     for k, v in x.items():  # the hot loop of a batch: inline tests, no calls on the way through
         if len(k) > m:
@@ -113,8 +110,9 @@ def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
         t = type(v)
         if t is float:
             if v - v != 0.0:  # NaN or an infinity (v - v is NaN), without a call to math.isfinite
-                raise field_error((*loc, k), "Feature values must be finite numbers (no NaN or infinity)",
-                                  "finite_number")
+                raise field_error(
+                    (*loc, k), "Feature values must be finite numbers (no NaN or infinity)", "finite_number"
+                )
         elif t is str:
             if len(v) > m:
                 _check_length(v, (*loc, k), m)
@@ -122,8 +120,11 @@ def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:
             if not -INT_BOUND <= v < INT_BOUND:
                 _check_int(v, (*loc, k))
         elif t is not bool and v is not None:
-            raise field_error((*loc, k), "Feature values must be a number, string, boolean or null "
-                              "(no nested objects or arrays)", "feature_type")
+            raise field_error(
+                (*loc, k),
+                "Feature values must be a number, string, boolean or null (no nested objects or arrays)",
+                "feature_type",
+            )
 
 
 def _check_length(value: str, loc: Loc, most: int) -> None:
@@ -178,14 +179,20 @@ def check_costs(costs: Any, loc: Loc, limits: Limits) -> CostMatrix:
         _check_length(decision, (*loc, decision[:32]), m)
         if isinstance(row, Mapping):
             if len(row) > limits.max_labels:
-                raise field_error((*loc, decision), f"At most {limits.max_labels} labels per decision, not "
-                                  f"{len(row)}", "too_many_labels")
+                raise field_error(
+                    (*loc, decision),
+                    f"At most {limits.max_labels} labels per decision, not {len(row)}",
+                    "too_many_labels",
+                )
             for label in row:
                 _check_length(label, (*loc, decision, label[:32]), m)
     try:
         return CostMatrix.of(costs)
     except DecisionError as exc:
         where = tuple(v for v in (exc.decision, exc.label) if isinstance(v, str))
-        msg = (f"Costs must be finite numbers of magnitude at most {MAX_COST:g}" if exc.label is not None else
-               "Each decision's costs must be a non-empty object of label to cost")
+        msg = (
+            f"Costs must be finite numbers of magnitude at most {MAX_COST:g}"
+            if exc.label is not None
+            else "Each decision's costs must be a non-empty object of label to cost"
+        )
         raise field_error((*loc, *where), msg, "costs") from None

@@ -82,15 +82,17 @@ def recoveries(losses: np.ndarray, drifts: list[tuple[int, int, str]]) -> list[d
         after = curve[p + WINDOW - 1 : deadline]
         hits = np.nonzero(after <= (1 + TOLERANCE) * level)[0]
         peak = curve[start:deadline]
-        out.append({
-            "position": p,
-            "width": w,
-            "kind": kind,
-            "pre_level": level,
-            "peak": float(np.nanmax(peak)) if np.isfinite(peak).any() else None,
-            "recovery": int(hits[0]) + WINDOW if len(hits) else None,
-            "deadline": deadline,
-        })
+        out.append(
+            {
+                "position": p,
+                "width": w,
+                "kind": kind,
+                "pre_level": level,
+                "peak": float(np.nanmax(peak)) if np.isfinite(peak).any() else None,
+                "recovery": int(hits[0]) + WINDOW if len(hits) else None,
+                "deadline": deadline,
+            }
+        )
     return out
 
 
@@ -111,7 +113,9 @@ def plot(stream: str, curves: dict[str, np.ndarray], drifts: list[tuple[int, int
             ax.axvspan(p - w / 2, p + w / 2, color="grey", alpha=0.1, linewidth=0)
     ax.set_xlabel("example")
     ax.set_ylabel(f"log loss (nats), trailing {WINDOW} examples")
-    ax.set_title(f"{stream}: prequential log loss; dashed: drifts ({', '.join(f'{p:,} {k}' for p, _, k in drifts)})", fontsize=10)
+    ax.set_title(
+        f"{stream}: prequential log loss; dashed: drifts ({', '.join(f'{p:,} {k}' for p, _, k in drifts)})", fontsize=10
+    )
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -168,7 +172,13 @@ def markdown(drift: dict[str, Any]) -> list[str]:
         cells = [f"{r[m]:.4f}" if m in r else "" for m in models]
         gaps = [f"{r[k]:+.1f}%" if k in r else "" for k in (f"ours_vs_{HAT}_pct", f"ours_vs_{ARF}_pct")]
         out.append(f"| {r['stream']} | {drifts} | " + " | ".join(cells + gaps) + " |")
-    short = sorted({r["stream"] for r in drift["drifting"] if f"n_{ARF}" in r and f"n_{OURS}" in r and r[f"n_{ARF}"] < r[f"n_{OURS}"]})
+    short = sorted(
+        {
+            r["stream"]
+            for r in drift["drifting"]
+            if f"n_{ARF}" in r and f"n_{OURS}" in r and r[f"n_{ARF}"] < r[f"n_{OURS}"]
+        }
+    )
     if short:
         out.append(f"\nARF-10 ran on fewer examples than the trees on: {', '.join(short)}.")
     if drift["recovery"]:
@@ -193,7 +203,9 @@ def markdown(drift: dict[str, Any]) -> list[str]:
         out.append("|---|---|---|---|" + ("---|" if nb else ""))
         for r in drift["stationary"]:
             extra = (f" {r[NB]:.4f} |" if NB in r else " |") if nb else ""
-            out.append(f"| {r['stream']} | {r[OURS]:.4f} | {r[STATIC]:.4f} | {r[f'ours_vs_{STATIC}_pct']:+.1f}% |" + extra)
+            out.append(
+                f"| {r['stream']} | {r[OURS]:.4f} | {r[STATIC]:.4f} | {r[f'ours_vs_{STATIC}_pct']:+.1f}% |" + extra
+            )
     return out
 
 
@@ -228,7 +240,14 @@ def targets(drift: dict[str, Any]) -> list[str]:
     pairs = []
     for r in drift["recovery"]:
         if r["model"] == OURS and r["kind"] == "abrupt":
-            hat = next((h for h in drift["recovery"] if h["model"] == HAT and h["stream"] == r["stream"] and h["position"] == r["position"]), None)
+            hat = next(
+                (
+                    h
+                    for h in drift["recovery"]
+                    if h["model"] == HAT and h["stream"] == r["stream"] and h["position"] == r["position"]
+                ),
+                None,
+            )
             if hat is not None:
                 pairs.append(f"{r['stream']}@{r['position']:,} {_count(r['recovery'])} vs {_count(hat['recovery'])}")
     if pairs:

@@ -42,8 +42,9 @@ def free_port() -> int:
 
 def call(port: int, method: str, path: str, body: Any = None, timeout: float = 120) -> tuple[int, Any]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    conn.request(method, path, body=None if body is None else json.dumps(body),
-                 headers={"Content-Type": "application/json"})
+    conn.request(
+        method, path, body=None if body is None else json.dumps(body), headers={"Content-Type": "application/json"}
+    )
     r = conn.getresponse()
     data = r.read()
     conn.close()
@@ -82,8 +83,12 @@ def learns(port: int, n: int, until: threading.Event | None = None) -> list[floa
 
 def summary(seconds: list[float]) -> dict[str, float]:
     ms = sorted(s * 1000 for s in seconds)
-    return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1), "p99_ms": round(ms[int(0.99 * (len(ms) - 1))], 1),
-            "max_ms": round(ms[-1], 1)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[int(0.99 * (len(ms) - 1))], 1),
+        "max_ms": round(ms[-1], 1),
+    }
 
 
 def headers_phase(port: int, pid: int) -> dict[str, Any]:
@@ -113,8 +118,13 @@ def headers_phase(port: int, pid: int) -> dict[str, Any]:
         c.join()
     peak.stop.set()
     peak.join()
-    return {"rss_before_mib": round(before), "rss_peak_mib": round(peak.peak), "seconds": round(time.monotonic() - t0, 1),
-            "max_sent_mib": round(max(sent) / 2**20, 2), "health": call(port, "GET", "/health")[0]}
+    return {
+        "rss_before_mib": round(before),
+        "rss_peak_mib": round(peak.peak),
+        "seconds": round(time.monotonic() - t0, 1),
+        "max_sent_mib": round(max(sent) / 2**20, 2),
+        "health": call(port, "GET", "/health")[0],
+    }
 
 
 def stalled_phase(port: int, pid: int) -> dict[str, Any]:
@@ -135,8 +145,12 @@ def stalled_phase(port: int, pid: int) -> dict[str, Any]:
         s.close()
     peak.stop.set()
     peak.join()
-    return {"rss_before_mib": round(before), "rss_peak_mib": round(peak.peak), "rss_with_100_mib": round(after_learns),
-            "learn": during}
+    return {
+        "rss_before_mib": round(before),
+        "rss_peak_mib": round(peak.peak),
+        "rss_with_100_mib": round(after_learns),
+        "learn": during,
+    }
 
 
 def exporters_phase(port: int, n_events: int) -> dict[str, Any]:
@@ -159,7 +173,7 @@ def exporters_phase(port: int, n_events: int) -> dict[str, Any]:
                 last = data.rfind(b'{"seq":')
                 if last < 0:
                     break
-                after = int(data[last + 7:data.index(b",", last)])
+                after = int(data[last + 7 : data.index(b",", last)])
 
     threads = [threading.Thread(target=exporter) for _ in range(8)]
     for t in threads:
@@ -181,8 +195,11 @@ def main() -> None:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = os.environ | {"PYTHONPATH": str(args.checkout)}
-        proc = subprocess.Popen([str(EXE), "serve", "--data-dir", f"{tmp}/data", "--port", str(port),
-                                 "--log-level", "error"], env=env, cwd=args.checkout)
+        proc = subprocess.Popen(
+            [str(EXE), "serve", "--data-dir", f"{tmp}/data", "--port", str(port), "--log-level", "error"],
+            env=env,
+            cwd=args.checkout,
+        )
         try:
             deadline = time.monotonic() + 300
             while True:
@@ -194,11 +211,20 @@ def main() -> None:
                 assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
                 time.sleep(0.2)
             for i in range(0, args.events, 1_000):  # events of about 300 bytes of JSON
-                batch = [{"features": {f"feature_{j}": round((k * 7 + j) % 101 / 3, 6) for j in range(12)},
-                          "label": k % 3 == 0} for k in range(i, i + 1_000)]
+                batch = [
+                    {
+                        "features": {f"feature_{j}": round((k * 7 + j) % 101 / 3, 6) for j in range(12)},
+                        "label": k % 3 == 0,
+                    }
+                    for k in range(i, i + 1_000)
+                ]
                 assert call(port, "POST", "/learn", {"events": batch})[0] == 200
-            result = {"label": args.label, "events": args.events, "quiet": {"learn": summary(learns(port, 100))},
-                      "headers": headers_phase(port, proc.pid)}
+            result = {
+                "label": args.label,
+                "events": args.events,
+                "quiet": {"learn": summary(learns(port, 100))},
+                "headers": headers_phase(port, proc.pid),
+            }
             result["stalled_exports"] = stalled_phase(port, proc.pid)
             time.sleep(1.0)
             result["exporters"] = exporters_phase(port, args.events)

@@ -53,9 +53,12 @@ def forest_print(data: list[tuple[dict, object]]) -> tuple[str, str]:
 
 
 def table(n: int) -> str:
-    rows = [f"# Fingerprint of the models' bits (`bench/fingerprint.py`, first {n:,} examples)", "",
-            "| stream | tree: probabilities | tree: bytes | forest: probabilities | forest: bytes |",
-            "|---|---|---|---|---|"]
+    rows = [
+        f"# Fingerprint of the models' bits (`bench/fingerprint.py`, first {n:,} examples)",
+        "",
+        "| stream | tree: probabilities | tree: bytes | forest: probabilities | forest: bytes |",
+        "|---|---|---|---|---|",
+    ]
     for name in NAMES:
         data = STREAMS[name].take(n)
         rows.append(f"| {name} | {' | '.join(tree_print(data))} | {' | '.join(forest_print(data))} |")

@@ -94,16 +94,28 @@ class KnownPosterior:
 FRESH: dict[str, Stream] = {
     s.name: s
     for s in [
-        Stream("RandomRBF-3c", lambda: iter(synth.RandomRBF(seed_model=7, seed_sample=7, n_classes=3, n_features=8,
-                                                          n_centroids=30))),
-        Stream("RandomRBF-5c", lambda: iter(synth.RandomRBF(seed_model=11, seed_sample=11, n_classes=5, n_features=10,
-                                                          n_centroids=40))),
+        Stream(
+            "RandomRBF-3c",
+            lambda: iter(synth.RandomRBF(seed_model=7, seed_sample=7, n_classes=3, n_features=8, n_centroids=30)),
+        ),
+        Stream(
+            "RandomRBF-5c",
+            lambda: iter(synth.RandomRBF(seed_model=11, seed_sample=11, n_classes=5, n_features=10, n_centroids=40)),
+        ),
         Stream("Waveform-noise", lambda: iter(synth.Waveform(seed=7, has_noise=True))),
         Stream("LED-noise", lambda: iter(synth.LED(seed=7, noise_percentage=0.2, irrelevant_features=True))),
-        _switching("SEA-drift-7", lambda: [synth.SEA(variant=v, noise=0.1, seed=7 + i) for i, v in enumerate((1, 3))],
-                   10_000, 500),
-        _switching("Agrawal-drift-7", lambda: [synth.Agrawal(classification_function=f, seed=7 + i)
-                                               for i, f in enumerate((3, 6))], 10_000, 500),
+        _switching(
+            "SEA-drift-7",
+            lambda: [synth.SEA(variant=v, noise=0.1, seed=7 + i) for i, v in enumerate((1, 3))],
+            10_000,
+            500,
+        ),
+        _switching(
+            "Agrawal-drift-7",
+            lambda: [synth.Agrawal(classification_function=f, seed=7 + i) for i, f in enumerate((3, 6))],
+            10_000,
+            500,
+        ),
     ]
 }
 POSTERIOR: dict[str, KnownPosterior] = {f"Posterior-{d}": KnownPosterior(d, seed=7) for d in (5, 15)}
@@ -111,8 +123,11 @@ POSTERIOR: dict[str, KnownPosterior] = {f"Posterior-{d}": KnownPosterior(d, seed
 # Decision -> {true label: cost}, per stream. Phishing, fraud-style: letting a phishing page
 # (True) through costs 100, blocking a legitimate one 5. The known-posterior streams as a
 # triage of four severities (0 harmless .. 3 severe): ignoring a severe case is the costly error.
-_TRIAGE = {"ignore": {0: 0, 1: 1, 2: 10, 3: 50}, "review": {0: 2, 1: 2, 2: 2, 3: 20},
-           "escalate": {0: 10, 1: 10, 2: 5, 3: 0}}
+_TRIAGE = {
+    "ignore": {0: 0, 1: 1, 2: 10, 3: 50},
+    "review": {0: 2, 1: 2, 2: 2, 3: 20},
+    "escalate": {0: 10, 1: 10, 2: 5, 3: 0},
+}
 COSTS: dict[str, dict[str, dict[Any, float]]] = {
     "Phishing": {"allow": {True: 100, False: 0}, "block": {True: 0, False: 5}},
     "Posterior-5": _TRIAGE,
@@ -135,8 +150,9 @@ def model_factories(tree_config: dict[str, Any]) -> dict[str, Callable[[], Any]]
     }
     for method in METHODS:
         ours[f"forest-{method}"] = lambda m=method: ProbabilityForest(n_trees=10, method=m, seed=42, tree=tree_config)
-    ours["forest-bt+nb"] = lambda: ProbabilityForest(n_trees=10, method="bt+", seed=42,
-                                                     tree={**tree_config, "naive_bayes": True})
+    ours["forest-bt+nb"] = lambda: ProbabilityForest(
+        n_trees=10, method="bt+", seed=42, tree={**tree_config, "naive_bayes": True}
+    )
     return ours | {
         "river-HT-nba": lambda: tree.HoeffdingTreeClassifier(),
         "river-HAT": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=42),
@@ -185,8 +201,12 @@ class Costed:
         return {"decision_cost": self.cost / n, "argmax_cost": self.argmax_cost / n, "ise": self.ise / n}
 
 
-def run_one(model: Any, data: list[tuple[dict, Any]], truth: KnownPosterior | None,
-            costs: dict[str, dict[Any, float]] | None = None) -> dict[str, Any]:
+def run_one(
+    model: Any,
+    data: list[tuple[dict, Any]],
+    truth: KnownPosterior | None,
+    costs: dict[str, dict[Any, float]] | None = None,
+) -> dict[str, Any]:
     score = Score()
     costed = Costed(costs) if costs else None
     elapsed = 0.0
@@ -204,8 +224,12 @@ def run_one(model: Any, data: list[tuple[dict, Any]], truth: KnownPosterior | No
         if costed is not None:
             costed.update(y, proba, score.labels)
         score.update(y, proba)
-    out: dict[str, Any] = {**score.result(), "n": len(data), "cpu_s": elapsed,
-                           "us_per_event": 1e6 * elapsed / max(len(data), 1)}
+    out: dict[str, Any] = {
+        **score.result(),
+        "n": len(data),
+        "cpu_s": elapsed,
+        "us_per_event": 1e6 * elapsed / max(len(data), 1),
+    }
     if truth is not None:
         out["posterior_mse"] = sq / len(data)
     if costed is not None:
@@ -263,10 +287,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[str]:
     for m in ours:
         mine = [s for s in streams if (s, m) in by]
         best = sum(all(by[(s, m)]["log_loss"] <= by[(s, o)]["log_loss"] for o in models if (s, o) in by) for s in mine)
-        over_peers = sum(all(by[(s, m)]["log_loss"] < by[(s, o)]["log_loss"] for o in peers if (s, o) in by)
-                         for s in mine)
-        line = (f"{m}: lower log loss than every peer ({', '.join(peers)}) on {over_peers} of {len(mine)} streams, "
-                f"the lowest of all models (ours included) on {best}")
+        over_peers = sum(
+            all(by[(s, m)]["log_loss"] < by[(s, o)]["log_loss"] for o in peers if (s, o) in by) for s in mine
+        )
+        line = (
+            f"{m}: lower log loss than every peer ({', '.join(peers)}) on {over_peers} of {len(mine)} streams, "
+            f"the lowest of all models (ours included) on {best}"
+        )
         for peer in ("river-HT-nba", "river-ARF-10", "river-AMF-10"):
             both = [s for s in streams if (s, m) in by and (s, peer) in by]
             if both:
@@ -278,15 +305,22 @@ def summarise(rows: list[dict[str, Any]]) -> list[str]:
         if costed:
             cheaper = [m for m in costed if by[(s, m)]["decision_cost"] < by[(s, m)]["argmax_cost"]]
             least = min(costed, key=lambda m: by[(s, m)]["decision_cost"])
-            lines.append(f"decisions on {s}: `decide` costs less than the argmax rule for {len(cheaper)} of "
-                         f"{len(costed)} models; least mean cost {by[(s, least)]['decision_cost']:.3f} ({least})")
+            lines.append(
+                f"decisions on {s}: `decide` costs less than the argmax rule for {len(cheaper)} of "
+                f"{len(costed)} models; least mean cost {by[(s, least)]['decision_cost']:.3f} ({least})"
+            )
     for m in ours + ["streamtree-tree"]:
-        ratios = [by[(s, "river-HT-nba")]["us_per_event"] / by[(s, m)]["us_per_event"]
-                  for s in streams if (s, m) in by and (s, "river-HT-nba") in by]
+        ratios = [
+            by[(s, "river-HT-nba")]["us_per_event"] / by[(s, m)]["us_per_event"]
+            for s in streams
+            if (s, m) in by and (s, "river-HT-nba") in by
+        ]
         if ratios:
             gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-            lines.append(f"speed, {m} against river-HT-nba (CPU per event, >1 is faster): geometric mean {gm:.2f}x, "
-                         f"min {min(ratios):.2f}x")
+            lines.append(
+                f"speed, {m} against river-HT-nba (CPU per event, >1 is faster): geometric mean {gm:.2f}x, "
+                f"min {min(ratios):.2f}x"
+            )
     return lines
 
 
@@ -296,25 +330,36 @@ def markdown(results: dict[str, Any]) -> str:
     models = list(dict.fromkeys(r["model"] for r in rows))
     by = {(r["stream"], r["model"]): r for r in rows}
     out = [f"# Forest benchmark (`bench/forests.py`)\n\n{results['meta']['note']}\n"]
-    for metric, fmt, lower in (("log_loss", "{:.4f}", True), ("posterior_mse", "{:.4f}", True),
-                               ("accuracy", "{:.4f}", False), ("us_per_event", "{:,.0f}", True),
-                               ("decision_cost", "{:.3f}", True), ("argmax_cost", "{:.3f}", True),
-                               ("ise", "{:.4f}", True)):
+    for metric, fmt, lower in (
+        ("log_loss", "{:.4f}", True),
+        ("posterior_mse", "{:.4f}", True),
+        ("accuracy", "{:.4f}", False),
+        ("us_per_event", "{:,.0f}", True),
+        ("decision_cost", "{:.3f}", True),
+        ("argmax_cost", "{:.3f}", True),
+        ("ise", "{:.4f}", True),
+    ):
         present = [s for s in streams if any(metric in by.get((s, m), {}) for m in models)]
         if not present:
             continue
-        title = {"log_loss": "log loss (bold: best)", "posterior_mse": "mean squared distance to the true posterior",
-                 "accuracy": "accuracy", "us_per_event": "CPU microseconds per event (predict + learn)",
-                 "decision_cost": "mean cost of `decide` (least expected cost), costs of `COSTS`",
-                 "argmax_cost": "mean cost of the argmax rule (the decision right for the most probable label)",
-                 "ise": "improved squared error (Eq. 3) under the same costs"}[metric]
+        title = {
+            "log_loss": "log loss (bold: best)",
+            "posterior_mse": "mean squared distance to the true posterior",
+            "accuracy": "accuracy",
+            "us_per_event": "CPU microseconds per event (predict + learn)",
+            "decision_cost": "mean cost of `decide` (least expected cost), costs of `COSTS`",
+            "argmax_cost": "mean cost of the argmax rule (the decision right for the most probable label)",
+            "ise": "improved squared error (Eq. 3) under the same costs",
+        }[metric]
         out.append(f"\n## {title}\n\n| stream | " + " | ".join(models) + " |")
         out.append("|---|" + "---|" * len(models))
         for s in present:
             values = {m: by[(s, m)][metric] for m in models if metric in by.get((s, m), {})}
             best = (min if lower else max)(values, key=values.__getitem__) if metric != "us_per_event" else None
-            cells = [("**" + fmt.format(values[m]) + "**" if m == best else fmt.format(values[m])) if m in values else ""
-                     for m in models]
+            cells = [
+                ("**" + fmt.format(values[m]) + "**" if m == best else fmt.format(values[m])) if m in values else ""
+                for m in models
+            ]
             out.append(f"| {s} | " + " | ".join(cells) + " |")
     out.append("\n## Targets\n")
     out.extend(f"- {line}" for line in results["summary"])
@@ -329,11 +374,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tree", type=json.loads, default={}, help="ProbabilityTree parameters (JSON) for ours")
     parser.add_argument("--tag", default="forests")
     parser.add_argument("--plots", action="store_true", help="reliability diagrams per stream")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="run the models this many times over each stream, interleaved, and keep each one's least "
-                             "CPU time (one run moves ratios near 1 by a tenth on a shared machine)")
-    parser.add_argument("--report-only", action="store_true",
-                        help="rewrite <tag>.md and the summary from <tag>.json, running nothing")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the models this many times over each stream, interleaved, and keep each one's least "
+        "CPU time (one run moves ratios near 1 by a tenth on a shared machine)",
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite <tag>.md and the summary from <tag>.json, running nothing"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -365,18 +415,28 @@ def main(argv: list[str] | None = None) -> None:
             result = kept[name]
             scores[name] = result.pop("_score")
             rows.append({"stream": stream, "model": name, **result})
-            print(f"{stream:16s} {name:16s} log loss {result['log_loss']:.4f}"
-                  + (f"  posterior mse {result['posterior_mse']:.4f}" if "posterior_mse" in result else "")
-                  + f"  {result['us_per_event']:,.0f} us/event", flush=True)
+            print(
+                f"{stream:16s} {name:16s} log loss {result['log_loss']:.4f}"
+                + (f"  posterior mse {result['posterior_mse']:.4f}" if "posterior_mse" in result else "")
+                + f"  {result['us_per_event']:,.0f} us/event",
+                flush=True,
+            )
         if args.plots:
             reliability_plot(stream, scores, RESULTS / f"forest_reliability_{stream}.png")
-    meta = {"python": platform.python_version(), "machine": platform.machine(), "n": args.n, "tree": args.tree,
-            "date": time.strftime("%Y-%m-%d"),
-            "rounds": args.rounds,
-            "note": f"{args.n:,} events per stream (fewer where the dataset is shorter), prequential; one run, one "
-                    "process, CPU time"
-                    + (f" (each model's least of {args.rounds} rounds, interleaved)" if args.rounds > 1 else "")
-                    + "; ours with tree config " + json.dumps(args.tree) + "."}
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "n": args.n,
+        "tree": args.tree,
+        "date": time.strftime("%Y-%m-%d"),
+        "rounds": args.rounds,
+        "note": f"{args.n:,} events per stream (fewer where the dataset is shorter), prequential; one run, one "
+        "process, CPU time"
+        + (f" (each model's least of {args.rounds} rounds, interleaved)" if args.rounds > 1 else "")
+        + "; ours with tree config "
+        + json.dumps(args.tree)
+        + ".",
+    }
     results = {"meta": meta, "runs": rows, "summary": summarise(rows)}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.tag}.json").write_text(json.dumps(results, indent=1) + "\n")

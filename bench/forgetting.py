@@ -70,7 +70,15 @@ def main() -> None:
         row["change_pct"] = 100 * row["diff"] / row["default"]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {"meta": {"half_life": args.half_life, "blocks": BLOCKS, "machine": platform.machine(), "python": platform.python_version()}, "runs": rows}
+    out = {
+        "meta": {
+            "half_life": args.half_life,
+            "blocks": BLOCKS,
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
+        "runs": rows,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "forgetting.json").write_text(json.dumps(out, indent=1))
     lines = [

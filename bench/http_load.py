@@ -91,8 +91,10 @@ class Connection:
         return cls(reader, writer, host)
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         self.writer.write(head + body)
         raw = await self.reader.readuntil(b"\r\n\r\n")
         lines = raw.split(b"\r\n")
@@ -123,8 +125,9 @@ class Result:
     errors: int
 
 
-async def run_load(host: str, port: int, name: str, path: str, bodies: list[bytes], clients: int,
-                   items_per_request: int) -> Result:
+async def run_load(
+    host: str, port: int, name: str, path: str, bodies: list[bytes], clients: int, items_per_request: int
+) -> Result:
     """Send ``bodies`` split over ``clients`` connections, each sequentially; time every request."""
     conns = [await Connection.open(host, port) for _ in range(clients)]
     latencies: list[float] = []
@@ -147,8 +150,18 @@ async def run_load(host: str, port: int, name: str, path: str, bodies: list[byte
         conn.close()
     latencies.sort()
     n = len(latencies)
-    return Result(name, clients, n, items_per_request, seconds, n / seconds, n * items_per_request / seconds,
-                  1e3 * statistics.median(latencies), 1e3 * latencies[min(n - 1, int(0.99 * n))], errors)
+    return Result(
+        name,
+        clients,
+        n,
+        items_per_request,
+        seconds,
+        n / seconds,
+        n * items_per_request / seconds,
+        1e3 * statistics.median(latencies),
+        1e3 * latencies[min(n - 1, int(0.99 * n))],
+        errors,
+    )
 
 
 # --------------------------------------------------------------------------- server
@@ -157,10 +170,16 @@ def run_header(load_before: tuple[float, float, float]) -> dict[str, Any]:
     it and now), the fields every service benchmark's JSON starts with."""
     return {
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                 cwd=ROOT).stdout.strip(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+        },
     }
 
 
@@ -170,16 +189,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(data_dir: Path, port: int, database_url: str | None = None,
-                 settings: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start_server(
+    data_dir: Path, port: int, database_url: str | None = None, settings: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """``streamtree serve`` of this checkout on loopback (``database_url``: PostgreSQL instead of
     SQLite; ``settings``: more ``STREAMTREE_<NAME>`` variables, by lower-case name)."""
     exe = Path(sys.executable).parent / "streamtree"
     store = ["--database-url", database_url] if database_url else []
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env |= {f"STREAMTREE_{k.upper()}": v for k, v in (settings or {}).items()}
-    proc = subprocess.Popen([str(exe), "serve", "--data-dir", str(data_dir), *store, "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"], env=env)
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            *store,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -199,8 +233,9 @@ def rate(fn: Any, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[dict[str, Any]],
-               n_single: int, n_batches: int) -> dict[str, float]:
+def in_process(
+    xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[dict[str, Any]], n_single: int, n_batches: int
+) -> dict[str, float]:
     """Rates of the library alone on the server's own sequence of events.
 
     The server learned ``xs[:warm]`` in batches, then ``xs[warm:warm + 2 * n_single]`` one by
@@ -220,7 +255,7 @@ def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[d
             model.learn_one(x, y)
 
     out: dict[str, float] = {}
-    single_x, single_y = xs[warm:warm + 2 * n_single], ys[warm:warm + 2 * n_single]
+    single_x, single_y = xs[warm : warm + 2 * n_single], ys[warm : warm + 2 * n_single]
     t = ProbabilityTree()
     out["test_then_train_batch_phase_per_s"] = rate(lambda: ttt(t, xs[:warm], ys[:warm]), warm)
     out["test_then_train_single_phase_per_s"] = rate(lambda: ttt(t, single_x, single_y), len(single_x))
@@ -228,21 +263,25 @@ def in_process(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[d
     # or one event: a group of single learns is usually a few events)
     scored = ProbabilityTree()
     out["learn_scored_1000_batch_phase_per_s"] = rate(
-        lambda: [scored.learn_many(xs[i:i + 1000], ys[i:i + 1000], return_proba=True) for i in range(0, warm, 1000)],
-        warm)
+        lambda: [
+            scored.learn_many(xs[i : i + 1000], ys[i : i + 1000], return_proba=True) for i in range(0, warm, 1000)
+        ],
+        warm,
+    )
     out["learn_scored_1_single_phase_per_s"] = rate(
         lambda: [scored.learn_many([x], [y], return_proba=True) for x, y in zip(single_x, single_y, strict=True)],
-        len(single_x))
+        len(single_x),
+    )
     m = ProbabilityTree()
     out["learn_many_batch_phase_per_s"] = rate(lambda: m.learn_many(xs[:warm], ys[:warm]), warm)
     out["learn_one_single_phase_per_s"] = rate(lambda: learn_loop(m, single_x, single_y), len(single_x))
 
     def predict_loop() -> None:
-        for x in probe[:2 * n_single]:
+        for x in probe[: 2 * n_single]:
             t.predict_proba_one(x)
 
     out["predict_proba_one_per_s"] = rate(predict_loop, min(2 * n_single, len(probe)))
-    chunks = [probe[i:i + 1000] for i in range(0, len(probe), 1000)]
+    chunks = [probe[i : i + 1000] for i in range(0, len(probe), 1000)]
     chunks = (chunks * (n_batches // len(chunks) + 1))[:n_batches]
 
     def predict_batches() -> None:
@@ -274,26 +313,37 @@ def commit_rate(n: int = 300) -> float:
 
 
 # --------------------------------------------------------------------------- main
-async def http_workloads(host: str, port: int, xs: list[dict[str, Any]], ys: list[str], warm: int,
-                         probe: list[dict[str, Any]], n_single: int, n_batches: int) -> list[Result]:
+async def http_workloads(
+    host: str,
+    port: int,
+    xs: list[dict[str, Any]],
+    ys: list[str],
+    warm: int,
+    probe: list[dict[str, Any]],
+    n_single: int,
+    n_batches: int,
+) -> list[Result]:
     dumps = json.dumps
     results: list[Result] = []
     # Batched learning: the first `warm` events, 1,000 per request (1 client, then 8).
     half = warm // 2
-    batches = [dumps({"events": [{"features": x, "label": y}
-                                 for x, y in zip(xs[i:i + 1000], ys[i:i + 1000], strict=True)]}).encode()
-               for i in range(0, warm, 1000)]
+    batches = [
+        dumps(
+            {"events": [{"features": x, "label": y} for x, y in zip(xs[i : i + 1000], ys[i : i + 1000], strict=True)]}
+        ).encode()
+        for i in range(0, warm, 1000)
+    ]
     results.append(await run_load(host, port, "learn batched", "/learn", batches[: half // 1000], 1, 1000))
-    results.append(await run_load(host, port, "learn batched", "/learn", batches[half // 1000:], 8, 1000))
+    results.append(await run_load(host, port, "learn batched", "/learn", batches[half // 1000 :], 8, 1000))
     # Single-event learning: the next events, one per request.
     single = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[warm:], ys[warm:], strict=True)]
     results.append(await run_load(host, port, "learn single", "/learn", single[: n_single // 2], 1, 1))
-    results.append(await run_load(host, port, "learn single", "/learn", single[n_single // 2: n_single * 2], 8, 1))
+    results.append(await run_load(host, port, "learn single", "/learn", single[n_single // 2 : n_single * 2], 8, 1))
     # Predictions.
     preds = [dumps({"features": x}).encode() for x in probe]
     results.append(await run_load(host, port, "predict single", "/predict_proba", preds[: n_single // 2], 1, 1))
-    results.append(await run_load(host, port, "predict single", "/predict_proba", preds[:n_single * 2], 8, 1))
-    pbatches = [dumps({"instances": probe[i:i + 1000]}).encode() for i in range(0, len(probe), 1000)]
+    results.append(await run_load(host, port, "predict single", "/predict_proba", preds[: n_single * 2], 8, 1))
+    pbatches = [dumps({"instances": probe[i : i + 1000]}).encode() for i in range(0, len(probe), 1000)]
     pb = (pbatches * (n_batches // len(pbatches) + 1))[:n_batches]
     results.append(await run_load(host, port, "predict batched", "/predict_proba", pb, 1, 1000))
     results.append(await run_load(host, port, "predict batched", "/predict_proba", pb, 8, 1000))
@@ -301,15 +351,23 @@ async def http_workloads(host: str, port: int, xs: list[dict[str, Any]], ys: lis
 
 
 def table(results: list[Result], baseline: dict[str, float]) -> str:
-    base_for = {"learn single": "learn_scored_1_single_phase_per_s",
-                "learn batched": "learn_scored_1000_batch_phase_per_s",
-                "predict single": "predict_proba_one_per_s", "predict batched": "predict_proba_1000_per_s"}
-    rows = ["| workload | clients | requests | items/s | requests/s | p50 ms | p99 ms | in-process items/s "
-            "| HTTP / in-process |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    base_for = {
+        "learn single": "learn_scored_1_single_phase_per_s",
+        "learn batched": "learn_scored_1000_batch_phase_per_s",
+        "predict single": "predict_proba_one_per_s",
+        "predict batched": "predict_proba_1000_per_s",
+    }
+    rows = [
+        "| workload | clients | requests | items/s | requests/s | p50 ms | p99 ms | in-process items/s "
+        "| HTTP / in-process |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         b = baseline[base_for[r.name]]
-        rows.append(f"| {r.name} | {r.clients} | {r.requests} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | "
-                    f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {b:,.0f} | {r.items_per_s / b:.2f} |")
+        rows.append(
+            f"| {r.name} | {r.clients} | {r.requests} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | "
+            f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {b:,.0f} | {r.items_per_s / b:.2f} |"
+        )
     return "\n".join(rows)
 
 
@@ -325,12 +383,15 @@ def verdicts(results: list[Result]) -> dict[str, dict[str, float | bool]]:
         "predict_batched_per_s": max(get("predict batched", c).items_per_s for c in (1, 8)),
         "learn_batched_per_s": max(get("learn batched", c).items_per_s for c in (1, 8)),
     }
-    return {k: {"measured": v, "target": TARGETS[k],
-                "met": v <= TARGETS[k] if "_p50_ms" in k else v >= TARGETS[k]} for k, v in measured.items()}
+    return {
+        k: {"measured": v, "target": TARGETS[k], "met": v <= TARGETS[k] if "_p50_ms" in k else v >= TARGETS[k]}
+        for k, v in measured.items()
+    }
 
 
-def serve_and_load(xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[dict[str, Any]], n_single: int,
-                   n_batches: int) -> list[Result]:
+def serve_and_load(
+    xs: list[dict[str, Any]], ys: list[str], warm: int, probe: list[dict[str, Any]], n_single: int, n_batches: int
+) -> list[Result]:
     """One run: a fresh server on a fresh data directory, every workload, the server stopped."""
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-bench-"))
     port = free_port()
@@ -353,8 +414,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="Small run (a smoke test, not for results).")
     parser.add_argument("--out", type=Path, default=RESULTS / "http_load", help="Output path without suffix.")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="Independent runs (a fresh server each); each workload reports its median run.")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="Independent runs (a fresh server each); each workload reports its median run.",
+    )
     args = parser.parse_args()
     warm, n_single, n_batches = (4_000, 600, 8) if args.quick else (20_000, 4_000, 40)
 
@@ -370,10 +435,10 @@ def main() -> None:
         **run_header(load_before),
         "quick": args.quick,
         "notes": "Client and server share the machine (loopback). learn = durable (SQLite WAL, synchronous=FULL, "
-                 "response after commit) and scored prequentially: each request (or group of concurrent single "
-                 "requests) is one learn_many(..., return_proba=True) call, so its in-process baseline is that call "
-                 "on the same events from the same state, per 1,000 events or per event. "
-                 "With 8 clients on one event loop, p50 latency is queueing: about 8 / requests per second.",
+        "response after commit) and scored prequentially: each request (or group of concurrent single "
+        "requests) is one learn_many(..., return_proba=True) call, so its in-process baseline is that call "
+        "on the same events from the same state, per 1,000 events or per event. "
+        "With 8 clients on one event loop, p50 latency is queueing: about 8 / requests per second.",
         "rounds": args.rounds,
         "results": [asdict(r) for r in results],
         "items_per_s_by_round": [[r.items_per_s for r in run] for run in rounds],
@@ -382,15 +447,24 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    md = [f"# HTTP load ({report['date_utc']}, commit {report['commit']}, {os.cpu_count()} CPUs, "
-          f"load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)", "",
-          f"Each workload: the median of {args.rounds} runs, each on a fresh server (items/s of every run in the "
-          "JSON file).", "",
-          table(results, baseline), "", "| in-process (same model, same events) | per s |", "|---|---:|"]
+    md = [
+        f"# HTTP load ({report['date_utc']}, commit {report['commit']}, {os.cpu_count()} CPUs, "
+        f"load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)",
+        "",
+        f"Each workload: the median of {args.rounds} runs, each on a fresh server (items/s of every run in the "
+        "JSON file).",
+        "",
+        table(results, baseline),
+        "",
+        "| in-process (same model, same events) | per s |",
+        "|---|---:|",
+    ]
     md += [f"| {k} | {v:,.0f} |" for k, v in baseline.items()]
     md += ["", "| target | measured | goal | met |", "|---|---:|---:|---|"]
-    md += [f"| {k} | {v['measured']:,.2f} | {v['target']:,.0f} | {'yes' if v['met'] else 'no'} |"
-           for k, v in report["targets"].items()]
+    md += [
+        f"| {k} | {v['measured']:,.2f} | {v['target']:,.0f} | {'yes' if v['met'] else 'no'} |"
+        for k, v in report["targets"].items()
+    ]
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

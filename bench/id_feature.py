@@ -80,8 +80,11 @@ def run(name: str) -> dict[str, Any]:
     from streamtree import ProbabilityForest, ProbabilityTree
 
     with_id, kind, params, n = CONFIGS[name]
-    model: Any = (ProbabilityTree(**params) if kind == "tree"
-                  else ProbabilityForest(n_trees=5, method="bt+", seed=1, tree=params or None))
+    model: Any = (
+        ProbabilityTree(**params)
+        if kind == "tree"
+        else ProbabilityForest(n_trees=5, method="bt+", seed=1, tree=params or None)
+    )
     rows = list(stream(n, with_id))
     loss = 0.0
     points = []
@@ -96,14 +99,28 @@ def run(name: str) -> dict[str, Any]:
         seen = s + len(batch)
         if seen in CHECKPOINTS:
             summary = model.summary()
-            points.append({
-                "events": seen, "snapshot_bytes": len(model.to_bytes()), "memory_bytes": summary["memory_bytes"],
-                "rss_mib": round(_rss_mib(), 1), "log_loss": loss / seen, "n_nodes": summary["n_nodes"],
-                "other_values": summary["other_values"], "growth_stop": summary["growth_stop"],
-            })
-    return {"name": name, "params": params, "with_id": with_id, "model": kind, "events": n,
-            "seconds": round(time.perf_counter() - start, 2), "points": points,
-            "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            points.append(
+                {
+                    "events": seen,
+                    "snapshot_bytes": len(model.to_bytes()),
+                    "memory_bytes": summary["memory_bytes"],
+                    "rss_mib": round(_rss_mib(), 1),
+                    "log_loss": loss / seen,
+                    "n_nodes": summary["n_nodes"],
+                    "other_values": summary["other_values"],
+                    "growth_stop": summary["growth_stop"],
+                }
+            )
+    return {
+        "name": name,
+        "params": params,
+        "with_id": with_id,
+        "model": kind,
+        "events": n,
+        "seconds": round(time.perf_counter() - start, 2),
+        "points": points,
+        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
 
 
 def _fmt_bytes(b: int) -> str:
@@ -130,20 +147,28 @@ def report(results: list[dict[str, Any]], command: str) -> str:
     for r in results:
         for p in r["points"]:
             other = sum(p["other_values"].values())
-            lines.append(f"| {r['name']} | {p['events']:,} | {_fmt_bytes(p['snapshot_bytes'])} | "
-                         f"{_fmt_bytes(p['memory_bytes'])} | {p['rss_mib']:,.0f} MiB | {p['n_nodes']:,} | "
-                         f"{p['log_loss']:.4f} | {other:,} | {p['growth_stop'] or ''} |")
+            lines.append(
+                f"| {r['name']} | {p['events']:,} | {_fmt_bytes(p['snapshot_bytes'])} | "
+                f"{_fmt_bytes(p['memory_bytes'])} | {p['rss_mib']:,.0f} MiB | {p['n_nodes']:,} | "
+                f"{p['log_loss']:.4f} | {other:,} | {p['growth_stop'] or ''} |"
+            )
     by = {r["name"]: r for r in results}
     lines += ["", "Log loss at the last checkpoint, with the id feature against without:", ""]
-    for with_id, without in (("tree, id", "tree, no id"), ("tree max_nodes=500, id", "tree max_nodes=500, no id"),
-                             ("forest bt+ x5, id", "forest bt+ x5, no id")):
+    for with_id, without in (
+        ("tree, id", "tree, no id"),
+        ("tree max_nodes=500, id", "tree max_nodes=500, no id"),
+        ("forest bt+ x5, id", "forest bt+ x5, no id"),
+    ):
         if with_id in by and without in by:
             a, b = by[with_id]["points"][-1]["log_loss"], by[without]["points"][-1]["log_loss"]
             lines.append(f"- {with_id}: {a:.4f} against {b:.4f} ({100 * (a / b - 1):+.2f}%)")
     if "tree, id" in by and "tree, no id" in by:
         a, b = by["tree, id"]["points"][-1], by["tree, no id"]["points"][-1]
-        lines += ["", f"Memory with the id feature, against without, at {a['events']:,} events: "
-                  f"{a['memory_bytes'] / b['memory_bytes']:.1f}x ({a['n_nodes']:,} and {b['n_nodes']:,} nodes)."]
+        lines += [
+            "",
+            f"Memory with the id feature, against without, at {a['events']:,} events: "
+            f"{a['memory_bytes'] / b['memory_bytes']:.1f}x ({a['n_nodes']:,} and {b['n_nodes']:,} nodes).",
+        ]
     lines += [
         "",
         "Reading:",

@@ -51,9 +51,22 @@ RESULTS = REPO / "bench" / "results"
 CACHE = RESULTS / "paper"
 
 QUICK = [
-    "iris", "glass", "ecoli", "breast-cancer-wisconsin", "pima-indians-diabetes", "credit-approval",
-    "vehicle", "yeast", "german", "mammographic-mass", "blood-transfusion-service", "tic-tac-toe",
-    "contraceptive-method-choice", "abalone", "banknote-authentication", "car-evaluation",
+    "iris",
+    "glass",
+    "ecoli",
+    "breast-cancer-wisconsin",
+    "pima-indians-diabetes",
+    "credit-approval",
+    "vehicle",
+    "yeast",
+    "german",
+    "mammographic-mass",
+    "blood-transfusion-service",
+    "tic-tac-toe",
+    "contraceptive-method-choice",
+    "abalone",
+    "banknote-authentication",
+    "car-evaluation",
 ]
 
 
@@ -79,7 +92,9 @@ def methods(hdp_iterations: int, hdp_burn_in: int) -> list[Method]:
         Method(
             "hgs_cv",
             "HGS (tied weights, cross-validated)",
-            classifier=lambda seed: SmoothedTreeClassifier(estimator=_tree(seed), smoothing="hgs", honest="cv", random_state=seed),
+            classifier=lambda seed: SmoothedTreeClassifier(
+                estimator=_tree(seed), smoothing="hgs", honest="cv", random_state=seed
+            ),
         ),
         Method(
             "hgs_honest",
@@ -244,9 +259,11 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no ARFF file for {', '.join(missing)} in {args.data_dir}")
     elif len(files) < N_DATASETS:
         # a full run over fewer files would overwrite the committed full table with a partial one
-        parser.error(f"the full run needs the {N_DATASETS} ARFF files of the paper's datasets in {args.data_dir} "
-                     f"(found {len(files)}; the repository ships the {len(QUICK)} of --quick): put them there, "
-                     "or pass --data-dir, --quick or --datasets")
+        parser.error(
+            f"the full run needs the {N_DATASETS} ARFF files of the paper's datasets in {args.data_dir} "
+            f"(found {len(files)}; the repository ships the {len(QUICK)} of --quick): put them there, "
+            "or pass --data-dir, --quick or --datasets"
+        )
     # smallest first: early results come fast, the long tail is the big datasets
     files.sort(key=lambda f: f.stat().st_size)
     ms = methods(args.hdp_iterations, args.hdp_burn_in)

@@ -20,7 +20,14 @@ PAPER_OF = {
     "hgs_paper": "HGS",
 }
 BEST = "hgs_cv"  # our best HGS, chosen on the --quick subset before the full run (see docs/batch.md)
-PAPER_MEANS_143 = {"MLE": 0.2596, "Laplace": 0.2499, "M-estimation": 0.2485, "HDP": 0.2436, "M-branch": 0.2428, "HGS": 0.2410}
+PAPER_MEANS_143 = {
+    "MLE": 0.2596,
+    "Laplace": 0.2499,
+    "M-estimation": 0.2485,
+    "HDP": 0.2436,
+    "M-branch": 0.2428,
+    "HGS": 0.2410,
+}
 
 
 def paper_table(path: Path) -> dict[str, dict[str, float]]:
@@ -53,7 +60,9 @@ def fmt_wdl(w: int, d: int, l: int, p: float) -> str:
     return f"**{text}**" if p <= 0.05 else text
 
 
-def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_path: Path, args: argparse.Namespace) -> None:
+def write_report(
+    rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_path: Path, args: argparse.Namespace
+) -> None:
     paper = paper_table(args.data_dir / "paper_results.csv")
     names = [m.name for m in ms]
     labels = {m.name: m.label for m in ms}
@@ -68,10 +77,23 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
         writer = csv.writer(fh)
         writer.writerow(header)
         for r in rows:
-            line: list[Any] = [r["dataset"], r["instances"], r["features"], r["classes"], round(r["nodes"], 1), round(r["depth"], 1), round(r["tree_ms"], 2)]
+            line: list[Any] = [
+                r["dataset"],
+                r["instances"],
+                r["features"],
+                r["classes"],
+                round(r["nodes"], 1),
+                round(r["depth"], 1),
+                round(r["tree_ms"], 2),
+            ]
             for n in names:
                 m = r["methods"][n]
-                line += [round(m["rmse"], 5), round(m["zero_one"], 5), round(m["fit_ms"], 2), "" if m["smooth_ms"] is None else round(m["smooth_ms"], 3)]
+                line += [
+                    round(m["rmse"], 5),
+                    round(m["zero_one"], 5),
+                    round(m["fit_ms"], 2),
+                    "" if m["smooth_ms"] is None else round(m["smooth_ms"], 3),
+                ]
             key = paper_key(r["dataset"], paper)
             for p in PAPER_OF.values():
                 for what in ("rmse", "zero_one", "train_ms"):
@@ -80,11 +102,16 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
 
     # ---- arrays
     ours = {n: {w: np.array([r["methods"][n][w] for r in rows]) for w in ("rmse", "zero_one", "fit_ms")} for n in names}
-    smooth = {n: np.array([np.nan if r["methods"][n]["smooth_ms"] is None else r["methods"][n]["smooth_ms"] for r in rows]) for n in names}
+    smooth = {
+        n: np.array([np.nan if r["methods"][n]["smooth_ms"] is None else r["methods"][n]["smooth_ms"] for r in rows])
+        for n in names
+    }
     keys = [paper_key(r["dataset"], paper) for r in rows]
     both = np.array([k is not None for k in keys])
     theirs = {
-        p: {w: np.array([paper[k][f"{p}_{w}"] if k else np.nan for k in keys]) for w in ("rmse", "zero_one", "train_ms")}
+        p: {
+            w: np.array([paper[k][f"{p}_{w}"] if k else np.nan for k in keys]) for w in ("rmse", "zero_one", "train_ms")
+        }
         for p in PAPER_OF.values()
     }
     n_ds = len(rows)
@@ -104,7 +131,9 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
         "(Python/numpy), the paper's per run in Java on other hardware: compare ratios, not values.\n"
     )
     out.append("## Means\n")
-    out.append("| method | RMSE | paper RMSE | 0/1 loss | paper 0/1 | fit ms (tree + smoother) | smoother ms | paper train ms |")
+    out.append(
+        "| method | RMSE | paper RMSE | 0/1 loss | paper 0/1 | fit ms (tree + smoother) | smoother ms | paper train ms |"
+    )
     out.append("|---|---|---|---|---|---|---|---|")
     for n in names:
         p = PAPER_OF.get(n)
@@ -123,7 +152,9 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
     )
 
     def wdl_table(anchor: str, anchor_label: str, others: list[str]) -> None:
-        out.append(f"| {anchor_label} vs | RMSE W-D-L (p) | 0/1 W-D-L (p) | paper's RMSE W-D-L (p) | paper's 0/1 W-D-L (p) |")
+        out.append(
+            f"| {anchor_label} vs | RMSE W-D-L (p) | 0/1 W-D-L (p) | paper's RMSE W-D-L (p) | paper's 0/1 W-D-L (p) |"
+        )
         out.append("|---|---|---|---|---|")
         for o in others:
             r = fmt_wdl(*wdl(ours[anchor]["rmse"], ours[o]["rmse"]))
@@ -169,7 +200,11 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
         f"- Mean RMSE of our best HGS on the {int(both.sum())} datasets both have: {ours_mean:.4f}, against the "
         f"paper's HGS {paper_mean:.4f} on the same datasets (0.2410 over its 143). **{'met' if t3 else 'missed'}**."
     )
-    lap, hgs_t, hdp_t = ours["laplace"]["fit_ms"].mean(), ours["hgs_paper"]["fit_ms"].mean(), ours["hdp"]["fit_ms"].mean()
+    lap, hgs_t, hdp_t = (
+        ours["laplace"]["fit_ms"].mean(),
+        ours["hgs_paper"]["fit_ms"].mean(),
+        ours["hdp"]["fit_ms"].mean(),
+    )
     best_t = ours[BEST]["fit_ms"].mean()
     out.append(
         f"- Fit time (tree + counts + smoother, mean per fold): Laplace {lap:.1f} ms, HGS (paper) {hgs_t:.1f} ms "
@@ -186,7 +221,9 @@ def write_report(rows: list[dict[str, Any]], ms: list[Any], csv_path: Path, md_p
     out.append("|---|---|---|---|")
     for n, p in PAPER_OF.items():
         a, b = ours[n]["rmse"][both], theirs[p]["rmse"][both]
-        out.append(f"| {labels[n]} | {np.mean(a - b):+.4f} | {int(np.sum(a < b))}/{len(a)} | {np.corrcoef(a, b)[0, 1]:.3f} |")
+        out.append(
+            f"| {labels[n]} | {np.mean(a - b):+.4f} | {int(np.sum(a < b))}/{len(a)} | {np.corrcoef(a, b)[0, 1]:.3f} |"
+        )
     out.append("")
     md_path.write_text("\n".join(out) + "\n")
     print("\n".join(out))

@@ -69,12 +69,21 @@ def measure(n: int, numbers: int, strings: int, length: int) -> dict[str, Any]:
     tracemalloc.stop()
     assert len(pending) == n
     measured = held - start
-    return {"ids": n, "features": numbers + strings, "numbers": numbers, "strings": strings,
-            "string_length": length, "measured_bytes": measured, "charged_bytes": pending.bytes,
-            "measured_per_id": measured / n, "charged_per_id": pending.bytes / n,
-            "charged_over_measured": pending.bytes / measured,
-            "example_charge": entry_bytes("req-00000000", PredictBody.model_validate(
-                pydantic_core.from_json(bodies[0])).features or {})}
+    return {
+        "ids": n,
+        "features": numbers + strings,
+        "numbers": numbers,
+        "strings": strings,
+        "string_length": length,
+        "measured_bytes": measured,
+        "charged_bytes": pending.bytes,
+        "measured_per_id": measured / n,
+        "charged_per_id": pending.bytes / n,
+        "charged_over_measured": pending.bytes / measured,
+        "example_charge": entry_bytes(
+            "req-00000000", PredictBody.model_validate(pydantic_core.from_json(bodies[0])).features or {}
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,9 +106,11 @@ def main(argv: list[str] | None = None) -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows.items():
-        lines.append(f"| {name} | {r['measured_bytes'] / MiB:.2f} MiB | {r['measured_per_id']:,.0f} B "
-                     f"| {r['charged_bytes'] / MiB:.2f} MiB | {r['charged_per_id']:,.0f} B "
-                     f"| {r['charged_over_measured']:.2f} |")
+        lines.append(
+            f"| {name} | {r['measured_bytes'] / MiB:.2f} MiB | {r['measured_per_id']:,.0f} B "
+            f"| {r['charged_bytes'] / MiB:.2f} MiB | {r['charged_per_id']:,.0f} B "
+            f"| {r['charged_over_measured']:.2f} |"
+        )
     (OUT / "pending_memory.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -98,7 +98,11 @@ def reliability_plot(name: str, scores: dict[str, Score], path: Path) -> None:
             if mask.sum() >= 20:
                 xs.append(conf[mask].mean())
                 ys.append(hit[mask].mean())
-        ece = sum(abs(conf[bins == b].mean() - hit[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
+        ece = sum(
+            abs(conf[bins == b].mean() - hit[bins == b].mean()) * (bins == b).mean()
+            for b in range(10)
+            if (bins == b).any()
+        )
         ax.plot(xs, ys, marker="o", label=f"{label} (ECE {ece:.3f})")
     ax.set_xlabel("predicted probability of the top class")
     ax.set_ylabel("observed frequency it was right")
@@ -118,7 +122,9 @@ def drift_curves(stream: str, scores: dict[str, Score], plot: bool) -> tuple[lis
     drifts = [d for d in STREAMS[stream].known_drifts() if d[0] < longest]
     if not drifts:
         return [], {}
-    recovery = [{"stream": stream, "model": m, **r} for m, ls in losses.items() for r in drift_report.recoveries(ls, drifts)]
+    recovery = [
+        {"stream": stream, "model": m, **r} for m, ls in losses.items() for r in drift_report.recoveries(ls, drifts)
+    ]
     if not plot:
         return recovery, {}
     path = RESULTS / f"drift_{stream}.png"
@@ -132,7 +138,11 @@ def markdown(results: dict[str, Any]) -> str:
     models = list(dict.fromkeys(r["model"] for r in rows))
     by = {(r["stream"], r["model"]): r for r in rows}
     out = [f"# Prequential benchmark\n\n{results['meta']['note']}\n"]
-    headline = [m for m in ("streamtree-hgs", NB, "streamtree-laplace", "river-HT-nba", "river-HAT", "river-ARF-10") if m in models]
+    headline = [
+        m
+        for m in ("streamtree-hgs", NB, "streamtree-laplace", "river-HT-nba", "river-HAT", "river-ARF-10")
+        if m in models
+    ]
     if headline:
         out.append("\n## Headline: log loss (lower is better; bold: best single tree)\n")
         out.append("| stream | " + " | ".join(headline) + " | ours vs ARF-10 |")
@@ -150,7 +160,12 @@ def markdown(results: dict[str, Any]) -> str:
                 ours, arf = by[(s, "streamtree-hgs")]["log_loss"], by[(s, "river-ARF-10")]["log_loss"]
                 gap = f"{100 * (ours - arf) / arf:+.0f}%"
             out.append(f"| {s} | " + " | ".join(cells) + f" | {gap} |")
-    for metric, fmt in (("log_loss", "{:.4f}"), ("brier", "{:.4f}"), ("accuracy", "{:.4f}"), ("examples_per_s", "{:,.0f}")):
+    for metric, fmt in (
+        ("log_loss", "{:.4f}"),
+        ("brier", "{:.4f}"),
+        ("accuracy", "{:.4f}"),
+        ("examples_per_s", "{:,.0f}"),
+    ):
         out.append(f"\n## {metric}\n\n| stream | n | " + " | ".join(models) + " |")
         out.append("|---|---|" + "---|" * len(models))
         for s in streams:
@@ -178,8 +193,10 @@ def summarise(rows: list[dict[str, Any]], drift: dict[str, Any] | None = None) -
         both = [s for s in streams if (s, a) in by and (s, b) in by]
         return sum(by[(s, a)]["log_loss"] < by[(s, b)]["log_loss"] for s in both), len(both)
 
-    for ours, others in (("streamtree-hgs", ("river-HT-nba", "streamtree-laplace", "river-HAT", "river-ARF-10")),
-                         (NB, ("streamtree-hgs", "river-HT-nba", "river-HAT", "river-ARF-10"))):
+    for ours, others in (
+        ("streamtree-hgs", ("river-HT-nba", "streamtree-laplace", "river-HAT", "river-ARF-10")),
+        (NB, ("streamtree-hgs", "river-HT-nba", "river-HAT", "river-ARF-10")),
+    ):
         for other in others:
             w, n = wins(ours, other)
             if n:
@@ -209,14 +226,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", choices=("all", "drift"), default="all", help="default streams, models and outputs")
     parser.add_argument("--streams", nargs="*", default=list(STREAMS))
-    parser.add_argument("--models", nargs="*", default=None, help="(drift suite: stationary streams run only the streamtree-hgs pair)")
+    parser.add_argument(
+        "--models", nargs="*", default=None, help="(drift suite: stationary streams run only the streamtree-hgs pair)"
+    )
     parser.add_argument("--n", type=int, default=N, help="examples per stream (whole data set if smaller)")
     parser.add_argument("--arf-n", type=int, default=N, help="examples per stream for ARF-10 (slow)")
     parser.add_argument("--ours", default="{}", help="JSON config overrides for streamtree models")
     parser.add_argument("--tag", default=None, help="output name under bench/results/ (default: prequential, or drift)")
-    parser.add_argument("--plots", nargs="*", default=None, help="streams with reliability diagrams (default: RandomRBF Waveform; drift suite: none)")
-    parser.add_argument("--drift-plots", action=argparse.BooleanOptionalAction, default=None,
-                        help="write drift_<stream>.png for streams with known drifts (default: only in the drift suite)")
+    parser.add_argument(
+        "--plots",
+        nargs="*",
+        default=None,
+        help="streams with reliability diagrams (default: RandomRBF Waveform; drift suite: none)",
+    )
+    parser.add_argument(
+        "--drift-plots",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write drift_<stream>.png for streams with known drifts (default: only in the drift suite)",
+    )
     args = parser.parse_args()
     drift_suite = args.suite == "drift"
     args.tag = args.tag or ("drift" if drift_suite else "prequential")
@@ -242,12 +270,22 @@ def main() -> None:
             n = min(len(data), args.arf_n) if model_name == "river-ARF-10" else len(data)
             model = factories[model_name]()
             score, elapsed = run_one(model, data[:n])
-            row = {"stream": stream_name, "model": model_name, "n": n, **score.result(), "seconds": elapsed, "examples_per_s": n / elapsed}
+            row = {
+                "stream": stream_name,
+                "model": model_name,
+                "n": n,
+                **score.result(),
+                "seconds": elapsed,
+                "examples_per_s": n / elapsed,
+            }
             if isinstance(model, ProbabilityTree) or hasattr(model, "n_nodes"):
                 row["nodes"] = model.n_nodes
             rows.append(row)
-            print(f"{stream_name:15s} {model_name:22s} n={n:6d} logloss={row['log_loss']:.4f} acc={row['accuracy']:.4f} "
-                  f"ex/s={row['examples_per_s']:9.0f} nodes={row.get('nodes', '')}", flush=True)
+            print(
+                f"{stream_name:15s} {model_name:22s} n={n:6d} logloss={row['log_loss']:.4f} acc={row['accuracy']:.4f} "
+                f"ex/s={row['examples_per_s']:9.0f} nodes={row.get('nodes', '')}",
+                flush=True,
+            )
             if stream_name in args.plots and model_name in ("streamtree-hgs", "river-HT-nba", "river-ARF-10"):
                 plotted[model_name] = score
             if model_name in DRIFT_MODELS:
@@ -277,7 +315,11 @@ def write(
                 "the labels seen so far, the first example of each label not scored (bench/scoring.py). "
                 f"streamtree config overrides: {json.dumps(ours)}. Machine: {platform.machine()}, "
                 f"Python {platform.python_version()}; speeds are from this one run."
-                + (" Drift suite: the stationary streams run only the streamtree models." if args.suite == "drift" else "")
+                + (
+                    " Drift suite: the stationary streams run only the streamtree models."
+                    if args.suite == "drift"
+                    else ""
+                )
             ),
             "ours": ours,
             "suite": args.suite,

@@ -84,13 +84,21 @@ def bodies(xs: list[dict[str, Any]], ys: list[str], size: int, n: int, offset: i
     out = []
     for r in range(n):
         i = (offset + r * size) % (len(xs) - size)
-        out.append(json.dumps({"events": [{"features": x, "label": y}
-                                          for x, y in zip(xs[i:i + size], ys[i:i + size], strict=True)]}).encode())
+        out.append(
+            json.dumps(
+                {
+                    "events": [
+                        {"features": x, "label": y} for x, y in zip(xs[i : i + size], ys[i : i + size], strict=True)
+                    ]
+                }
+            ).encode()
+        )
     return out
 
 
-async def throughput(writer: Instance, replica: Instance, xs: list[dict[str, Any]], ys: list[str],
-                     scale: float) -> list[dict[str, Any]]:
+async def throughput(
+    writer: Instance, replica: Instance, xs: list[dict[str, Any]], ys: list[str], scale: float
+) -> list[dict[str, Any]]:
     rows = []
     offset = 0
     for size, clients, n in WORKLOADS:
@@ -99,24 +107,32 @@ async def throughput(writer: Instance, replica: Instance, xs: list[dict[str, Any
         # alternated three times (writer, replica, writer, ...): the machine's other load and
         # the tree's growth hit both alike (runs of about a second varied by 15% with two)
         for target, inst in (("writer", writer), ("replica", replica)) * 3:
-            result: Result = await run_load("127.0.0.1", inst.port, f"learn {size}", "/learn",
-                                            bodies(xs, ys, size, n, offset), clients, size)
+            result: Result = await run_load(
+                "127.0.0.1", inst.port, f"learn {size}", "/learn", bodies(xs, ys, size, n, offset), clients, size
+            )
             offset += n * size
             row["runs"].append({"target": target} | asdict(result))
-            print(f"  {size:>5} events/request via {target:<7}: {result.items_per_s:>9,.0f} events/s "
-                  f"(p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.errors} errors)", flush=True)
+            print(
+                f"  {size:>5} events/request via {target:<7}: {result.items_per_s:>9,.0f} events/s "
+                f"(p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.errors} errors)",
+                flush=True,
+            )
         for target in ("writer", "replica"):
             runs = [r for r in row["runs"] if r["target"] == target]
-            row[target] = {"items_per_s": statistics.mean(r["items_per_s"] for r in runs),
-                           "p50_ms": statistics.mean(r["p50_ms"] for r in runs),
-                           "p99_ms": max(r["p99_ms"] for r in runs), "errors": sum(r["errors"] for r in runs)}
+            row[target] = {
+                "items_per_s": statistics.mean(r["items_per_s"] for r in runs),
+                "p50_ms": statistics.mean(r["p50_ms"] for r in runs),
+                "p99_ms": max(r["p99_ms"] for r in runs),
+                "errors": sum(r["errors"] for r in runs),
+            }
         row["ratio"] = row["replica"]["items_per_s"] / row["writer"]["items_per_s"]
         rows.append(row)
     return rows
 
 
-async def replica_lag(writer: Instance, replica: Instance, xs: list[dict[str, Any]], ys: list[str],
-                      rate: int, seconds: float) -> dict[str, Any]:
+async def replica_lag(
+    writer: Instance, replica: Instance, xs: list[dict[str, Any]], ys: list[str], rate: int, seconds: float
+) -> dict[str, Any]:
     """Open-loop batches of 50 at ``rate`` events/s to the writer; lag per event on the replica."""
     size = 50
     per_s = rate / size
@@ -175,9 +191,17 @@ async def replica_lag(writer: Instance, replica: Instance, xs: list[dict[str, An
     # the ack of a batch stands for its 50 events
     lags.sort()
     q = lambda p: 1e3 * lags[min(len(lags) - 1, int(p * len(lags)))]  # noqa: E731
-    return {"target_events_per_s": rate, "achieved_events_per_s": n * size / sent_s, "requests": n,
-            "requests_sent_late": late, "reads": len(reads), "p50_ms": q(0.5), "p90_ms": q(0.9), "p99_ms": q(0.99),
-            "max_ms": 1e3 * lags[-1]}
+    return {
+        "target_events_per_s": rate,
+        "achieved_events_per_s": n * size / sent_s,
+        "requests": n,
+        "requests_sent_late": late,
+        "reads": len(reads),
+        "p50_ms": q(0.5),
+        "p90_ms": q(0.9),
+        "p99_ms": q(0.99),
+        "max_ms": 1e3 * lags[-1],
+    }
 
 
 class Learner(threading.Thread):
@@ -192,8 +216,9 @@ class Learner(threading.Thread):
     def run(self) -> None:
         body = json.dumps({"features": {"a": 1.0, "c": "x"}, "label": "p"}).encode()
         while not self.stop.is_set():
-            req = urllib.request.Request(f"http://127.0.0.1:{self.port}/learn", data=body,
-                                         headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{self.port}/learn", data=body, headers={"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(req, timeout=30) as r:
                     if r.status == 200:
@@ -214,7 +239,9 @@ def wait_role(inst: Instance, role: str, timeout: float = 30) -> None:
     raise RuntimeError(f"instance on {inst.port} is not the {role} after {timeout} s")
 
 
-def failover(writer: Instance, replica: Instance, root: Path, url: str, rounds: int, sig: int) -> tuple[list[float], Instance, Instance]:
+def failover(
+    writer: Instance, replica: Instance, root: Path, url: str, rounds: int, sig: int
+) -> tuple[list[float], Instance, Instance]:
     """``rounds`` failovers by ``sig``; their times, and the (writer, replica) after them."""
     times = []
     for k in range(rounds):
@@ -261,8 +288,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("events learned per second (durable)")
     ax.set_title("One writer on PostgreSQL (2 cores shared by writer, replica, DB, client)", fontsize=9)
     for r in rows:
-        ax.annotate(f"{r['writer']['items_per_s']:,.0f}", (r["events_per_request"], r["writer"]["items_per_s"]),
-                    textcoords="offset points", xytext=(4, 6), fontsize=7)
+        ax.annotate(
+            f"{r['writer']['items_per_s']:,.0f}",
+            (r["events_per_request"], r["writer"]["items_per_s"]),
+            textcoords="offset points",
+            xytext=(4, 6),
+            fontsize=7,
+        )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -271,28 +303,47 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def report(out: dict[str, Any]) -> str:
-    lines = [f"# Scale-out on PostgreSQL: one writer, a replica ({out['date_utc']}, commit {out['commit']}, "
-             f"{out['machine']['cpus']} CPUs, load average {out['machine']['loadavg_before'][0]:.2f} before)", "",
-             "Writer, replica, PostgreSQL (fsync=on, sync=full) and the load generator share the machine's cores "
-             "over loopback.", "", "## Throughput: learns sent to the writer, and to the replica (forwarded)", "",
-             "Each workload ran three times on each target, alternated; events/s and p50 are the means, p99 the worse.", "",
-             "| events/request | clients | writer events/s | via replica events/s | ratio | writer p50 ms | "
-             "replica p50 ms | replica p99 ms | errors |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"# Scale-out on PostgreSQL: one writer, a replica ({out['date_utc']}, commit {out['commit']}, "
+        f"{out['machine']['cpus']} CPUs, load average {out['machine']['loadavg_before'][0]:.2f} before)",
+        "",
+        "Writer, replica, PostgreSQL (fsync=on, sync=full) and the load generator share the machine's cores "
+        "over loopback.",
+        "",
+        "## Throughput: learns sent to the writer, and to the replica (forwarded)",
+        "",
+        "Each workload ran three times on each target, alternated; events/s and p50 are the means, p99 the worse.",
+        "",
+        "| events/request | clients | writer events/s | via replica events/s | ratio | writer p50 ms | "
+        "replica p50 ms | replica p99 ms | errors |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in out["throughput"]:
         w, p = r["writer"], r["replica"]
-        lines.append(f"| {r['events_per_request']:,} | {r['clients']} | {w['items_per_s']:,.0f} | "
-                     f"{p['items_per_s']:,.0f} | {r['ratio']:.0%} | {w['p50_ms']:.1f} | {p['p50_ms']:.1f} | "
-                     f"{p['p99_ms']:.1f} | {w['errors'] + p['errors']} |")
+        lines.append(
+            f"| {r['events_per_request']:,} | {r['clients']} | {w['items_per_s']:,.0f} | "
+            f"{p['items_per_s']:,.0f} | {r['ratio']:.0%} | {w['p50_ms']:.1f} | {p['p50_ms']:.1f} | "
+            f"{p['p99_ms']:.1f} | {w['errors'] + p['errors']} |"
+        )
     lag = out["lag"]
-    lines += ["", "## Replica lag", "",
-              f"{lag['achieved_events_per_s']:,.0f} events/s sent (target {lag['target_events_per_s']:,}; "
-              f"{lag['requests']} batches of 50, {lag['requests_sent_late']} sent over 50 ms late): lag p50 "
-              f"{lag['p50_ms']:.1f} ms, p90 {lag['p90_ms']:.1f} ms, **p99 {lag['p99_ms']:.1f} ms**, max "
-              f"{lag['max_ms']:.1f} ms ({lag['reads']} reads of the replica's /health).", ""]
+    lines += [
+        "",
+        "## Replica lag",
+        "",
+        f"{lag['achieved_events_per_s']:,.0f} events/s sent (target {lag['target_events_per_s']:,}; "
+        f"{lag['requests']} batches of 50, {lag['requests_sent_late']} sent over 50 ms late): lag p50 "
+        f"{lag['p50_ms']:.1f} ms, p90 {lag['p90_ms']:.1f} ms, **p99 {lag['p99_ms']:.1f} ms**, max "
+        f"{lag['max_ms']:.1f} ms ({lag['reads']} reads of the replica's /health).",
+        "",
+    ]
     for sig, times in out["failover"].items():
         lines.append(f"## Failover by {sig} ({len(times)} rounds)")
-        lines += ["", f"Median **{statistics.median(times):.2f} s**, max **{max(times):.2f} s**, min "
-                      f"{min(times):.2f} s. Each: " + ", ".join(f"{t:.2f}" for t in times) + " s.", ""]
+        lines += [
+            "",
+            f"Median **{statistics.median(times):.2f} s**, max **{max(times):.2f} s**, min "
+            f"{min(times):.2f} s. Each: " + ", ".join(f"{t:.2f}" for t in times) + " s.",
+            "",
+        ]
     lines += ["## Verdicts", ""] + [f"- {k}: {v}" for k, v in out["verdicts"].items()]
     return "\n".join(lines) + "\n"
 
@@ -336,17 +387,21 @@ def main() -> None:
         stop_cluster(cluster)
         shutil.rmtree(root, ignore_errors=True)
 
-    out: dict[str, Any] = run_header(load_before) | {"settings": SETTINGS, "throughput": rows, "lag": lag,
-                                                     "failover": {"SIGKILL": killed, "SIGSTOP": stopped}}
+    out: dict[str, Any] = run_header(load_before) | {
+        "settings": SETTINGS,
+        "throughput": rows,
+        "lag": lag,
+        "failover": {"SIGKILL": killed, "SIGSTOP": stopped},
+    }
     worst = min(r["ratio"] for r in rows)
     out["verdicts"] = {
         "through a replica >= 80% of the writer (worst workload)": f"{worst:.0%} "
-                                                                  f"({'met' if worst >= 0.8 else 'NOT met'})",
+        f"({'met' if worst >= 0.8 else 'NOT met'})",
         "replica lag p99 < 100 ms at 5,000 events/s": f"{lag['p99_ms']:.1f} ms "
-                                                       f"({'met' if lag['p99_ms'] < 100 else 'NOT met'})",
+        f"({'met' if lag['p99_ms'] < 100 else 'NOT met'})",
         "SIGKILL failover max < 10 s": f"{max(killed):.2f} s ({'met' if max(killed) < 10 else 'NOT met'})",
         "SIGKILL failover median < 3 s": f"{statistics.median(killed):.2f} s "
-                                         f"({'met' if statistics.median(killed) < 3 else 'NOT met'})",
+        f"({'met' if statistics.median(killed) < 3 else 'NOT met'})",
     }
     suffix = "_quick" if args.quick else ""
     RESULTS.mkdir(parents=True, exist_ok=True)

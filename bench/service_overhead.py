@@ -60,8 +60,9 @@ class StubModel:
         k = len(self.classes_)
         return np.full((n, k), 1.0 / k) if k else np.zeros((n, 0))
 
-    def learn_many(self, X: Sequence[Mapping[Hashable, Any]], y: Sequence[Any], *,
-                   return_proba: bool = False) -> np.ndarray | None:
+    def learn_many(
+        self, X: Sequence[Mapping[Hashable, Any]], y: Sequence[Any], *, return_proba: bool = False
+    ) -> np.ndarray | None:
         for label in y:
             if label not in self._index:
                 self._index[label] = len(self.classes_)
@@ -84,8 +85,14 @@ class StubModel:
         return {"nodes": []}
 
     def summary(self) -> dict[str, Any]:
-        return {"n_nodes": 1, "n_leaves": 1, "depth": 0, "n_examples": self.n_examples,
-                "classes": list(self.classes_), "drift": {"n_detections": 0, "n_swaps": 0, "background": None}}
+        return {
+            "n_nodes": 1,
+            "n_leaves": 1,
+            "depth": 0,
+            "n_examples": self.n_examples,
+            "classes": list(self.classes_),
+            "drift": {"n_detections": 0, "n_swaps": 0, "background": None},
+        }
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({"classes": self.classes_, "n": self.n_examples})
@@ -125,9 +132,14 @@ def commits(port: int) -> tuple[float, float]:
     """(group commits, events committed) so far, from the service's Prometheus metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    values = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
-              if line.startswith("streamtree_commit_group_events_")}
-    return values.get("streamtree_commit_group_events_count", 0.0), values.get("streamtree_commit_group_events_sum", 0.0)
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("streamtree_commit_group_events_")
+    }
+    return values.get("streamtree_commit_group_events_count", 0.0), values.get(
+        "streamtree_commit_group_events_sum", 0.0
+    )
 
 
 def cpu_seconds(pid: int, thread: int | None = None) -> float:
@@ -142,8 +154,9 @@ def main() -> None:
     parser.add_argument("--serve", nargs=2, metavar=("DATA_DIR", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="Write the server's cProfile stats to this file.")
     parser.add_argument("--only", help="Run only the workloads whose name contains this.")
-    parser.add_argument("--library", action="store_true",
-                        help="Serve the real model (streamtree.ProbabilityTree) instead of the stub.")
+    parser.add_argument(
+        "--library", action="store_true", help="Serve the real model (streamtree.ProbabilityTree) instead of the stub."
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), args.profile, stub=not args.library)
@@ -165,11 +178,15 @@ def main() -> None:
                     raise
                 time.sleep(0.1)
         dumps = json.dumps
-        batches = [dumps({"events": [{"features": x, "label": y} for x, y in zip(xs[i:i + 1000], ys[i:i + 1000])]}
-                         ).encode() for i in range(0, 40_000, 1000)]
+        batches = [
+            dumps(
+                {"events": [{"features": x, "label": y} for x, y in zip(xs[i : i + 1000], ys[i : i + 1000])]}
+            ).encode()
+            for i in range(0, 40_000, 1000)
+        ]
         singles = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[40_000:], ys[40_000:])]
         preds = [dumps({"features": x}).encode() for x in xs[:6000]]
-        pbatches = [dumps({"instances": xs[i:i + 1000]}).encode() for i in range(0, 20_000, 1000)]
+        pbatches = [dumps({"instances": xs[i : i + 1000]}).encode() for i in range(0, 20_000, 1000)]
         workloads = [
             ("learn batched", "/learn", batches[:20], 1, 1000),
             ("learn batched", "/learn", batches[20:], 8, 1000),
@@ -180,8 +197,10 @@ def main() -> None:
             ("predict batched", "/predict_proba", pbatches, 1, 1000),
             ("predict batched", "/predict_proba", pbatches, 8, 1000),
         ]
-        print("| workload | clients | items/s | requests/s | p50 ms | p99 ms | server CPU ms/request "
-              "| event loop CPU ms/request | events/commit |")
+        print(
+            "| workload | clients | items/s | requests/s | p50 ms | p99 ms | server CPU ms/request "
+            "| event loop CPU ms/request | events/commit |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, path, bodies, clients, items in workloads:
             if args.only and args.only not in name:
@@ -194,8 +213,11 @@ def main() -> None:
             n1, e1 = commits(port)
             group = f"{(e1 - e0) / (n1 - n0):.1f}" if n1 > n0 else "-"
             assert not r.errors, f"{r.errors} requests failed"
-            print(f"| {name} | {clients} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | {r.p50_ms:.2f} | "
-                  f"{r.p99_ms:.2f} | {per_request:.3f} | {loop_per_request:.3f} | {group} |", flush=True)
+            print(
+                f"| {name} | {clients} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | {r.p50_ms:.2f} | "
+                f"{r.p99_ms:.2f} | {per_request:.3f} | {loop_per_request:.3f} | {group} |",
+                flush=True,
+            )
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -93,10 +93,13 @@ class Client(threading.Thread):
         while not self.stop.is_set() and i < len(self.events) - 100:
             step += 1
             n = (1, 5, 1, 100)[step % 4]
-            chunk = self.events[i:i + n]
+            chunk = self.events[i : i + n]
             i += n
-            body = ({"events": [{"features": x, "label": y} for x, y in chunk]} if n > 1
-                    else {"features": chunk[0][0], "label": chunk[0][1]})
+            body = (
+                {"events": [{"features": x, "label": y} for x, y in chunk]}
+                if n > 1
+                else {"features": chunk[0][0], "label": chunk[0][1]}
+            )
             headers = {"Content-Type": "application/json"}
             if n == 100:
                 headers["Idempotency-Key"] = f"c{self.tid}-{step}"
@@ -134,8 +137,10 @@ class LeaseWatch(threading.Thread):
     def run(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.stop.is_set():
-                row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8, token, holder, "
-                                   "extract(epoch FROM expires_at)::float8 FROM streamtree_lease").fetchone()
+                row = conn.execute(
+                    "SELECT extract(epoch FROM clock_timestamp())::float8, token, holder, "
+                    "extract(epoch FROM expires_at)::float8 FROM streamtree_lease"
+                ).fetchone()
                 if row is not None:
                     self.rows.append((float(row[0]), int(row[1]), str(row[2]), float(row[3])))
                 time.sleep(0.01)
@@ -167,8 +172,9 @@ def roles(instances: list[Instance], timeout: float = 60) -> tuple[Instance, Ins
         time.sleep(0.05)
 
 
-def trial(k: int, writer: Instance, replica: Instance, watch: LeaseWatch, clients: list[Client],
-          rng: random.Random) -> dict[str, Any]:
+def trial(
+    k: int, writer: Instance, replica: Instance, watch: LeaseWatch, clients: list[Client], rng: random.Random
+) -> dict[str, Any]:
     """Stop the writer at a random moment; how long after its lease's expiry the replica took over."""
     time.sleep(rng.uniform(0.5, 3.0))
     pid = writer.proc.pid
@@ -193,15 +199,25 @@ def trial(k: int, writer: Instance, replica: Instance, watch: LeaseWatch, client
     stopped_for = time.time() - t_stop
     writer.proc.send_signal(signal.SIGCONT)
     back = wait_role(writer, "replica", 60)
-    result = {"trial": k, "stopped_pid": pid, "stopped_at": t_stop, "lease_expiry": expiry,
-              "stopped_before_expiry_s": expiry - t_stop,
-              "lease_taken_after_expiry_s": None if taken is None else taken - expiry,
-              "first_ack_after_expiry_s": min(acks) - expiry if acks else None,
-              "replica_writer_after_stop_s": became, "resumed_after_s": hold, "stopped_for_s": stopped_for,
-              "old_writer_replica_after_s": back}
+    result = {
+        "trial": k,
+        "stopped_pid": pid,
+        "stopped_at": t_stop,
+        "lease_expiry": expiry,
+        "stopped_before_expiry_s": expiry - t_stop,
+        "lease_taken_after_expiry_s": None if taken is None else taken - expiry,
+        "first_ack_after_expiry_s": min(acks) - expiry if acks else None,
+        "replica_writer_after_stop_s": became,
+        "resumed_after_s": hold,
+        "stopped_for_s": stopped_for,
+        "old_writer_replica_after_s": back,
+    }
     lt, fa = result["lease_taken_after_expiry_s"], result["first_ack_after_expiry_s"]
-    print(f"  trial {k + 1}: lease taken {lt if lt is None else f'{lt:.2f}'} s, first learn "
-          f"{fa if fa is None else f'{fa:.2f}'} s after the expiry", flush=True)
+    print(
+        f"  trial {k + 1}: lease taken {lt if lt is None else f'{lt:.2f}'} s, first learn "
+        f"{fa if fa is None else f'{fa:.2f}'} s after the expiry",
+        flush=True,
+    )
     return result
 
 
@@ -215,46 +231,79 @@ def check_log(url: str, clients: list[Client]) -> dict[str, Any]:
         for seq, event, _ in c.acked:
             acked.setdefault(seq, []).append(event)
     twice = sorted(seq for seq, events in acked.items() if len(events) > 1)
-    lost = sorted(seq for seq, events in acked.items()
-                  if seq not in log or (log[seq]["x"], log[seq]["y"]) != tuple(events[0]))
-    return {"logged": len(log), "gap_free": sorted(log) == list(range(1, len(log) + 1)),
-            "acknowledged_events": sum(len(e) for e in acked.values()), "seqs_acknowledged_twice": len(twice),
-            "acknowledged_lost": len(lost), "examples_twice": twice[:10], "examples_lost": lost[:10]}
+    lost = sorted(
+        seq for seq, events in acked.items() if seq not in log or (log[seq]["x"], log[seq]["y"]) != tuple(events[0])
+    )
+    return {
+        "logged": len(log),
+        "gap_free": sorted(log) == list(range(1, len(log) + 1)),
+        "acknowledged_events": sum(len(e) for e in acked.values()),
+        "seqs_acknowledged_twice": len(twice),
+        "acknowledged_lost": len(lost),
+        "examples_twice": twice[:10],
+        "examples_lost": lost[:10],
+    }
 
 
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     q = lambda p: ordered[min(len(ordered) - 1, int(p * len(ordered)))]  # noqa: E731
-    return {"n": len(ordered), "min": ordered[0], "p50": statistics.median(ordered), "p90": q(0.9), "p99": q(0.99),
-            "max": ordered[-1]}
+    return {
+        "n": len(ordered),
+        "min": ordered[0],
+        "p50": statistics.median(ordered),
+        "p90": q(0.9),
+        "p99": q(0.99),
+        "max": ordered[-1],
+    }
 
 
 def report(out: dict[str, Any]) -> str:
     trials = out["trials"]
-    lines = [f"# SIGSTOP of the writer on PostgreSQL: {len(trials)} trials ({out['date_utc']}, commit {out['commit']}, "
-             f"{out['machine']['cpus']} CPUs, load average {out['machine']['loadavg_before'][0]:.2f} before)", "",
-             f"Command: `{out['command']}` ({out['seconds'] / 60:.1f} min).", "",
-             "A writer and a replica (`streamtree serve`), PostgreSQL (fsync=on, sync=full) and the clients share the "
-             f"machine over loopback; settings {out['settings']}. {out['clients']} clients learn through both "
-             "instances all along (single events, batches of 5, batches of 100 with an Idempotency-Key); each trial "
-             "SIGSTOPs the writer at a random moment (0.5-3 s after the last), and resumes it 0-1 s after the replica "
-             "became the writer. Times are from the stopped writer's lease expiry (its last renewal as the server "
-             "recorded it).", "", "| from the lease's expiry to | trials | p50 s | p90 s | p99 s | max s |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for key, name in (("lease_taken_after_expiry_s", "the lease taken by the replica"),
-                      ("first_ack_after_expiry_s", "the first learn acknowledged")):
+    lines = [
+        f"# SIGSTOP of the writer on PostgreSQL: {len(trials)} trials ({out['date_utc']}, commit {out['commit']}, "
+        f"{out['machine']['cpus']} CPUs, load average {out['machine']['loadavg_before'][0]:.2f} before)",
+        "",
+        f"Command: `{out['command']}` ({out['seconds'] / 60:.1f} min).",
+        "",
+        "A writer and a replica (`streamtree serve`), PostgreSQL (fsync=on, sync=full) and the clients share the "
+        f"machine over loopback; settings {out['settings']}. {out['clients']} clients learn through both "
+        "instances all along (single events, batches of 5, batches of 100 with an Idempotency-Key); each trial "
+        "SIGSTOPs the writer at a random moment (0.5-3 s after the last), and resumes it 0-1 s after the replica "
+        "became the writer. Times are from the stopped writer's lease expiry (its last renewal as the server "
+        "recorded it).",
+        "",
+        "| from the lease's expiry to | trials | p50 s | p90 s | p99 s | max s |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, name in (
+        ("lease_taken_after_expiry_s", "the lease taken by the replica"),
+        ("first_ack_after_expiry_s", "the first learn acknowledged"),
+    ):
         s = out["summary"].get(key)
         if s:
             lines.append(f"| {name} | {s['n']} | {s['p50']:.2f} | {s['p90']:.2f} | {s['p99']:.2f} | {s['max']:.2f} |")
     log = out["log"]
-    lines += ["", f"Log: {log['logged']:,} events, gap-free: {log['gap_free']}; {log['acknowledged_events']:,} "
-              f"acknowledged, **{log['seqs_acknowledged_twice']} seqs acknowledged twice, {log['acknowledged_lost']} "
-              f"acknowledged events lost**. Answers: {out['statuses']} (non-JSON: {out['not_json']}).", "",
-              "## Verdicts", ""] + [f"- {k}: {v}" for k, v in out["verdicts"].items()]
-    lines += ["", "## Each trial (seconds after the expiry: lease taken, first learn)", "",
-              ", ".join(f"{t['lease_taken_after_expiry_s']:.2f}/{t['first_ack_after_expiry_s']:.2f}"
-                        if t["lease_taken_after_expiry_s"] is not None and t["first_ack_after_expiry_s"] is not None
-                        else f"none (stopped {t['stopped_for_s']:.0f} s)" for t in trials)]
+    lines += [
+        "",
+        f"Log: {log['logged']:,} events, gap-free: {log['gap_free']}; {log['acknowledged_events']:,} "
+        f"acknowledged, **{log['seqs_acknowledged_twice']} seqs acknowledged twice, {log['acknowledged_lost']} "
+        f"acknowledged events lost**. Answers: {out['statuses']} (non-JSON: {out['not_json']}).",
+        "",
+        "## Verdicts",
+        "",
+    ] + [f"- {k}: {v}" for k, v in out["verdicts"].items()]
+    lines += [
+        "",
+        "## Each trial (seconds after the expiry: lease taken, first learn)",
+        "",
+        ", ".join(
+            f"{t['lease_taken_after_expiry_s']:.2f}/{t['first_ack_after_expiry_s']:.2f}"
+            if t["lease_taken_after_expiry_s"] is not None and t["first_ack_after_expiry_s"] is not None
+            else f"none (stopped {t['stopped_for_s']:.0f} s)"
+            for t in trials
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -266,8 +315,9 @@ def main() -> None:
     args = parser.parse_args()
     from tests.pg import start_cluster, stop_cluster
 
-    command = " ".join(["flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.sigstop",
-                        *map(shlex.quote, sys.argv[1:])])
+    command = " ".join(
+        ["flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.sigstop", *map(shlex.quote, sys.argv[1:])]
+    )
     rng = random.Random(args.seed)
     load_before = os.getloadavg()
     t0 = time.monotonic()
@@ -316,25 +366,34 @@ def main() -> None:
         for status, n in c.statuses.items():
             statuses[str(status)] = statuses.get(str(status), 0) + n
     out: dict[str, Any] = run_header(load_before) | {
-        "command": command, "seconds": time.monotonic() - t0, "settings": SETTINGS, "clients": args.clients,
-        "seed": args.seed, "trials": results, "log": log, "statuses": statuses,
-        "not_json": sum(c.not_json for c in clients)}
-    out["summary"] = {key: summary([t[key] for t in results if t[key] is not None])
-                      for key in ("lease_taken_after_expiry_s", "first_ack_after_expiry_s")
-                      if any(t[key] is not None for t in results)}
+        "command": command,
+        "seconds": time.monotonic() - t0,
+        "settings": SETTINGS,
+        "clients": args.clients,
+        "seed": args.seed,
+        "trials": results,
+        "log": log,
+        "statuses": statuses,
+        "not_json": sum(c.not_json for c in clients),
+    }
+    out["summary"] = {
+        key: summary([t[key] for t in results if t[key] is not None])
+        for key in ("lease_taken_after_expiry_s", "first_ack_after_expiry_s")
+        if any(t[key] is not None for t in results)
+    }
     firsts = [t["first_ack_after_expiry_s"] for t in results]
     worst = max((f for f in firsts if f is not None), default=float("inf"))
     missing = sum(f is None for f in firsts)
+
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
     twice, lost = log["seqs_acknowledged_twice"], log["acknowledged_lost"]
     out["verdicts"] = {
-        f"every first learn acknowledged within {BOUND:g} s after the lease expired":
-            f"max {worst:.2f} s, {missing} trials without one ({verdict(worst < BOUND and not missing)})",
+        f"every first learn acknowledged within {BOUND:g} s after the lease expired": f"max {worst:.2f} s, {missing} trials without one ({verdict(worst < BOUND and not missing)})",
         "no seq acknowledged twice": f"{twice} ({verdict(not twice)})",
         "no acknowledged event lost, log gap-free": f"{lost} lost, gap-free {log['gap_free']} "
-                                                   f"({verdict(not lost and log['gap_free'])})",
+        f"({verdict(not lost and log['gap_free'])})",
     }
     name = "sigstop" if args.trials >= 100 else "sigstop_smoke"
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -57,8 +57,9 @@ def main() -> None:
     args = parser.parse_args()
     from tests.pg import start_cluster, stop_cluster
 
-    command = " ".join(["flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.snapshot_size",
-                        *map(shlex.quote, sys.argv[1:])])
+    command = " ".join(
+        ["flock /tmp/streamtree-bench.lock .venv/bin/python -m bench.snapshot_size", *map(shlex.quote, sys.argv[1:])]
+    )
     load_before = os.getloadavg()
     data = os.urandom(args.mib * 2**20)
     results: dict[str, Any] = {}
@@ -78,14 +79,23 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = run_header(load_before) | {"command": command, "mib": args.mib, "results": results, "peak_rss_mib": peak}
-    lines = [f"# A {args.mib} MiB snapshot saved and read back ({out['date_utc']}, commit {out['commit']}, "
-             f"{out['machine']['cpus']} CPUs)", "", f"Command: `{command}`.", "",
-             "| engine | save s | read s | bytes equal | error |", "|---|---:|---:|---|---|"]
+    lines = [
+        f"# A {args.mib} MiB snapshot saved and read back ({out['date_utc']}, commit {out['commit']}, "
+        f"{out['machine']['cpus']} CPUs)",
+        "",
+        f"Command: `{command}`.",
+        "",
+        "| engine | save s | read s | bytes equal | error |",
+        "|---|---:|---:|---|---|",
+    ]
     for engine, r in results.items():
         read = "-" if r["read_s"] is None else f"{r['read_s']:.1f}"
         lines.append(f"| {engine} | {r['save_s']:.1f} | {read} | {r['equal']} | {r['error'] or ''} |")
-    lines += ["", f"Peak memory of the process: {peak:,.0f} MiB (the {args.mib} MiB written, and on reading the "
-              "pieces and the joined bytes)."]
+    lines += [
+        "",
+        f"Peak memory of the process: {peak:,.0f} MiB (the {args.mib} MiB written, and on reading the "
+        "pieces and the joined bytes).",
+    ]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "snapshot_size.json").write_text(json.dumps(out, indent=2) + "\n")
     (RESULTS / "snapshot_size.md").write_text("\n".join(lines) + "\n")

@@ -90,8 +90,21 @@ def start_server(data_dir: Path, port: int, database_url: str | None = None) -> 
     env = os.environ | {"PYTHONPATH": str(ROOT), "STREAMTREE_API_KEYS": KEY}
     if database_url:
         env["STREAMTREE_DATABASE_URL"] = database_url
-    proc = subprocess.Popen([str(exe), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"], env=env)
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -118,8 +131,13 @@ def rss_bytes(pid: int) -> int:
 
 def features(rng: random.Random) -> dict[str, Any]:
     """One event's features: 3 numeric, 2 nominal, as the tests' stream."""
-    return {"a": round(rng.gauss(0, 1), 6), "b": round(rng.uniform(-2, 2), 6), "c": rng.randint(0, 9),
-            "colour": rng.choice(["red", "green", "blue"]), "flag": rng.random() < 0.5}
+    return {
+        "a": round(rng.gauss(0, 1), 6),
+        "b": round(rng.uniform(-2, 2), 6),
+        "c": rng.randint(0, 9),
+        "colour": rng.choice(["red", "green", "blue"]),
+        "flag": rng.random() < 0.5,
+    }
 
 
 def label(x: dict[str, Any], rng: random.Random) -> str:
@@ -149,10 +167,18 @@ class Client(threading.Thread):
         self.pending: list[tuple[str, dict[str, Any]]] = []
         self.n = 0
         self.mix: list[tuple[float, Callable[[], tuple[str, Request]]]] = [
-            (20, self.learn_one), (5, self.learn_batch), (25, self.predict), (5, self.predict_batch),
-            (10, self.predict_with_id), (8, self.label_pending), (4, self.read_model),
-            (10, self.anonymous_flood), (3, self.anonymous_write), (10, self.hostile),
-            (4, self.learn_ids_one), (2, self.learn_ids_batch),
+            (20, self.learn_one),
+            (5, self.learn_batch),
+            (25, self.predict),
+            (5, self.predict_batch),
+            (10, self.predict_with_id),
+            (8, self.label_pending),
+            (4, self.read_model),
+            (10, self.anonymous_flood),
+            (3, self.anonymous_write),
+            (10, self.hostile),
+            (4, self.learn_ids_one),
+            (2, self.learn_ids_batch),
         ]
 
     def next_id(self) -> str:
@@ -200,8 +226,16 @@ class Client(threading.Thread):
         return "label", ("POST", "/learn", json.dumps(body), AUTH)
 
     def read_model(self) -> tuple[str, Request]:
-        path = self.rng.choice([f"/models/{MODEL}/metrics", f"/models/{MODEL}/metrics/history", f"/models/{MODEL}",
-                                f"/models/{MODEL}/tree", "/models", f"/models/{IDS}"])
+        path = self.rng.choice(
+            [
+                f"/models/{MODEL}/metrics",
+                f"/models/{MODEL}/metrics/history",
+                f"/models/{MODEL}",
+                f"/models/{MODEL}/tree",
+                "/models",
+                f"/models/{IDS}",
+            ]
+        )
         return "read", ("GET", path, "", {})
 
     def anonymous_flood(self) -> tuple[str, Request]:
@@ -230,8 +264,12 @@ class Client(threading.Thread):
         elif kind == 5:  # a forest far past the operator's bound on trees
             return "hostile", ("PUT", f"/models/soak-big-{self.cid}", '{"model": "forest", "n_trees": 1000}', AUTH)
         elif kind == 6:  # an escaped key must mean the same as the plain one
-            return "hostile", ("POST", "/predict_proba",
-                               '{"features": {"a": 1}, "\\u0069d": "esc-%s"}' % self.next_id(), AUTH)
+            return "hostile", (
+                "POST",
+                "/predict_proba",
+                '{"features": {"a": 1}, "\\u0069d": "esc-%s"}' % self.next_id(),
+                AUTH,
+            )
         else:
             body = json.dumps({"id": f"never-{self.next_id()}", "label": "low"})
         return "hostile", ("POST", "/learn", body, AUTH)
@@ -253,8 +291,12 @@ class Client(threading.Thread):
             else:
                 start = time.perf_counter()
             try:
-                conn.request(method, path, body=body.encode() if body else None,
-                             headers={"Content-Type": "application/json"} | headers)
+                conn.request(
+                    method,
+                    path,
+                    body=body.encode() if body else None,
+                    headers={"Content-Type": "application/json"} | headers,
+                )
                 r = conn.getresponse()
                 data = r.read()
             except (OSError, http.client.HTTPException) as exc:  # a dropped connection counts as a server error
@@ -333,8 +375,9 @@ def steady_growth(series: list[tuple[float, int]], since: float) -> float | None
     return (max(values) / min(values) - 1) if values else None
 
 
-def soak(duration: float, clients: int, rate: float, sample: float, max_nodes: int, steady: float,
-         database_url: str | None) -> dict[str, Any]:
+def soak(
+    duration: float, clients: int, rate: float, sample: float, max_nodes: int, steady: float, database_url: str | None
+) -> dict[str, Any]:
     """Run the soak; return its figures."""
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-soak-")) / "data"
     port = free_port()
@@ -345,9 +388,11 @@ def soak(duration: float, clients: int, rate: float, sample: float, max_nodes: i
         t0 = time.monotonic()
         until = t0 + duration
         workers = [Client(port, i, until + 3600, killed, rate / clients) for i in range(clients)]  # stop at the kill
-        others = ([Exporter(port, until, 1000 + i, MODEL) for i in range(2)]
-                  + [StalledExporter(port, until, 2000 + i, MODEL) for i in range(8)]
-                  + [HostileHTTP(port, until, 3000, AUTH, MODEL)])
+        others = (
+            [Exporter(port, until, 1000 + i, MODEL) for i in range(2)]
+            + [StalledExporter(port, until, 2000 + i, MODEL) for i in range(8)]
+            + [HostileHTTP(port, until, 3000, AUTH, MODEL)]
+        )
         for w in workers + others:
             w.start()
         rss: list[tuple[float, int]] = []
@@ -398,27 +443,46 @@ def soak(duration: float, clients: int, rate: float, sample: float, max_nodes: i
     errors = [e for w in workers for e in w.server_errors] + extra["server_errors"]
     not_json = [e for w in workers for e in w.not_json] + extra["not_json"]
     return {
-        "duration_s": duration, "steady_s": steady, "clients": clients, "rate": rate, "requests": len(every),
+        "duration_s": duration,
+        "steady_s": steady,
+        "clients": clients,
+        "rate": rate,
+        "requests": len(every),
         "requests_per_s": len(every) / duration,
-        "server_errors": len(errors), "server_error_examples": errors[:20],
-        "not_json": len(not_json), "not_json_examples": not_json[:20],
+        "server_errors": len(errors),
+        "server_error_examples": errors[:20],
+        "not_json": len(not_json),
+        "not_json_examples": not_json[:20],
         "cut_by_kill": sum(w.cut_by_kill for w in workers),
         "events_exported": sum(t.events_read for t in others if isinstance(t, Exporter)),
         "stalled_exports": sum(t.opened for t in others if isinstance(t, StalledExporter)),
-        "acked_events": acked, "seq_before_kill": {m: int(infos[m]["seq"]) for m in MODELS},
-        "seq_after_restart": seq_after_restart, "restart_s": restart_s,
+        "acked_events": acked,
+        "seq_before_kill": {m: int(infos[m]["seq"]) for m in MODELS},
+        "seq_after_restart": seq_after_restart,
+        "restart_s": restart_s,
         "lost_acked_events": sum(max(0, acked[m] - seq_after_restart[m]) for m in MODELS),
-        "p50_ms": 1e3 * percentile(every, 0.50), "p99_ms": 1e3 * percentile(every, 0.99),
+        "p50_ms": 1e3 * percentile(every, 0.50),
+        "p99_ms": 1e3 * percentile(every, 0.99),
         "learn_p99_ms": 1e3 * percentile(latencies["learn"], 0.99),
-        "by_kind": {kind: {"n": len(v), "p50_ms": 1e3 * percentile(v, 0.5), "p99_ms": 1e3 * percentile(v, 0.99),
-                           "statuses": {str(s): c for (k, s), c in sorted(statuses.items()) if k == kind}}
-                    for kind, v in sorted(latencies.items())},
-        "rss_bytes": rss, "rss_steady_growth": steady_growth(rss, since),
-        "max_nodes": max_nodes, "n_nodes": {m: int(summaries[m]["n_nodes"]) for m in MODELS},
-        "model_bytes": model_bytes, "snapshot_bytes": snap_bytes,
+        "by_kind": {
+            kind: {
+                "n": len(v),
+                "p50_ms": 1e3 * percentile(v, 0.5),
+                "p99_ms": 1e3 * percentile(v, 0.99),
+                "statuses": {str(s): c for (k, s), c in sorted(statuses.items()) if k == kind},
+            }
+            for kind, v in sorted(latencies.items())
+        },
+        "rss_bytes": rss,
+        "rss_steady_growth": steady_growth(rss, since),
+        "max_nodes": max_nodes,
+        "n_nodes": {m: int(summaries[m]["n_nodes"]) for m in MODELS},
+        "model_bytes": model_bytes,
+        "snapshot_bytes": snap_bytes,
         "model_steady_growth": {m: steady_growth(model_bytes[m], since) for m in MODELS},
         "snapshot_steady_growth": {m: steady_growth(snap_bytes[m], since) for m in MODELS},
-        "ids_other_values": summaries[IDS].get("other_values"), "ids_notes": summaries[IDS].get("notes"),
+        "ids_other_values": summaries[IDS].get("other_values"),
+        "ids_notes": summaries[IDS].get("notes"),
     }
 
 
@@ -474,12 +538,18 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---|",
     ]
     for kind, k in r["by_kind"].items():
-        lines.append(f"| {kind} | {k['n']:,} | {k['p50_ms']:.1f} | {k['p99_ms']:.1f} | "
-                     + ", ".join(f"{s}: {c:,}" for s, c in k["statuses"].items()) + " |")
+        lines.append(
+            f"| {kind} | {k['n']:,} | {k['p50_ms']:.1f} | {k['p99_ms']:.1f} | "
+            + ", ".join(f"{s}: {c:,}" for s, c in k["statuses"].items())
+            + " |"
+        )
     lines += ["", "RSS over time (s: MiB): " + ", ".join(f"{t:.0f}: {b / MiB:.0f}" for t, b in r["rss_bytes"])]
     for m in MODELS:
-        lines += ["", f"`{m}` snapshot over time (s: MiB): "
-                  + ", ".join(f"{t:.0f}: {b / MiB:.2f}" for t, b in r["snapshot_bytes"][m])]
+        lines += [
+            "",
+            f"`{m}` snapshot over time (s: MiB): "
+            + ", ".join(f"{t:.0f}: {b / MiB:.2f}" for t, b in r["snapshot_bytes"][m]),
+        ]
     if r["server_error_examples"] or r["not_json_examples"]:
         lines += ["", "Examples of failures: " + "; ".join(r["server_error_examples"] + r["not_json_examples"])]
     return "\n".join(lines) + "\n"
@@ -488,12 +558,20 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=1800.0, help="seconds of traffic (default 1800)")
-    parser.add_argument("--steady", type=float, default=None,
-                        help="the last seconds in which RSS and snapshots must be flat (default 2/3 of the duration)")
+    parser.add_argument(
+        "--steady",
+        type=float,
+        default=None,
+        help="the last seconds in which RSS and snapshots must be flat (default 2/3 of the duration)",
+    )
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--rate", type=float, default=300.0,
-                        help="requests per second of the ordinary clients together, Poisson arrivals (0: each "
-                             "client back to back, which saturates the cores and measures queueing)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=300.0,
+        help="requests per second of the ordinary clients together, Poisson arrivals (0: each "
+        "client back to back, which saturates the cores and measures queueing)",
+    )
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS samples")
     parser.add_argument("--max-nodes", type=int, default=2000, help="the models' max_nodes (default 2000)")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
@@ -503,6 +581,7 @@ def main(argv: list[str] | None = None) -> None:
     cluster = None
     if args.store == "postgres":
         from tests.pg import start_cluster
+
         cluster = start_cluster(fsync=True)
     try:
         url = cluster.create_database() if cluster else None
@@ -510,9 +589,15 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if cluster is not None:
             from tests.pg import stop_cluster
+
             stop_cluster(cluster)
-    meta = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count(),
-            "store": args.store, "command": "python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:])}
+    meta = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "store": args.store,
+        "command": "python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"soak_{args.store}.json").write_text(json.dumps({"meta": meta, "result": result}, indent=1) + "\n")
     text = report(result, meta)

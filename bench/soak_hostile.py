@@ -63,8 +63,7 @@ class _Recorder(threading.Thread):
 class Exporter(_Recorder):
     """Pages through ``/models/{model}/events`` from the start, reading every answer."""
 
-    def __init__(self, port: int, until: float, seed: int, model: str, page: int = 5_000,
-                 pause: float = 0.5) -> None:
+    def __init__(self, port: int, until: float, seed: int, model: str, page: int = 5_000, pause: float = 0.5) -> None:
         super().__init__(port, until, seed)
         self.model, self.page, self.pause = model, page, pause
         self.events_read = 0
@@ -111,8 +110,9 @@ class StalledExporter(_Recorder):
                 time.sleep(1)
                 continue
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes almost nothing
-            s.sendall(f"GET /models/{self.model}/events?after=0&limit=10000 HTTP/1.1\r\n"
-                      f"Host: 127.0.0.1\r\n\r\n".encode())
+            s.sendall(
+                f"GET /models/{self.model}/events?after=0&limit=10000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+            )
             self.opened += 1
             time.sleep(min(self.hold, max(0.0, self.until - time.monotonic())))
             s.close()
@@ -121,8 +121,7 @@ class StalledExporter(_Recorder):
 class HostileHTTP(_Recorder):
     """Requests no honest client sends, one at a time on fresh connections."""
 
-    def __init__(self, port: int, until: float, seed: int, auth: dict[str, str], model: str,
-                 pace: float = 0.2) -> None:
+    def __init__(self, port: int, until: float, seed: int, auth: dict[str, str], model: str, pace: float = 0.2) -> None:
         super().__init__(port, until, seed)
         self.auth, self.model, self.pace = auth, model, pace
 
@@ -149,22 +148,48 @@ class HostileHTTP(_Recorder):
         """(kind, raw request, whether a JSON answer is expected) for each hostile request."""
         body = b'{"features": {"a": 1}, "label": "low"}'
         return [
-            ("header_8mib", b"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"a" * (8 << 20)
-             + b"\r\n\r\n", True),
-            ("headers_20000", b"GET /health HTTP/1.1\r\nHost: x\r\n"
-             + b"".join(b"X-H%d: v\r\n" % i for i in range(20_000)) + b"\r\n", True),
+            (
+                "header_8mib",
+                b"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"a" * (8 << 20) + b"\r\n\r\n",
+                True,
+            ),
+            (
+                "headers_20000",
+                b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(20_000)) + b"\r\n",
+                True,
+            ),
             ("malformed_line", b"GET /health HTTP/1.1 extra\r\nHost: x\r\n\r\n", True),
             ("malformed_header", b"GET /health HTTP/1.1\r\nHost x\r\n\r\n", True),
-            ("body_before_key", b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-             b"Content-Length: 9\r\n\r\n{not json", True),
-            ("chunked_oversize", b"POST /learn HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-             b"Content-Type: application/json\r\nAuthorization: " + self.auth["Authorization"].encode()
-             + b"\r\n\r\n" + b"".join(b"100000\r\n" + b" " * 0x100000 + b"\r\n" for _ in range(6))
-             + b"0\r\n\r\n", True),
-            ("login_wrong", b"POST /dashboard/login HTTP/1.1\r\nHost: x\r\nContent-Type: "
-             b"application/x-www-form-urlencoded\r\nContent-Length: 15\r\n\r\ntoken=not-a-key", False),
-            ("learn_ok", b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: "
-             + self.auth["Authorization"].encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body, True),
+            (
+                "body_before_key",
+                b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 9\r\n\r\n{not json",
+                True,
+            ),
+            (
+                "chunked_oversize",
+                b"POST /learn HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                b"Content-Type: application/json\r\nAuthorization: "
+                + self.auth["Authorization"].encode()
+                + b"\r\n\r\n"
+                + b"".join(b"100000\r\n" + b" " * 0x100000 + b"\r\n" for _ in range(6))
+                + b"0\r\n\r\n",
+                True,
+            ),
+            (
+                "login_wrong",
+                b"POST /dashboard/login HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"application/x-www-form-urlencoded\r\nContent-Length: 15\r\n\r\ntoken=not-a-key",
+                False,
+            ),
+            (
+                "learn_ok",
+                b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: "
+                + self.auth["Authorization"].encode()
+                + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+                + body,
+                True,
+            ),
         ]
 
     def unfinished_header(self) -> None:

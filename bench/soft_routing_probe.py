@@ -51,8 +51,21 @@ from streamtree.kernels.learn import proba_at
 from streamtree.state import COL, KIND, LEAF, LEFT, M_CLASSES, M_NODES, NOMINAL, RIGHT
 
 # the seven streams where the default tree is more than 10% behind the best peer, and six it wins
-STREAMS = ("Bananas", "Shuttle", "Sine-abrupt", "RandomRBF", "RandomRBFDrift", "RandomRBF-3c", "RandomRBF-5c",
-           "Phishing", "SEA", "Agrawal", "Hyperplane", "Waveform", "LED")
+STREAMS = (
+    "Bananas",
+    "Shuttle",
+    "Sine-abrupt",
+    "RandomRBF",
+    "RandomRBFDrift",
+    "RandomRBF-3c",
+    "RandomRBF-5c",
+    "Phishing",
+    "SEA",
+    "Agrawal",
+    "Hyperplane",
+    "Waveform",
+    "LED",
+)
 SETTINGS = ("sd:0.03", "sd:0.1", "sd:0.3", "width:0.02", "width:0.05")
 DROP = 1e-6
 
@@ -82,7 +95,18 @@ def soft_proba(model: ProbabilityTree, x: dict, scale: str, tau: float) -> tuple
         v = num_row[col] if kind != LEAF and kind != NOMINAL and col < num_row.shape[0] else math.nan
         if kind == LEAF or kind == NOMINAL or v != v:  # a leaf, or the tree stops here too
             path[: len(nodes)] = nodes
-            proba_at(handle, model.state.cfg_i, model.state.cfg_f, path, len(nodes), num_row, nom_row, leaf_p, smoothed, loglik)
+            proba_at(
+                handle,
+                model.state.cfg_i,
+                model.state.cfg_f,
+                path,
+                len(nodes),
+                num_row,
+                nom_row,
+                leaf_p,
+                smoothed,
+                loglik,
+            )
             out += w * leaf_p[:k]
             evaluated += 1
             continue
@@ -97,8 +121,9 @@ def soft_proba(model: ProbabilityTree, x: dict, scale: str, tau: float) -> tuple
         if w * left > DROP:
             stack.append((node[i, LEFT], w * left, nodes + [node[i, LEFT]], {**bounds, col: (lo, min(hi, thr[i]))}))
         if w * (1.0 - left) > DROP:
-            stack.append((node[i, RIGHT], w * (1.0 - left), nodes + [node[i, RIGHT]],
-                          {**bounds, col: (max(lo, thr[i]), hi)}))
+            stack.append(
+                (node[i, RIGHT], w * (1.0 - left), nodes + [node[i, RIGHT]], {**bounds, col: (max(lo, thr[i]), hi)})
+            )
     out /= out.sum()
     return dict(zip(model.classes_, out.tolist())), evaluated
 
@@ -123,24 +148,37 @@ def run(stream: str, n: int, settings: list[str]) -> dict[str, Any]:
             for score in (hard, *soft.values()):
                 score.update(y, {})
         model.learn_one(x, y)
-    return {"n": len(data), "hard": hard.result()["log_loss"],
-            "soft": {s: soft[s].result()["log_loss"] for s in settings},
-            "leaves": {s: leaves[s] / max(predicted, 1) for s in settings}}
+    return {
+        "n": len(data),
+        "hard": hard.result()["log_loss"],
+        "soft": {s: soft[s].result()["log_loss"] for s in settings},
+        "leaves": {s: leaves[s] / max(predicted, 1) for s in settings},
+    }
 
 
 def markdown(results: dict[str, Any], settings: list[str], command: str) -> str:
-    lines = ["# Probe: soft routing near thresholds for the default tree (issue 12)", "",
-             "Prequential log loss of the default tree as it serves (hard) and routed softly at prediction time "
-             "(`bench/soft_routing_probe.py`, whose docstring defines each scale), on the same tree, the same "
-             "examples and the scoring of [`forests.md`](forests.md); change against hard in brackets; "
-             "leaves: mean leaves a soft prediction evaluates (a hard one: 1).", "",
-             f"`{command}`", "",
-             "| stream | n | hard | " + " | ".join(settings) + " | " + " | ".join(f"leaves {s}" for s in settings) + " |",
-             "|---|---:|---:|" + "---:|" * (2 * len(settings))]
+    lines = [
+        "# Probe: soft routing near thresholds for the default tree (issue 12)",
+        "",
+        "Prequential log loss of the default tree as it serves (hard) and routed softly at prediction time "
+        "(`bench/soft_routing_probe.py`, whose docstring defines each scale), on the same tree, the same "
+        "examples and the scoring of [`forests.md`](forests.md); change against hard in brackets; "
+        "leaves: mean leaves a soft prediction evaluates (a hard one: 1).",
+        "",
+        f"`{command}`",
+        "",
+        "| stream | n | hard | " + " | ".join(settings) + " | " + " | ".join(f"leaves {s}" for s in settings) + " |",
+        "|---|---:|---:|" + "---:|" * (2 * len(settings)),
+    ]
     for stream, r in results.items():
         cells = [f"{r['soft'][s]:.4f} ({100 * (r['soft'][s] / r['hard'] - 1):+.1f}%)" for s in settings]
-        lines.append(f"| {stream} | {r['n']} | {r['hard']:.4f} | " + " | ".join(cells) + " | "
-                     + " | ".join(f"{r['leaves'][s]:.1f}" for s in settings) + " |")
+        lines.append(
+            f"| {stream} | {r['n']} | {r['hard']:.4f} | "
+            + " | ".join(cells)
+            + " | "
+            + " | ".join(f"{r['leaves'][s]:.1f}" for s in settings)
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 

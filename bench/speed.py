@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import platform
+import statistics
 import subprocess
 import sys
 import tempfile
-import tracemalloc
-import json
-import platform
-import statistics
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 from river import tree
 
-from bench.streams import STREAMS
 import streamtree
+from bench.streams import STREAMS
 from streamtree import ProbabilityTree
 from streamtree.kernels.hgs import loocv
 from streamtree.kernels.learn import refit
@@ -97,17 +97,29 @@ def refit_timing(repeats: int) -> dict[str, Any]:
     for _ in range(repeats):
         loocv(parent, internal, counts, n, k, alpha, 1.0, grad)
     eval_ms = (time.process_time() - start) / repeats * 1e3
-    return {"nodes": n, "classes": k, "refit_steps": model.refit_steps, "refit_ms": refit_ms, "loocv_evaluation_ms": eval_ms}
+    return {
+        "nodes": n,
+        "classes": k,
+        "refit_steps": model.refit_steps,
+        "refit_ms": refit_ms,
+        "loocv_evaluation_ms": eval_ms,
+    }
 
 
 def start_up() -> dict[str, float]:
     """Seconds for a fresh process to import streamtree and warm every kernel: with an empty
     kernel cache (cold) and with the cache the first run left (warm)."""
-    code = "import time; t = time.perf_counter(); import streamtree; streamtree.warm_up(); print(time.perf_counter() - t)"
+    code = (
+        "import time; t = time.perf_counter(); import streamtree; streamtree.warm_up(); print(time.perf_counter() - t)"
+    )
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "STREAMTREE_KERNEL_CACHE": cache}
-        cold = float(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout)
-        warm = float(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout)
+        cold = float(
+            subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+        )
+        warm = float(
+            subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+        )
     return {"cold_start_s": cold, "warm_start_s": warm}
 
 
@@ -129,7 +141,11 @@ def memory_check() -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--streams", nargs="*", default=["Phishing", "Bananas", "Agrawal", "SEA", "RandomRBF", "LED", "Waveform", "Hyperplane"])
+    parser.add_argument(
+        "--streams",
+        nargs="*",
+        default=["Phishing", "Bananas", "Agrawal", "SEA", "RandomRBF", "LED", "Waveform", "Hyperplane"],
+    )
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=200)
@@ -175,14 +191,29 @@ def main() -> None:
         "generators_per_event_min": min(r["per_event_ratio"] for r in generators),
         "generators_batch_geomean": statistics.geometric_mean(r["batch_ratio"] for r in generators),
         "generators_batch_min": min(r["batch_ratio"] for r in generators),
-        "counts_generators_per_event_geomean": statistics.geometric_mean(r["counts_per_event_ratio"] for r in generators),
+        "counts_generators_per_event_geomean": statistics.geometric_mean(
+            r["counts_per_event_ratio"] for r in generators
+        ),
         "counts_generators_per_event_min": min(r["counts_per_event_ratio"] for r in generators),
         "counts_generators_batch_geomean": statistics.geometric_mean(r["counts_batch_ratio"] for r in generators),
         "counts_generators_batch_min": min(r["counts_batch_ratio"] for r in generators),
     }
-    out = {"meta": {"machine": platform.machine(), "python": platform.python_version(), "batch": args.batch,
-                    "command": "python -m bench.speed", "clock": "process CPU time", "rounds": args.rounds, "load_before": os.getloadavg()},
-           "streams": rows, "refit": refit, "memory": memory, "start_up": startup, "summary": summary}
+    out = {
+        "meta": {
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "batch": args.batch,
+            "command": "python -m bench.speed",
+            "clock": "process CPU time",
+            "rounds": args.rounds,
+            "load_before": os.getloadavg(),
+        },
+        "streams": rows,
+        "refit": refit,
+        "memory": memory,
+        "start_up": startup,
+        "summary": summary,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "speed.json").write_text(json.dumps(out, indent=1))
     lines = [
@@ -213,8 +244,9 @@ def main() -> None:
         f"Start-up (import + `streamtree.warm_up()` in a fresh process): cold (empty kernel cache) "
         f"{startup['cold_start_s']:.1f} s, warm (cached) {startup['warm_start_s']:.1f} s.\n"
     )
-    lines.append("| target (issue: compiled core) | measured | goal | met | `linear=False` | met |\n"
-                 "|---|---:|---:|---|---:|---|")
+    lines.append(
+        "| target (issue: compiled core) | measured | goal | met | `linear=False` | met |\n|---|---:|---:|---|---:|---|"
+    )
     for label, key, goal in (
         ("per event, geometric mean over the six generators", "generators_per_event_geomean", 3.0),
         ("per event, every generator", "generators_per_event_min", 1.5),
@@ -222,10 +254,16 @@ def main() -> None:
         ("batches of 1,000, every generator", "generators_batch_min", 30.0),
     ):
         value, counts = summary[key], summary["counts_" + key]
-        lines.append(f"| {label} | {value:.2f}x | {goal}x | {'yes' if value >= goal else 'no'} | {counts:.2f}x | "
-                     f"{'yes' if counts >= goal else 'no'} |")
-    lines.append(f"| HGS refit, ~1,000 nodes | {refit['refit_ms']:.3f} ms | 0.2 ms | {'yes' if refit['refit_ms'] <= 0.2 else 'no'} |")
-    lines.append(f"| memory_bytes / tracemalloc | {memory['ratio']:.2f} | within 20% | {'yes' if abs(memory['ratio'] - 1) <= 0.2 else 'no'} |")
+        lines.append(
+            f"| {label} | {value:.2f}x | {goal}x | {'yes' if value >= goal else 'no'} | {counts:.2f}x | "
+            f"{'yes' if counts >= goal else 'no'} |"
+        )
+    lines.append(
+        f"| HGS refit, ~1,000 nodes | {refit['refit_ms']:.3f} ms | 0.2 ms | {'yes' if refit['refit_ms'] <= 0.2 else 'no'} |"
+    )
+    lines.append(
+        f"| memory_bytes / tracemalloc | {memory['ratio']:.2f} | within 20% | {'yes' if abs(memory['ratio'] - 1) <= 0.2 else 'no'} |"
+    )
     (RESULTS / "speed.md").write_text("\n".join(lines) + "\n")
 
 

@@ -51,23 +51,27 @@ def append_rate(target: str | Path, n: int) -> float:
     return n / seconds
 
 
-async def learn_workloads(port: int, xs: list[dict[str, Any]], ys: list[str], n_batched: int,
-                          n_single: int) -> list[Result]:
+async def learn_workloads(
+    port: int, xs: list[dict[str, Any]], ys: list[str], n_batched: int, n_single: int
+) -> list[Result]:
     dumps = json.dumps
-    batches = [dumps({"events": [{"features": x, "label": y} for x, y in zip(xs[i:i + 1000], ys[i:i + 1000],
-                                                                               strict=True)]}).encode()
-               for i in range(0, n_batched, 1000)]
-    single = [dumps({"features": x, "label": y}).encode()
-              for x, y in zip(xs[n_batched:], ys[n_batched:], strict=True)]
+    batches = [
+        dumps(
+            {"events": [{"features": x, "label": y} for x, y in zip(xs[i : i + 1000], ys[i : i + 1000], strict=True)]}
+        ).encode()
+        for i in range(0, n_batched, 1000)
+    ]
+    single = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[n_batched:], ys[n_batched:], strict=True)]
     return [
         await run_load("127.0.0.1", port, "learn batched", "/learn", batches, 1, 1000),
         await run_load("127.0.0.1", port, "learn single", "/learn", single[:n_single], 1, 1),
-        await run_load("127.0.0.1", port, "learn single", "/learn", single[n_single:3 * n_single], 8, 1),
+        await run_load("127.0.0.1", port, "learn single", "/learn", single[n_single : 3 * n_single], 8, 1),
     ]
 
 
-def run_engine(database_url: str | None, xs: list[dict[str, Any]], ys: list[str], n_batched: int,
-               n_single: int, n_appends: int) -> dict[str, Any]:
+def run_engine(
+    database_url: str | None, xs: list[dict[str, Any]], ys: list[str], n_batched: int, n_single: int, n_appends: int
+) -> dict[str, Any]:
     """The service's learn workloads, then the store's append rate, on one engine."""
     data_dir = Path(tempfile.mkdtemp(prefix="streamtree-bench-"))
     port = free_port()
@@ -102,8 +106,10 @@ def main() -> None:
         url = cluster.create_database()
     load_before = os.getloadavg()
     try:
-        engines = {"sqlite": run_engine(None, xs, ys, n_batched, n_single, n_appends),
-                   "postgresql": run_engine(url, xs, ys, n_batched, n_single, n_appends)}
+        engines = {
+            "sqlite": run_engine(None, xs, ys, n_batched, n_single, n_appends),
+            "postgresql": run_engine(url, xs, ys, n_batched, n_single, n_appends),
+        }
     finally:
         if cluster is not None:
             from tests.pg import stop_cluster
@@ -116,23 +122,31 @@ def main() -> None:
         "quick": args.quick,
         "postgresql": "given URL" if args.database_url else "throwaway local cluster, fsync=on, same disk",
         "notes": "Both engines with sync=full (SQLite WAL synchronous=FULL; PostgreSQL synchronous_commit=on). "
-                 "Client, server and PostgreSQL share the machine's cores over loopback.",
+        "Client, server and PostgreSQL share the machine's cores over loopback.",
         "engines": engines,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    md = [f"# Durable learning: SQLite against PostgreSQL ({report['date_utc']}, commit {report['commit']}, "
-          f"{os.cpu_count()} CPUs, load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)", "",
-          f"PostgreSQL: {report['postgresql']}. {report['notes']}", "",
-          "| workload | clients | requests | SQLite events/s | PostgreSQL events/s | SQLite p50 ms | "
-          "PostgreSQL p50 ms | SQLite p99 ms | PostgreSQL p99 ms |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    md = [
+        f"# Durable learning: SQLite against PostgreSQL ({report['date_utc']}, commit {report['commit']}, "
+        f"{os.cpu_count()} CPUs, load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)",
+        "",
+        f"PostgreSQL: {report['postgresql']}. {report['notes']}",
+        "",
+        "| workload | clients | requests | SQLite events/s | PostgreSQL events/s | SQLite p50 ms | "
+        "PostgreSQL p50 ms | SQLite p99 ms | PostgreSQL p99 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for s, p in zip(engines["sqlite"]["results"], engines["postgresql"]["results"], strict=True):
-        md.append(f"| {s['name']} | {s['clients']} | {s['requests']} | {s['items_per_s']:,.0f} | "
-                  f"{p['items_per_s']:,.0f} | {s['p50_ms']:.2f} | {p['p50_ms']:.2f} | {s['p99_ms']:.2f} | "
-                  f"{p['p99_ms']:.2f} |")
-    md.append(f"| store alone: one-event appends | 1 | {n_appends} | {engines['sqlite']['appends_per_s']:,.0f} | "
-              f"{engines['postgresql']['appends_per_s']:,.0f} | | | | |")
+        md.append(
+            f"| {s['name']} | {s['clients']} | {s['requests']} | {s['items_per_s']:,.0f} | "
+            f"{p['items_per_s']:,.0f} | {s['p50_ms']:.2f} | {p['p50_ms']:.2f} | {s['p99_ms']:.2f} | "
+            f"{p['p99_ms']:.2f} |"
+        )
+    md.append(
+        f"| store alone: one-event appends | 1 | {n_appends} | {engines['sqlite']['appends_per_s']:,.0f} | "
+        f"{engines['postgresql']['appends_per_s']:,.0f} | | | | |"
+    )
     errors = {e: sum(r["errors"] for r in v["results"]) for e, v in engines.items()}
     md += ["", f"Non-200 answers: {errors}."]
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")

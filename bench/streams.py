@@ -102,28 +102,60 @@ STREAMS: dict[str, Stream] = {
             "RandomRBFDrift",
             lambda: iter(
                 synth.RandomRBFDrift(
-                    seed_model=42, seed_sample=42, n_classes=5, n_features=10, n_centroids=50,
-                    change_speed=0.001, n_drift_centroids=25,
+                    seed_model=42,
+                    seed_sample=42,
+                    n_classes=5,
+                    n_features=10,
+                    n_centroids=50,
+                    change_speed=0.001,
+                    n_drift_centroids=25,
                 )
             ),
             drifting=True,
         ),
         Stream(
             "Hyperplane",
-            lambda: iter(synth.Hyperplane(seed=42, n_features=10, n_drift_features=2, mag_change=0.001, noise_percentage=0.05)),
+            lambda: iter(
+                synth.Hyperplane(seed=42, n_features=10, n_drift_features=2, mag_change=0.001, noise_percentage=0.05)
+            ),
             drifting=True,
         ),
         Stream("LED", lambda: iter(synth.LED(seed=42, noise_percentage=0.1, irrelevant_features=True))),
         Stream("Waveform", lambda: iter(synth.Waveform(seed=42, has_noise=True))),
-        _switching("SEA-drift", lambda: [synth.SEA(variant=v, noise=0.1, seed=42 + i) for i, v in enumerate((0, 2))], 10_000, 1_000),
-        _switching("Agrawal-drift", lambda: [synth.Agrawal(classification_function=f, seed=42 + i) for i, f in enumerate((0, 2))], 10_000, 1_000),
-        _switching("STAGGER-drift", lambda: [synth.STAGGER(classification_function=f, seed=42 + f) for f in range(3)], 6_667, 100),
-        # abrupt: the four Sine concepts in turn (1 and 3 are 0 and 2 with the labels flipped)
-        _switching("Sine-abrupt", lambda: [synth.Sine(classification_function=f, seed=42 + f) for f in range(4)], 5_000, 100),
         _switching(
-            "Agrawal-gradual", lambda: [synth.Agrawal(classification_function=f, seed=42 + i) for i, f in enumerate((1, 4))], 10_000, 4_000
+            "SEA-drift",
+            lambda: [synth.SEA(variant=v, noise=0.1, seed=42 + i) for i, v in enumerate((0, 2))],
+            10_000,
+            1_000,
+        ),
+        _switching(
+            "Agrawal-drift",
+            lambda: [synth.Agrawal(classification_function=f, seed=42 + i) for i, f in enumerate((0, 2))],
+            10_000,
+            1_000,
+        ),
+        _switching(
+            "STAGGER-drift",
+            lambda: [synth.STAGGER(classification_function=f, seed=42 + f) for f in range(3)],
+            6_667,
+            100,
+        ),
+        # abrupt: the four Sine concepts in turn (1 and 3 are 0 and 2 with the labels flipped)
+        _switching(
+            "Sine-abrupt", lambda: [synth.Sine(classification_function=f, seed=42 + f) for f in range(4)], 5_000, 100
+        ),
+        _switching(
+            "Agrawal-gradual",
+            lambda: [synth.Agrawal(classification_function=f, seed=42 + i) for i, f in enumerate((1, 4))],
+            10_000,
+            4_000,
         ),
         # abrupt and recurring: Mixed's concept, its label flip, and back
-        _switching("Mixed-abrupt", lambda: [synth.Mixed(classification_function=f % 2, seed=42 + f) for f in range(3)], 7_000, 100),
+        _switching(
+            "Mixed-abrupt",
+            lambda: [synth.Mixed(classification_function=f % 2, seed=42 + f) for f in range(3)],
+            7_000,
+            100,
+        ),
     ]
 }

@@ -56,8 +56,9 @@ def request(port: int, method: str, path: str, body: Any = None) -> tuple[int, A
     JSON (HAProxy's own 502/503 pages)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(method, path, body=None if body is None else json.dumps(body),
-                     headers={"Content-Type": "application/json"})
+        conn.request(
+            method, path, body=None if body is None else json.dumps(body), headers={"Content-Type": "application/json"}
+        )
         r = conn.getresponse()
         data = r.read()
     finally:
@@ -139,11 +140,31 @@ def main() -> None:
         url = cluster.create_database()
 
         def run(k: int) -> None:
-            docker("run", "-d", "--name", names[k], "--network", "host", "--health-interval", "1s",
-                   "--health-start-period", "60s", "-v", "/data",
-                   "-e", "STREAMTREE_HOST=127.0.0.1", "-e", f"STREAMTREE_PORT={ports[k]}",
-                   "-e", f"STREAMTREE_DATABASE_URL={url}", "-e", "STREAMTREE_LEASE_SECONDS=3",
-                   "-e", f"STREAMTREE_ADVERTISE_URL=http://127.0.0.1:{ports[k]}", image)
+            docker(
+                "run",
+                "-d",
+                "--name",
+                names[k],
+                "--network",
+                "host",
+                "--health-interval",
+                "1s",
+                "--health-start-period",
+                "60s",
+                "-v",
+                "/data",
+                "-e",
+                "STREAMTREE_HOST=127.0.0.1",
+                "-e",
+                f"STREAMTREE_PORT={ports[k]}",
+                "-e",
+                f"STREAMTREE_DATABASE_URL={url}",
+                "-e",
+                "STREAMTREE_LEASE_SECONDS=3",
+                "-e",
+                f"STREAMTREE_ADVERTISE_URL=http://127.0.0.1:{ports[k]}",
+                image,
+            )
 
         run(0)
         wait_until(lambda: healthy(names[0]), 180, f"{names[0]} healthy")
@@ -157,36 +178,46 @@ def main() -> None:
 
         cfg = Path(cluster.root) / "haproxy.cfg"
         cfg.write_text(local_config(ports, lb))
-        haproxy = subprocess.Popen([haproxy_exe, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        haproxy = subprocess.Popen(
+            [haproxy_exe, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         wait_until(lambda: listening(lb), 10, "haproxy listening")
         time.sleep(2.5)  # its first health checks
 
         stream = events(1200, 1)
-        seqs = [learn_through(lb, stream[i:i + 50]) for i in range(0, 900, 50)]
+        seqs = [learn_through(lb, stream[i : i + 50]) for i in range(0, 900, 50)]
         assert seqs == list(range(50, 901, 50)), seqs  # round robin: two of three forwarded, none lost
         same = {state(p, 900) for p in ports}
         assert len(same) == 1, "instances at the same seq predict differently"
         log("900 events learned through the balancer; all three at seq 900, predictions identical")
 
         docker("kill", "-s", "KILL", names[0])
-        took = wait_until(lambda: any(health(p)["role"] == "writer" for p in ports[1:]), 10,
-                          "a replica takes the writer's lease")
+        took = wait_until(
+            lambda: any(health(p)["role"] == "writer" for p in ports[1:]), 10, "a replica takes the writer's lease"
+        )
         log(f"writer killed; a replica took over after {took:.2f} s")
-        seqs = [learn_through(lb, stream[i:i + 50]) for i in range(900, 1200, 50)]
+        seqs = [learn_through(lb, stream[i : i + 50]) for i in range(900, 1200, 50)]
         assert seqs == list(range(950, 1201, 50)), seqs
         docker("start", names[0])
         wait_until(lambda: healthy(names[0]), 180, f"{names[0]} healthy again")
         assert health(ports[0])["role"] == "replica", "the killed writer did not come back as a replica"
         same = {state(p, 1200) for p in ports}
         assert len(same) == 1, "instances at seq 1200 predict differently after the failover"
-        log("300 more learned after the failover; the killed instance is back as a replica; "
-            "all three at seq 1200, predictions identical")
+        log(
+            "300 more learned after the failover; the killed instance is back as a replica; "
+            "all three at seq 1200, predictions identical"
+        )
     except BaseException:
         for name in names:
             try:
-                print(f"--- {name} ---\n" + "\n".join(subprocess.run(
-                    [DOCKER, "logs", name], capture_output=True, text=True, timeout=60).stderr.splitlines()[-25:]))
+                print(
+                    f"--- {name} ---\n"
+                    + "\n".join(
+                        subprocess.run(
+                            [DOCKER, "logs", name], capture_output=True, text=True, timeout=60
+                        ).stderr.splitlines()[-25:]
+                    )
+                )
             except Exception:  # noqa: BLE001 - best effort diagnostics
                 pass
         raise

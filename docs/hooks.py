@@ -24,9 +24,15 @@ def on_files(files: Files, config: Any) -> Files:
     for path in sorted((REPO / RESULTS).rglob("*")):
         if path.is_file() and not path.name.endswith(".partial"):
             uri = path.relative_to(REPO).as_posix()
-            files.append(File(uri, src_dir=str(REPO), dest_dir=config["site_dir"],
-                              use_directory_urls=config["use_directory_urls"],
-                              inclusion=InclusionLevel.NOT_IN_NAV))  # linked from the pages, not listed
+            files.append(
+                File(
+                    uri,
+                    src_dir=str(REPO),
+                    dest_dir=config["site_dir"],
+                    use_directory_urls=config["use_directory_urls"],
+                    inclusion=InclusionLevel.NOT_IN_NAV,
+                )
+            )  # linked from the pages, not listed
     return files
 
 

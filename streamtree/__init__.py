@@ -17,9 +17,23 @@ from streamtree.exceptions import ConfigError, DecisionError, FormatError, Input
 from streamtree.forest import METHODS, ProbabilityForest
 from streamtree.tree import ProbabilityTree
 
-__all__ = ["ConfigError", "CostMatrix", "Decision", "DecisionError", "Decisions", "FormatError", "InputError",
-           "ProbabilityForest", "ProbabilityTree", "StreamtreeError", "decide", "decide_many", "kernels_cached", "load",
-           "warm_up"]
+__all__ = [
+    "ConfigError",
+    "CostMatrix",
+    "Decision",
+    "DecisionError",
+    "Decisions",
+    "FormatError",
+    "InputError",
+    "ProbabilityForest",
+    "ProbabilityTree",
+    "StreamtreeError",
+    "decide",
+    "decide_many",
+    "kernels_cached",
+    "load",
+    "warm_up",
+]
 __version__ = "0.1.0"
 
 

@@ -53,8 +53,10 @@ _NO_CODES = np.empty((1, 0), dtype=np.int64)
 
 def _one_row(values: list[float], codes: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """One example's ``(1, n_numeric)`` values and ``(1, n_nominal)`` codes for the kernels."""
-    return (np.array([values], dtype=np.float64) if values else _NO_VALUES,
-            np.array([codes], dtype=np.int64) if codes else _NO_CODES)
+    return (
+        np.array([values], dtype=np.float64) if values else _NO_VALUES,
+        np.array([codes], dtype=np.int64) if codes else _NO_CODES,
+    )
 
 
 def check_labels(y: Any) -> list[ClassLabel]:
@@ -83,8 +85,14 @@ class Classifier(base.MiniBatchClassifier):
     registry: FeatureRegistry
     classes_: list[ClassLabel]
 
-    def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
-               want_proba: bool) -> FloatArray | None:
+    def _learn(
+        self,
+        num: np.ndarray,
+        nom: np.ndarray,
+        labels: list[ClassLabel],
+        first_values: dict[int, float],
+        want_proba: bool,
+    ) -> FloatArray | None:
         raise NotImplementedError
 
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:

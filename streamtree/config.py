@@ -14,8 +14,15 @@ from typing import Any
 
 from streamtree.exceptions import ConfigError
 
-__all__ = ["ADDED", "CONSTRAINTS", "FOREST_ADDED", "MAX_CATEGORIES_LIMIT", "MAX_FEATURES_LIMIT", "MIN_BYTES",
-           "validate_config"]
+__all__ = [
+    "ADDED",
+    "CONSTRAINTS",
+    "FOREST_ADDED",
+    "MAX_CATEGORIES_LIMIT",
+    "MAX_FEATURES_LIMIT",
+    "MIN_BYTES",
+    "validate_config",
+]
 
 
 def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
@@ -131,7 +138,8 @@ def validate_config(config: Mapping[str, Any]) -> None:
         ok, expected = CONSTRAINTS[name]
         if not ok(value):
             raise ConfigError(
-                f"The {name!r} parameter of ProbabilityTree must be {expected}. Got {_shown(value)} instead.", param=name
+                f"The {name!r} parameter of ProbabilityTree must be {expected}. Got {_shown(value)} instead.",
+                param=name,
             )
     names = config.get("nominal_features") or ()
     limit = config.get("max_features")
@@ -141,6 +149,65 @@ def validate_config(config: Mapping[str, Any]) -> None:
             f"Got {len(names)} instead.",
             param="nominal_features",
         )
+
+
+#: The forest's methods, and the splitter and sampling of each.
+METHODS: dict[str, tuple[str, str]] = {
+    "rd": ("random", "all"),
+    "rf+": ("subspace", "bagging"),
+    "bt+": ("hoeffding", "bagging"),
+    "dst": ("hoeffding", "disjoint"),
+}
+MAX_TREES = 1000
+FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its tree config
+
+
+def validate_forest_config(n_trees: Any, method: Any, seed: Any, weighted: Any, tree: Any) -> None:
+    """Raise :class:`ConfigError` (naming the parameter) unless the arguments are a valid
+    :class:`~streamtree.forest.ProbabilityForest` configuration; ``tree`` is checked by
+    :func:`validate_config`."""
+    n = n_trees
+    if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_TREES):
+        raise ConfigError(
+            f"The 'n_trees' parameter of ProbabilityForest must be an int in [1, {MAX_TREES:,}]. Got {n!r} instead.",
+            param="n_trees",
+        )
+    if not (isinstance(method, str) and method in METHODS):
+        raise ConfigError(
+            "The 'method' parameter of ProbabilityForest must be one of "
+            f"{', '.join(repr(m) for m in METHODS)}. Got {method!r} instead.",
+            param="method",
+        )
+    s = seed
+    if not (isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63):
+        raise ConfigError(
+            f"The 'seed' parameter of ProbabilityForest must be an int in [0, 2**63). Got {s!r} instead.",
+            param="seed",
+        )
+    if not isinstance(weighted, bool):
+        raise ConfigError(
+            f"The 'weighted' parameter of ProbabilityForest must be a bool. Got {weighted!r} instead.",
+            param="weighted",
+        )
+    if tree is None:
+        return
+    if not isinstance(tree, Mapping) or not all(isinstance(k, str) for k in tree):
+        raise ConfigError(
+            "The 'tree' parameter of ProbabilityForest must be None or a mapping of ProbabilityTree "
+            f"parameters. Got {type(tree).__name__} instead.",
+            param="tree",
+        )
+    for key in FOREST_KEYS:
+        if key in tree:
+            raise ConfigError(
+                f"The 'tree' parameter of ProbabilityForest must not set {key!r}: the forest sets it "
+                "for each member (its method and seed).",
+                param=f"tree.{key}",
+            )
+    try:
+        validate_config(tree)
+    except ConfigError as exc:
+        raise ConfigError(f"In the 'tree' parameter of ProbabilityForest: {exc}", param=f"tree.{exc.param}") from None
 
 
 def _shown(value: Any) -> str:

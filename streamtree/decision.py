@@ -119,22 +119,33 @@ class CostMatrix:
         if isinstance(costs, CostMatrix):
             return costs
         if not isinstance(costs, Mapping) or not costs:
-            raise DecisionError(f"The 'costs' parameter of {where} must be a non-empty mapping of decision to "
-                                f"{{label: cost}}. Got {_shown(costs)} instead.", "costs")
+            raise DecisionError(
+                f"The 'costs' parameter of {where} must be a non-empty mapping of decision to "
+                f"{{label: cost}}. Got {_shown(costs)} instead.",
+                "costs",
+            )
         labels: dict[Hashable, int] = {}
         rows: list[dict[int, float]] = []
         for decision, row in costs.items():
             if not isinstance(row, Mapping) or not row:
-                raise DecisionError(f"The costs of decision {_shown(decision)} in the 'costs' parameter of {where} "
-                                    f"must be a non-empty mapping of label to cost. Got {_shown(row)} instead.",
-                                    "costs", decision=decision)
+                raise DecisionError(
+                    f"The costs of decision {_shown(decision)} in the 'costs' parameter of {where} "
+                    f"must be a non-empty mapping of label to cost. Got {_shown(row)} instead.",
+                    "costs",
+                    decision=decision,
+                )
             values: dict[int, float] = {}
             for label, v in row.items():
                 x = _cost_value(v)
                 if x is None:
-                    raise DecisionError(f"The cost of decision {_shown(decision)} for label {_shown(label)} in the "
-                                        f"'costs' parameter of {where} must be a finite number of magnitude at most "
-                                        f"{MAX_COST:g}. Got {_shown(v)} instead.", "costs", decision, label)
+                    raise DecisionError(
+                        f"The cost of decision {_shown(decision)} for label {_shown(label)} in the "
+                        f"'costs' parameter of {where} must be a finite number of magnitude at most "
+                        f"{MAX_COST:g}. Got {_shown(v)} instead.",
+                        "costs",
+                        decision,
+                        label,
+                    )
                 values[labels.setdefault(label, len(labels))] = x
             rows.append(values)
         table = np.full((len(rows), len(labels)), np.nan)
@@ -149,8 +160,10 @@ class CostMatrix:
 
     def to_dict(self) -> dict[Hashable, dict[Hashable, float]]:
         """The costs as a mapping again (the decisions' and labels' orders kept)."""
-        return {d: {label: float(c) for label, c in zip(self.labels, row) if not math.isnan(c)}
-                for d, row in zip(self.decisions, self.table.tolist())}
+        return {
+            d: {label: float(c) for label, c in zip(self.labels, row) if not math.isnan(c)}
+            for d, row in zip(self.decisions, self.table.tolist())
+        }
 
     def select(self, labels: Sequence[Hashable], where: str = "decide") -> tuple[IntArray, IntArray]:
         """Where each of ``labels`` (the columns of some probabilities) is in this matrix.
@@ -169,9 +182,14 @@ class CostMatrix:
             missing = np.ones(len(self.decisions), dtype=bool) if j is None else np.isnan(self.table[:, j])
             if missing.any():
                 decision = self.decisions[int(np.argmax(missing))]
-                raise DecisionError(f"Label {_shown(label)} of the probabilities has no cost under decision "
-                                    f"{_shown(decision)}: the 'costs' parameter of {where} must give every decision "
-                                    f"a cost for every label the probabilities have.", "costs", decision, label)
+                raise DecisionError(
+                    f"Label {_shown(label)} of the probabilities has no cost under decision "
+                    f"{_shown(decision)}: the 'costs' parameter of {where} must give every decision "
+                    f"a cost for every label the probabilities have.",
+                    "costs",
+                    decision,
+                    label,
+                )
             pairs.append((j, i))
         pairs.sort()
         return (np.array([i for _, i in pairs], dtype=np.int64), np.array([j for j, _ in pairs], dtype=np.int64))
@@ -199,8 +217,9 @@ def expected_costs(proba: FloatArray, cost: FloatArray) -> FloatArray:
     return out
 
 
-def probabilities(proba: Any, classes: Sequence[Hashable] | None, where: str,
-                  check_input: bool = True) -> tuple[list[Hashable], FloatArray]:
+def probabilities(
+    proba: Any, classes: Sequence[Hashable] | None, where: str, check_input: bool = True
+) -> tuple[list[Hashable], FloatArray]:
     """``(labels, matrix)`` of a batch of predictions: a 2-D array whose columns follow
     ``classes``, or (``classes`` None) a sequence of mappings of label to probability,
     whose columns are then every label in order of first appearance (absent ones 0).
@@ -210,14 +229,19 @@ def probabilities(proba: Any, classes: Sequence[Hashable] | None, where: str,
     """
     if classes is None:
         if isinstance(proba, Mapping) or not isinstance(proba, Sequence) or isinstance(proba, str):
-            raise DecisionError(f"The 'proba' parameter of {where} must be a 2-D array (with 'classes') or a "
-                                f"sequence of mappings of label to probability. Got {type(proba).__name__} instead.",
-                                "proba")
+            raise DecisionError(
+                f"The 'proba' parameter of {where} must be a 2-D array (with 'classes') or a "
+                f"sequence of mappings of label to probability. Got {type(proba).__name__} instead.",
+                "proba",
+            )
         columns: dict[Hashable, int] = {}
         for row in proba:
             if not isinstance(row, Mapping):
-                raise DecisionError(f"Each row of the 'proba' parameter of {where} must be a mapping of label to "
-                                    f"probability. Got {type(row).__name__} instead.", "proba")
+                raise DecisionError(
+                    f"Each row of the 'proba' parameter of {where} must be a mapping of label to "
+                    f"probability. Got {type(row).__name__} instead.",
+                    "proba",
+                )
             for label in row:
                 columns.setdefault(label, len(columns))
         matrix = np.zeros((len(proba), len(columns)))
@@ -228,44 +252,64 @@ def probabilities(proba: Any, classes: Sequence[Hashable] | None, where: str,
     else:
         labels = list(classes)
         if len(set(labels)) != len(labels):
-            raise DecisionError(f"The 'classes' parameter of {where} must not repeat a label. Got "
-                                f"{_shown(labels)} instead.", "classes")
+            raise DecisionError(
+                f"The 'classes' parameter of {where} must not repeat a label. Got {_shown(labels)} instead.", "classes"
+            )
         try:
             matrix = np.asarray(proba, dtype=np.float64)
         except (TypeError, ValueError):
-            raise DecisionError(f"The 'proba' parameter of {where} must be a 2-D array of numbers. Got "
-                                f"{type(proba).__name__} instead.", "proba") from None
+            raise DecisionError(
+                f"The 'proba' parameter of {where} must be a 2-D array of numbers. Got {type(proba).__name__} instead.",
+                "proba",
+            ) from None
         if matrix.ndim != 2 or matrix.shape[1] != len(labels):
-            raise DecisionError(f"The 'proba' parameter of {where} must be a 2-D array with one column per class "
-                                f"({len(labels)}). Got shape {matrix.shape} instead.", "proba")
+            raise DecisionError(
+                f"The 'proba' parameter of {where} must be a 2-D array with one column per class "
+                f"({len(labels)}). Got shape {matrix.shape} instead.",
+                "proba",
+            )
     if check_input and matrix.size:
         _check_rows(matrix, labels, where)
     if not labels and len(matrix):
-        raise DecisionError(f"The 'proba' parameter of {where} has no label: there is nothing to decide from "
-                            f"(a model predicts {{}} before it has seen any label).", "proba")
+        raise DecisionError(
+            f"The 'proba' parameter of {where} has no label: there is nothing to decide from "
+            f"(a model predicts {{}} before it has seen any label).",
+            "proba",
+        )
     return labels, matrix
 
 
 def _probability(p: Any, label: Hashable, where: str) -> float:
     if isinstance(p, numbers.Real) and not isinstance(p, (bool, np.bool_)):
         return float(p)
-    raise DecisionError(f"The probability of label {_shown(label)} in the 'proba' parameter of {where} must be a "
-                        f"number. Got {_shown(p)} instead.", "proba", label=label)
+    raise DecisionError(
+        f"The probability of label {_shown(label)} in the 'proba' parameter of {where} must be a "
+        f"number. Got {_shown(p)} instead.",
+        "proba",
+        label=label,
+    )
 
 
 def _check_rows(matrix: FloatArray, labels: Sequence[Hashable], where: str) -> None:
     bad = ~np.isfinite(matrix) | (matrix < 0)
     if bad.any():
         i, j = (int(v) for v in np.argwhere(bad)[0])
-        raise DecisionError(f"The probability of label {_shown(labels[j])} in the 'proba' parameter of {where} must "
-                            f"be a finite number >= 0. Got {matrix[i, j]!r} instead.", "proba", label=labels[j])
+        raise DecisionError(
+            f"The probability of label {_shown(labels[j])} in the 'proba' parameter of {where} must "
+            f"be a finite number >= 0. Got {matrix[i, j]!r} instead.",
+            "proba",
+            label=labels[j],
+        )
     sums = matrix.sum(axis=1)
     off = np.abs(sums - 1.0) > SUM_TOLERANCE
     if off.any():
         i = int(np.argmax(off))
         row = f" (row {i})" if len(matrix) > 1 else ""
-        raise DecisionError(f"The probabilities in the 'proba' parameter of {where} must sum to 1 (within "
-                            f"{SUM_TOLERANCE:g}). Got a sum of {sums[i]!r}{row} instead.", "proba")
+        raise DecisionError(
+            f"The probabilities in the 'proba' parameter of {where} must sum to 1 (within "
+            f"{SUM_TOLERANCE:g}). Got a sum of {sums[i]!r}{row} instead.",
+            "proba",
+        )
 
 
 @dataclass(frozen=True)
@@ -371,14 +415,18 @@ def decide(proba: Mapping[Any, float], costs: Costs | CostMatrix) -> Decision:
     where = "decide"
     matrix = CostMatrix.of(costs, where)
     if not isinstance(proba, Mapping):
-        raise DecisionError(f"The 'proba' parameter of {where} must be a mapping of label to probability. Got "
-                            f"{type(proba).__name__} instead.", "proba")
+        raise DecisionError(
+            f"The 'proba' parameter of {where} must be a mapping of label to probability. Got "
+            f"{type(proba).__name__} instead.",
+            "proba",
+        )
     labels, p = probabilities([proba], None, where)
     return _decide(labels, p, matrix, where)[0]
 
 
-def decide_many(proba: Any, costs: Costs | CostMatrix, *, classes: Sequence[Hashable] | None = None,
-                check_input: bool = True) -> Decisions:
+def decide_many(
+    proba: Any, costs: Costs | CostMatrix, *, classes: Sequence[Hashable] | None = None, check_input: bool = True
+) -> Decisions:
     """The decision of least expected cost for each row of a batch, in one vectorised pass.
 
     Parameters

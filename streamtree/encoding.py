@@ -32,7 +32,9 @@ __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 _BY_COLUMN = 128
 
 
-def _as_batch(X: Any, registry: FeatureRegistry) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None, np.ndarray | None]:
+def _as_batch(
+    X: Any, registry: FeatureRegistry
+) -> tuple[int, list[tuple[Hashable, np.ndarray]] | None, np.ndarray | None]:
     """Row count, ``(name, values)`` per column for column-shaped inputs (``None`` for a list
     of dicts), and the float matrix of those columns when the input is one (a DataFrame of
     numbers none declared nominal, under unique names, or a numeric array; else ``None``).
@@ -88,9 +90,7 @@ def _numeric_matrix(registry: FeatureRegistry, matrix: np.ndarray, targets: list
     return num
 
 
-def encode_batch(
-    registry: FeatureRegistry, X: Any
-) -> tuple[FeatureRegistry, np.ndarray, np.ndarray, dict[int, float]]:
+def encode_batch(registry: FeatureRegistry, X: Any) -> tuple[FeatureRegistry, np.ndarray, np.ndarray, dict[int, float]]:
     """Validate and encode a batch against a copy of ``registry``.
 
     Returns the updated copy (features and values registered in order of first appearance,
@@ -252,7 +252,9 @@ def _encode_columns(
             vals = np.array([np.nan if k is None else v for k, v in classified], dtype=np.float64)
             encoded.append((first, name, NUMERIC, vals))
         else:
-            encoded.append((first, name, NOMINAL, np.array([v if k is not None else None for k, v in classified], dtype=object)))
+            encoded.append(
+                (first, name, NOMINAL, np.array([v if k is not None else None for k, v in classified], dtype=object))
+            )
     # register new features in order of first appearance (ties: column order), as row by row
     reg.check_room(sum(1 for first, name, _, _ in encoded if first < n and name not in reg.index), "this batch")
     for first, name, kind, _ in sorted(encoded, key=lambda e: e[0]):

@@ -27,7 +27,10 @@ from streamtree.tree import ProbabilityTree
 __all__ = ["ESTIMATORS", "Estimators"]
 
 Model = ProbabilityTree | ProbabilityForest
-_KINDS: dict[str, type[ProbabilityTree] | type[ProbabilityForest]] = {"tree": ProbabilityTree, "forest": ProbabilityForest}
+_KINDS: dict[str, type[ProbabilityTree] | type[ProbabilityForest]] = {
+    "tree": ProbabilityTree,
+    "forest": ProbabilityForest,
+}
 _FOREST_PARAMS = frozenset({"n_trees", "method", "seed", "tree", "weighted"})
 
 
@@ -37,8 +40,9 @@ class Estimators:
     def __call__(self, **config: Any) -> Model:
         kind = config.pop("estimator", "tree")
         if not isinstance(kind, str) or kind not in _KINDS:
-            raise ConfigError(f"The 'estimator' parameter must be one of 'tree', 'forest'. Got {kind!r} instead.",
-                              param="estimator")
+            raise ConfigError(
+                f"The 'estimator' parameter must be one of 'tree', 'forest'. Got {kind!r} instead.", param="estimator"
+            )
         return _KINDS[kind](**config)
 
     @staticmethod

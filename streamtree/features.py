@@ -93,14 +93,18 @@ def _as_float(name: Hashable, value: Any) -> float:
     try:
         return float(value)
     except OverflowError:
-        raise InputError(f"Feature {name!r} must be a finite number. Got an integer of {int(value).bit_length()} "
-                         "bits instead.", field=name) from None
+        raise InputError(
+            f"Feature {name!r} must be a finite number. Got an integer of {int(value).bit_length()} bits instead.",
+            field=name,
+        ) from None
 
 
 def check_mapping(x: object) -> None:
     """Raise :class:`InputError` unless ``x`` is a mapping of feature name to value."""
     if not isinstance(x, Mapping):
-        raise InputError(f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features")
+        raise InputError(
+            f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features"
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -121,8 +125,12 @@ class FeatureRegistry:
     [-1]
     """
 
-    def __init__(self, nominal_features: Collection[Hashable] = (), max_features: int | None = None,
-                 max_categories: int | None = None) -> None:
+    def __init__(
+        self,
+        nominal_features: Collection[Hashable] = (),
+        max_features: int | None = None,
+        max_categories: int | None = None,
+    ) -> None:
         self.nominal_features = frozenset(nominal_features)
         self.max_features = max_features
         self.max_categories = max_categories
@@ -138,7 +146,6 @@ class FeatureRegistry:
         self.other: list[int] = []  # per nominal column: examples learned whose value took the other code
         self.unseen: list[int] = []  # per nominal column: the code of an unregistered value at prediction
         self.names_by_kind: tuple[list[Hashable], list[Hashable]] = ([], [])  # per kind, by column
-
 
     def classify(self, name: Hashable, value: Any) -> tuple[int | None, Any]:
         """``(kind, value)`` of one feature value, ``(None, None)`` when missing; the common
@@ -405,9 +412,12 @@ class FeatureRegistry:
         """A 63-bit key per feature, numeric columns then nominal ones: a hash (BLAKE2b) of its
         kind and name, the same in every process and whatever order features arrived in."""
         keys = [
-            int.from_bytes(hashlib.blake2b(f"{kind}:{type(name).__name__}:{name}".encode(), digest_size=8).digest(),
-                           "big") >> 1
-            for kind in (NUMERIC, NOMINAL) for name in self.names_by_kind[kind]
+            int.from_bytes(
+                hashlib.blake2b(f"{kind}:{type(name).__name__}:{name}".encode(), digest_size=8).digest(), "big"
+            )
+            >> 1
+            for kind in (NUMERIC, NOMINAL)
+            for name in self.names_by_kind[kind]
         ]
         return np.array(keys, dtype=np.int64)
 
@@ -427,8 +437,9 @@ class FeatureRegistry:
         return state
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], max_features: int | None = None,
-                   max_categories: int | None = None) -> FeatureRegistry:
+    def from_state(
+        cls, state: Mapping[str, Any], max_features: int | None = None, max_categories: int | None = None
+    ) -> FeatureRegistry:
         reg = cls(state["nominal_features"], max_features, max_categories)
         for name, kind in zip(state["names"], state["kinds"]):
             reg.register(name, int(kind))

@@ -66,13 +66,21 @@ import numpy as np
 
 from streamtree import growth
 from streamtree.classifier import Classifier
-from streamtree.config import validate_config
+from streamtree.config import FOREST_KEYS, METHODS, validate_forest_config
 from streamtree.dispatch import at_entry, direct
-from streamtree.exceptions import ConfigError, FormatError
+from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.inspection import limit_notes
 from streamtree.kernels.forest import (
-    ALL, BAGGING, DISJOINT, draw_reps, learn_forest, learn_forest_rows, member_weights, predict_forest_rows, weigh_rows,
+    ALL,
+    BAGGING,
+    DISJOINT,
+    draw_reps,
+    learn_forest,
+    learn_forest_rows,
+    member_weights,
+    predict_forest_rows,
+    weigh_rows,
 )
 from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
@@ -84,18 +92,13 @@ from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["METHODS", "ProbabilityForest"]
 
-#: The methods, and the splitter and sampling of each.
-METHODS: dict[str, tuple[str, str]] = {
-    "rd": ("random", "all"),
-    "rf+": ("subspace", "bagging"),
-    "bt+": ("hoeffding", "bagging"),
-    "dst": ("hoeffding", "disjoint"),
-}
 #: Member parameters each method starts from (``tree`` overrides them): a random split costs no
 #: test, so random trees grow fast, and a disjoint member sees a fraction of the stream; BT+
 #: members grow at 15 rather than the tree's 30 (``docs/decisions/forests.md``).
 METHOD_TREE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "rd": {"grace_period": 5}, "dst": {"grace_period": 5}, "bt+": {"grace_period": 15},
+    "rd": {"grace_period": 5},
+    "dst": {"grace_period": 5},
+    "bt+": {"grace_period": 15},
 }
 #: How sharply the weighted forest prefers its better members: a member whose recent mean log
 #: loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much (why 25:
@@ -104,8 +107,6 @@ WEIGHT_ETA = 25.0
 #: The members' loss is an exponential moving average with this decay: about the last 1,000
 #: examples each learned.
 WEIGHT_DECAY = 0.999
-MAX_TREES = 1000
-_FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its tree config
 # Poisson(1) cumulative probabilities, k = 0..19: w = #{k : u >= F(k)} for u uniform in [0, 1)
 _POISSON_CDF = np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)])
 _SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
@@ -149,48 +150,24 @@ class ProbabilityForest(Classifier):
     True
     """
 
-    def __init__(self, n_trees: int = 10, method: str = "bt+", seed: int = 0,
-                 tree: Mapping[str, Any] | None = None, weighted: bool = True) -> None:
+    def __init__(
+        self,
+        n_trees: int = 10,
+        method: str = "bt+",
+        seed: int = 0,
+        tree: Mapping[str, Any] | None = None,
+        weighted: bool = True,
+    ) -> None:
         self.n_trees = n_trees
         self.method = method
         self.seed = seed
         self.tree = tree
         self.weighted = weighted
-        self._check()
+        validate_forest_config(self.n_trees, self.method, self.seed, self.weighted, self.tree)
         splitter, self._sampling = METHODS[method]
         base = {**METHOD_TREE_DEFAULTS.get(method, {}), **(tree or {})}
         self.members = [ProbabilityTree(**base, splitter=splitter, seed=_member_seed(seed, i)) for i in range(n_trees)]
         self._reset()
-
-    def _check(self) -> None:
-        n = self.n_trees
-        if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_TREES):
-            raise ConfigError(f"The 'n_trees' parameter of ProbabilityForest must be an int in [1, {MAX_TREES:,}]. "
-                              f"Got {n!r} instead.", param="n_trees")
-        if not (isinstance(self.method, str) and self.method in METHODS):
-            raise ConfigError("The 'method' parameter of ProbabilityForest must be one of "
-                              f"{', '.join(repr(m) for m in METHODS)}. Got {self.method!r} instead.", param="method")
-        s = self.seed
-        if not (isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63):
-            raise ConfigError(f"The 'seed' parameter of ProbabilityForest must be an int in [0, 2**63). Got {s!r} instead.",
-                              param="seed")
-        if not isinstance(self.weighted, bool):
-            raise ConfigError(f"The 'weighted' parameter of ProbabilityForest must be a bool. Got {self.weighted!r} instead.",
-                              param="weighted")
-        tree = self.tree
-        if tree is None:
-            return
-        if not isinstance(tree, Mapping) or not all(isinstance(k, str) for k in tree):
-            raise ConfigError("The 'tree' parameter of ProbabilityForest must be None or a mapping of ProbabilityTree "
-                              f"parameters. Got {type(tree).__name__} instead.", param="tree")
-        for key in _FOREST_KEYS:
-            if key in tree:
-                raise ConfigError(f"The 'tree' parameter of ProbabilityForest must not set {key!r}: the forest sets it "
-                                  "for each member (its method and seed).", param=f"tree.{key}")
-        try:
-            validate_config(tree)
-        except ConfigError as exc:
-            raise ConfigError(f"In the 'tree' parameter of ProbabilityForest: {exc}", param=f"tree.{exc.param}") from None
 
     def _reset(self) -> None:
         self.classes_: list[ClassLabel] = []
@@ -223,9 +200,14 @@ class ProbabilityForest(Classifier):
 
         ``tree`` holds every member parameter (the defaults filled in) but ``splitter`` and
         ``seed``."""
-        tree = {k: v for k, v in self.members[0].get_config().items() if k not in _FOREST_KEYS}
-        return {"n_trees": self.n_trees, "method": self.method, "seed": self.seed, "tree": tree,
-                "weighted": self.weighted}
+        tree = {k: v for k, v in self.members[0].get_config().items() if k not in FOREST_KEYS}
+        return {
+            "n_trees": self.n_trees,
+            "method": self.method,
+            "seed": self.seed,
+            "tree": tree,
+            "weighted": self.weighted,
+        }
 
     @property
     def n_nodes(self) -> int:
@@ -264,8 +246,14 @@ class ProbabilityForest(Classifier):
         draw_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, reps)
         return reps
 
-    def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
-               want_proba: bool) -> FloatArray | None:
+    def _learn(
+        self,
+        num: np.ndarray,
+        nom: np.ndarray,
+        labels: list[ClassLabel],
+        first_values: dict[int, float],
+        want_proba: bool,
+    ) -> FloatArray | None:
         """Learn the rows in every member in one compiled call
         (:func:`~streamtree.kernels.forest.learn_forest`: the draws, the members' learning and
         the weighing), returning to Python only for a member that needs it (module docstring):
@@ -291,17 +279,55 @@ class ProbabilityForest(Classifier):
             member_proba = np.empty((self.n_trees, n, k) if want_proba else (self.n_trees, 0, 0))
             scores = np.empty((self.n_trees, n if self.weighted else 0))
             proba = np.empty((n, k) if want_proba else (0, 0))
-        args = (arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num, nom, ks, fkeys, totals,
-                _SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, self.loss_, self._eta,
-                WEIGHT_DECAY, reps, member_proba, scores, proba, want_proba, arrays.paths, arrays.work)
+        args = (
+            arrays.trees,
+            arrays.backgrounds,
+            arrays.cfg_i,
+            arrays.cfg_f,
+            num,
+            nom,
+            ks,
+            fkeys,
+            totals,
+            _SAMPLING_CODES[self._sampling],
+            self.seed,
+            self.n_examples,
+            _POISSON_CDF,
+            self.loss_,
+            self._eta,
+            WEIGHT_DECAY,
+            reps,
+            member_proba,
+            scores,
+            proba,
+            want_proba,
+            arrays.paths,
+            arrays.work,
+        )
         member, row, reason = direct(learn_forest, *args) if at_entry(num, nom) else learn_forest(*args)
         if reason != DONE:  # a member stopped: handle it, resume, and weigh once all are done
             while reason != DONE:
                 self.members[member].state.resolve(reason, reps[member], row, (before, num, nom, ks))
                 arrays.sync()
-                member, row, reason = learn_forest_rows(arrays.trees, arrays.backgrounds, arrays.cfg_i, arrays.cfg_f, num,
-                                                        nom, ks, reps, fkeys, row, member, totals, member_proba,
-                                                        want_proba, scores, arrays.paths, arrays.work)
+                member, row, reason = learn_forest_rows(
+                    arrays.trees,
+                    arrays.backgrounds,
+                    arrays.cfg_i,
+                    arrays.cfg_f,
+                    num,
+                    nom,
+                    ks,
+                    reps,
+                    fkeys,
+                    row,
+                    member,
+                    totals,
+                    member_proba,
+                    want_proba,
+                    scores,
+                    arrays.paths,
+                    arrays.work,
+                )
             weigh_rows(self.loss_, self._eta, WEIGHT_DECAY, scores, member_proba, proba, want_proba)
         arrays.finish(n)
         self.n_examples += n
@@ -312,7 +338,18 @@ class ProbabilityForest(Classifier):
         arrays = self._member_arrays()
         arrays.sync()
         out = np.zeros((num.shape[0], len(self.classes_)))
-        args = (arrays.trees, arrays.cfg_i, arrays.cfg_f, num, nom, self.loss_, self._eta, out, arrays.paths, arrays.work)
+        args = (
+            arrays.trees,
+            arrays.cfg_i,
+            arrays.cfg_f,
+            num,
+            nom,
+            self.loss_,
+            self._eta,
+            out,
+            arrays.paths,
+            arrays.work,
+        )
         direct(predict_forest_rows, *args) if at_entry(num, nom) else predict_forest_rows(*args)
         return out
 
@@ -346,16 +383,21 @@ class ProbabilityForest(Classifier):
             "notes": limit_notes(self.registry, first.max_categories, stops, limits, self.n_trees),
             "drift": self.drift_summary(),
             "weights": self.weights(),
-            "members": [{k: s[k] for k in ("n_nodes", "n_leaves", "depth", "memory_bytes", "growth_stop")}
-                        | {"n_detections": d["n_detections"], "n_swaps": d["n_swaps"]} for s, d in zip(members, drifts)],
+            "members": [
+                {k: s[k] for k in ("n_nodes", "n_leaves", "depth", "memory_bytes", "growth_stop")}
+                | {"n_detections": d["n_detections"], "n_swaps": d["n_swaps"]}
+                for s, d in zip(members, drifts)
+            ],
         }
 
     def drift_summary(self) -> dict[str, Any]:
         """The members' change detection, summed: ``events`` merged in order and ``background``
         (the background trees being compared, or ``None``), each with its member."""
         drifts = [m.drift_summary() for m in self.members]
-        events = sorted(({**e, "member": i} for i, d in enumerate(drifts) for e in d["events"]),
-                        key=lambda e: (e["at"], e["member"]))
+        events = sorted(
+            ({**e, "member": i} for i, d in enumerate(drifts) for e in d["events"]),
+            key=lambda e: (e["at"], e["member"]),
+        )
         backgrounds = [{**d["background"], "member": i} for i, d in enumerate(drifts) if d.get("background")]
         return {
             "detection": any(d["detection"] for d in drifts),
@@ -374,8 +416,9 @@ class ProbabilityForest(Classifier):
         members = []
         for i, (m, share) in enumerate(zip(self.members, self.weights(), strict=True)):
             e = m.explain_one(x)
-            members.append({"tree": i, "share": share, "proba": e["proba"], "leaf": e["leaf"],
-                            "depth": e["path"][-1]["depth"]})
+            members.append(
+                {"tree": i, "share": share, "proba": e["proba"], "leaf": e["leaf"], "depth": e["path"][-1]["depth"]}
+            )
         proba = self.predict_proba_one(x)
         return {"proba": proba, "members": members}
 

@@ -26,8 +26,21 @@ import numpy as np
 
 from streamtree.features import FeatureRegistry
 from streamtree.state import (
-    M_CLASSES, M_FREE, M_NODES, M_NOMINAL, M_NUMERIC, M_OVER_BUDGET, M_STOPPED, M_VALUES, SLOT, TreeArrays, capacities,
-    empty_slots, grow, grown_capacities, nbytes,
+    M_CLASSES,
+    M_FREE,
+    M_NODES,
+    M_NOMINAL,
+    M_NUMERIC,
+    M_OVER_BUDGET,
+    M_STOPPED,
+    M_VALUES,
+    SLOT,
+    TreeArrays,
+    capacities,
+    empty_slots,
+    grow,
+    grown_capacities,
+    nbytes,
 )
 
 __all__ = ["Sizes", "describe_stop", "fit_shapes", "grow_for_row", "like", "registry_sizes", "stop_growth"]
@@ -112,8 +125,14 @@ def grow_for_row(t: TreeArrays, room: int, max_bytes: int | None, sizes: Sizes |
     if max_bytes is not None and sizes is not None and not t.meta[M_STOPPED]:  # stopped at max_nodes: as before
         n_cap, m_cap = grown_capacities(t, nodes=nodes, slots=room)[:2]
         k, f, c, v = sizes.at(row, int(t.meta[M_CLASSES]))
-        caps = (n_cap, m_cap, _doubled(_FIRST[0], k), _doubled(_FIRST[1], f), _doubled(_FIRST[2], c),
-                _doubled(_FIRST[3], v))
+        caps = (
+            n_cap,
+            m_cap,
+            _doubled(_FIRST[0], k),
+            _doubled(_FIRST[1], f),
+            _doubled(_FIRST[2], c),
+            _doubled(_FIRST[3], v),
+        )
         if nbytes(caps, t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0) > max_bytes:
             return stop_growth(t)
     return grow(t, nodes=nodes, slots=room)

@@ -17,9 +17,38 @@ from streamtree.kernels.linear import lr_proba_row, uncertainty
 from streamtree.kernels.naive_bayes import nb_loglik
 from streamtree.kernels.route import route
 from streamtree.state import (
-    COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
-    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, KIND, LEAF, LEFT, M_CLASSES, M_EXAMPLES, M_MIX_SCORED,
-    M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NUMERIC, M_STOPPED, PARENT, RIGHT, TreeArrays,
+    COL,
+    D_ACTIVE,
+    D_COMPARED,
+    D_DETECTIONS,
+    D_DROPPED,
+    D_GAP,
+    D_N_EVENTS,
+    D_SWAPS,
+    D_TREE_SINCE,
+    DEPTH,
+    F_GAMMA,
+    F_MIX_A,
+    F_MIX_B,
+    F_MIX_C,
+    F_THETA0,
+    KIND,
+    LEAF,
+    LEFT,
+    M_CLASSES,
+    M_EXAMPLES,
+    M_MIX_SCORED,
+    M_NB_CLASSES,
+    M_NB_NOMINAL,
+    M_NB_NUMERIC,
+    M_NB_SCORED,
+    M_NB_VALUES,
+    M_NODES,
+    M_NUMERIC,
+    M_STOPPED,
+    PARENT,
+    RIGHT,
+    TreeArrays,
 )
 from streamtree.tree_state import TreeState
 from streamtree.typing import ClassLabel
@@ -29,7 +58,13 @@ __all__ = ["Shown", "drift_summary", "explain", "limit_gauges", "limit_notes", "
 EVENT_NAMES = ("detection", "swap", "dropped")
 
 OFF: dict[str, Any] = {
-    "detection": False, "n_detections": 0, "n_swaps": 0, "n_dropped": 0, "tree_since": 0, "background": None, "events": [],
+    "detection": False,
+    "n_detections": 0,
+    "n_swaps": 0,
+    "n_dropped": 0,
+    "tree_since": 0,
+    "background": None,
+    "events": [],
 }
 """The drift summary of a tree with change detection off."""
 
@@ -56,19 +91,29 @@ def memory_bytes(t: TreeArrays | None) -> int:
     return 0 if t is None else int(sum(a.nbytes for a in t))
 
 
-def limit_notes(registry: FeatureRegistry, max_categories: int | None, stops: dict[str, int], limits: dict[str, Any],
-                n_trees: int | None = None) -> list[str]:
+def limit_notes(
+    registry: FeatureRegistry,
+    max_categories: int | None,
+    stops: dict[str, int],
+    limits: dict[str, Any],
+    n_trees: int | None = None,
+) -> list[str]:
     """One line a user can read for each limit the model met: each nominal feature some of
     whose values went to *other* (``max_categories``), and growth stopped at a limit
     (``stops``: how many trees stopped at each, of ``n_trees`` for a forest; ``limits``: their
     values)."""
-    notes = [f"Feature {name!r} has more than max_categories={max_categories} values: {n:,} examples' values "
-             f"beyond its first {max_categories} share its 'other' code." for name, n in registry.overflow().items()]
+    notes = [
+        f"Feature {name!r} has more than max_categories={max_categories} values: {n:,} examples' values "
+        f"beyond its first {max_categories} share its 'other' code."
+        for name, n in registry.overflow().items()
+    ]
     at = {"max_nodes": "at max_nodes={:,}", "max_bytes": "rather than pass max_bytes={:,}"}
     for reason, n in stops.items():
         who = "The tree" if n_trees is None else f"{n} of {n_trees} trees"
-        notes.append(f"{who} stopped growing {at[reason].format(limits[reason])}: leaves keep counting, without "
-                     "split statistics.")
+        notes.append(
+            f"{who} stopped growing {at[reason].format(limits[reason])}: leaves keep counting, without "
+            "split statistics."
+        )
     return notes
 
 
@@ -78,8 +123,11 @@ def limit_gauges(summary: Mapping[str, Any]) -> dict[str, float]:
     that stopped growing rather than pass ``max_bytes``."""
     stop = summary.get("growth_stop")
     stopped = stop.get("max_bytes", 0) if isinstance(stop, dict) else int(stop == "max_bytes")
-    return {"memory_bytes": float(summary.get("memory_bytes", 0)),
-            "other_values": float(sum(summary.get("other_values", {}).values())), "budget_stops": float(stopped)}
+    return {
+        "memory_bytes": float(summary.get("memory_bytes", 0)),
+        "other_values": float(sum(summary.get("other_values", {}).values())),
+        "budget_stops": float(stopped),
+    }
 
 
 def summary(model: Shown) -> dict[str, Any]:
@@ -101,13 +149,18 @@ def summary(model: Shown) -> dict[str, Any]:
         "smoothing": model.smoothing,
         "growth_stopped": bool(t.meta[M_STOPPED]),
         "growth_stop": stop,
-        "memory_bytes": memory_bytes(t) + memory_bytes(state.background)
+        "memory_bytes": memory_bytes(t)
+        + memory_bytes(state.background)
         + (int(sum(a.nbytes for a in state.drift)) if state.drift is not None else 0),
         "max_bytes": model.max_bytes,
         "max_categories": model.max_categories,
         "other_values": model.registry.overflow(),
-        "notes": limit_notes(model.registry, model.max_categories, {stop: 1} if stop else {},
-                             {"max_nodes": model.max_nodes, "max_bytes": model.max_bytes}),
+        "notes": limit_notes(
+            model.registry,
+            model.max_categories,
+            {stop: 1} if stop else {},
+            {"max_nodes": model.max_nodes, "max_bytes": model.max_bytes},
+        ),
         "drift": drift_summary(state),
     }
     extra = state.smoother.summary(t)
@@ -116,8 +169,12 @@ def summary(model: Shown) -> dict[str, Any]:
     if model.naive_bayes:
         out["naive_bayes"] = {"gamma": float(t.meta_f[F_GAMMA]), "n_scored": int(t.meta[M_NB_SCORED])}
     if model.linear:
-        out["linear"] = {"a": float(t.meta_f[F_MIX_A]), "b": float(t.meta_f[F_MIX_B]), "c": float(t.meta_f[F_MIX_C]),
-                         "n_scored": int(t.meta[M_MIX_SCORED])}
+        out["linear"] = {
+            "a": float(t.meta_f[F_MIX_A]),
+            "b": float(t.meta_f[F_MIX_B]),
+            "c": float(t.meta_f[F_MIX_C]),
+            "n_scored": int(t.meta[M_MIX_SCORED]),
+        }
     return out
 
 
@@ -200,8 +257,21 @@ def explain(model: Shown, x: Mapping[Hashable, Any]) -> dict[str, Any]:
         smoothed = dict(zip(model.classes_, own.tolist()))
         proba = dict(zip(model.classes_, out.tolist()))
         if cfg_i[C_NB]:
-            nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES],
-                      t.meta[M_NB_NUMERIC], t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num, nom, k, loglik)
+            nb_loglik(
+                t.nb_mean,
+                t.nb_inv2var,
+                t.nb_const,
+                t.nb_table,
+                t.shift,
+                t.meta[M_NB_CLASSES],
+                t.meta[M_NB_NUMERIC],
+                t.meta[M_NB_NOMINAL],
+                t.meta[M_NB_VALUES],
+                num,
+                nom,
+                k,
+                loglik,
+            )
             factor = {"gamma": float(t.meta_f[F_GAMMA]), "loglik": dict(zip(model.classes_, loglik.tolist()))}
         if cfg_i[C_LINEAR]:
             n_numeric = int(t.meta[M_NUMERIC])
@@ -209,11 +279,15 @@ def explain(model: Shown, x: Mapping[Hashable, Any]) -> dict[str, Any]:
             if n_numeric:
                 lr_proba_row(t.lr_w, t.lr_bias, t.lr_scale, num, n_numeric, k, regression)
             b, c = float(t.meta_f[F_MIX_B]), float(t.meta_f[F_MIX_C])
-            linear = {"a": float(t.meta_f[F_MIX_A]), "b": b, "c": c,
-                      "uncertainty": float(uncertainty(own, k)),
-                      "weight": b + c * float(uncertainty(own, k)),
-                      "regression": dict(zip(model.classes_, regression.tolist())),
-                      "pooled": dict(zip(model.classes_, untempered.tolist()))}
+            linear = {
+                "a": float(t.meta_f[F_MIX_A]),
+                "b": b,
+                "c": c,
+                "uncertainty": float(uncertainty(own, k)),
+                "weight": b + c * float(uncertainty(own, k)),
+                "regression": dict(zip(model.classes_, regression.tolist())),
+                "pooled": dict(zip(model.classes_, untempered.tolist())),
+            }
     nodes = [
         {
             "node": node,

@@ -46,10 +46,16 @@ class MemberArrays:
         #: predictions are not asked for (``learn_one``), reused event after event (the kernel
         #: fills what it reads): the draws, the members' predictions (none), their scores (with
         #: weighing, and without) and the forest's predictions (none).
-        self.one_event = (np.empty((n, 1), dtype=np.int64), np.empty((n, 0, 0)), np.empty((n, 1)), np.empty((n, 0)),
-                          np.empty((0, 0)))
+        self.one_event = (
+            np.empty((n, 1), dtype=np.int64),
+            np.empty((n, 0, 0)),
+            np.empty((n, 1)),
+            np.empty((n, 0)),
+            np.empty((0, 0)),
+        )
         self._held: list[tuple[TreeState | None, TreeArrays | None, TreeArrays | None, DriftArrays | None]] = [
-            (None, None, None, None)] * n
+            (None, None, None, None)
+        ] * n
         for i in range(n):
             self._put(i)
         #: the kernels' working arrays, sized for every member's arrays (and background tree's)

@@ -46,9 +46,15 @@ __all__ = ["decision_threshold", "decision_thresholds", "improved_squared_error"
 BoolArray = npt.NDArray[np.bool_]
 
 
-def decision_thresholds(proba: Any, y: Sequence[Hashable], costs: Costs | CostMatrix, *,
-                        classes: Sequence[Hashable] | None = None, check_input: bool = True,
-                        where: str = "decision_thresholds") -> tuple[FloatArray, FloatArray, BoolArray]:
+def decision_thresholds(
+    proba: Any,
+    y: Sequence[Hashable],
+    costs: Costs | CostMatrix,
+    *,
+    classes: Sequence[Hashable] | None = None,
+    check_input: bool = True,
+    where: str = "decision_thresholds",
+) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Each row's decision threshold of its true label, with what the improved squared error needs.
 
     Parameters are those of :func:`improved_squared_errors` (``where`` names the function in
@@ -65,8 +71,11 @@ def decision_thresholds(proba: Any, y: Sequence[Hashable], costs: Costs | CostMa
     labels, p = probabilities(proba, classes, where, check_input)
     y = list(y)
     if len(y) != len(p):
-        raise DecisionError(f"The 'y' parameter of {where} must hold one true label per row of 'proba' "
-                            f"({len(p)}). Got {len(y)} instead.", "y")
+        raise DecisionError(
+            f"The 'y' parameter of {where} must hold one true label per row of 'proba' "
+            f"({len(p)}). Got {len(y)} instead.",
+            "y",
+        )
     known = set(labels)
     extra = [label for label in dict.fromkeys(y) if label not in known]  # true labels without a probability: 0
     present = labels + extra
@@ -110,8 +119,14 @@ def decision_thresholds(proba: Any, y: Sequence[Hashable], costs: Costs | CostMa
     return v, p_true, right
 
 
-def improved_squared_errors(proba: Any, y: Sequence[Hashable], costs: Costs | CostMatrix, *,
-                            classes: Sequence[Hashable] | None = None, check_input: bool = True) -> FloatArray:
+def improved_squared_errors(
+    proba: Any,
+    y: Sequence[Hashable],
+    costs: Costs | CostMatrix,
+    *,
+    classes: Sequence[Hashable] | None = None,
+    check_input: bool = True,
+) -> FloatArray:
     """The improved squared error (Fan et al. 2005, Eq. 3) of each prediction of a batch.
 
     Parameters
@@ -184,8 +199,14 @@ def improved_squared_errors(proba: Any, y: Sequence[Hashable], costs: Costs | Co
     return _errors(proba, y, costs, classes, check_input, "improved_squared_errors")
 
 
-def _errors(proba: Any, y: Sequence[Hashable], costs: Costs | CostMatrix, classes: Sequence[Hashable] | None,
-            check_input: bool, where: str) -> FloatArray:
+def _errors(
+    proba: Any,
+    y: Sequence[Hashable],
+    costs: Costs | CostMatrix,
+    classes: Sequence[Hashable] | None,
+    check_input: bool,
+    where: str,
+) -> FloatArray:
     v, p_true, right = decision_thresholds(proba, y, costs, classes=classes, check_input=check_input, where=where)
     with np.errstate(divide="ignore", invalid="ignore"):  # v = 0 is masked: a right decision whatever p_t
         ratio = np.where(right | (v <= 0.0), 1.0, np.minimum(1.0, p_true / v))
@@ -235,6 +256,9 @@ def improved_squared_error(proba: Mapping[Any, float], y: Hashable, costs: Costs
 
 def _mapping(proba: Any, where: str) -> Mapping[Any, float]:
     if not isinstance(proba, Mapping):
-        raise DecisionError(f"The 'proba' parameter of {where} must be a mapping of label to probability. Got "
-                            f"{type(proba).__name__} instead.", "proba")
+        raise DecisionError(
+            f"The 'proba' parameter of {where} must be a mapping of label to probability. Got "
+            f"{type(proba).__name__} instead.",
+            "proba",
+        )
     return proba

@@ -50,17 +50,72 @@ from streamtree.features import FeatureRegistry
 from streamtree.kernels.adwin import adwin_from_state
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.state import (
-    ALPHA, COL, D_ACTIVE, D_COMPARED, D_DETECTIONS, D_DROPPED, D_GAP, D_N_EVENTS, D_SWAPS, D_TREE_SINCE, DEPTH,
-    EVENTS_KEPT, F_GAMMA, F_GRAD0, F_STEP0, F_THETA0, KIND, LAST_ATTEMPT, LEFT, LOG_MIN_PROBA, M_CLASSES,
-    M_EXAMPLES, M_FREE, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES, M_NODES, M_NOMINAL,
-    M_NUMERIC, M_REFITS, M_STOPPED, M_VALUES, MAX, MIN, N_, PARENT, Q_, RIGHT, S_, SEEN, SLOT, TreeArrays, grow,
-    new_arrays, new_drift,
+    ALPHA,
+    COL,
+    D_ACTIVE,
+    D_COMPARED,
+    D_DETECTIONS,
+    D_DROPPED,
+    D_GAP,
+    D_N_EVENTS,
+    D_SWAPS,
+    D_TREE_SINCE,
+    DEPTH,
+    EVENTS_KEPT,
+    F_GAMMA,
+    F_GRAD0,
+    F_STEP0,
+    F_THETA0,
+    KIND,
+    LAST_ATTEMPT,
+    LEFT,
+    LOG_MIN_PROBA,
+    M_CLASSES,
+    M_EXAMPLES,
+    M_FREE,
+    M_NB_CLASSES,
+    M_NB_NOMINAL,
+    M_NB_NUMERIC,
+    M_NB_SCORED,
+    M_NB_VALUES,
+    M_NODES,
+    M_NOMINAL,
+    M_NUMERIC,
+    M_REFITS,
+    M_STOPPED,
+    M_VALUES,
+    MAX,
+    MIN,
+    N_,
+    PARENT,
+    Q_,
+    RIGHT,
+    S_,
+    SEEN,
+    SLOT,
+    TreeArrays,
+    grow,
+    new_arrays,
+    new_drift,
 )
 from streamtree.tree_state import TreeState
 from streamtree.typing import ClassLabel
 
-__all__ = ["FORMAT_VERSION", "Capture", "SavedForest", "SavedTree", "TreeHeader", "capture", "capture_forest", "dump",
-           "load_any", "read", "read_forest", "register_reader", "restore"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Capture",
+    "SavedForest",
+    "SavedTree",
+    "TreeHeader",
+    "capture",
+    "capture_forest",
+    "dump",
+    "load_any",
+    "read",
+    "read_forest",
+    "register_reader",
+    "restore",
+]
 
 MAGIC = b"STREAMTREE"
 FORMAT_VERSION = 4
@@ -98,13 +153,17 @@ class Capture:
         try:
             self.head = json.dumps(header, allow_nan=False).encode()
         except (TypeError, ValueError) as err:
-            raise FormatError(f"The model cannot be saved: feature names, values and labels must be JSON data ({err}).") from None
+            raise FormatError(
+                f"The model cannot be saved: feature names, values and labels must be JSON data ({err})."
+            ) from None
         self.arrays = {name: a if isinstance(a, Capture) else a.copy() for name, a in arrays.items()}
 
     def to_bytes(self) -> bytes:
         """The capture in the model format (see the module docstring)."""
-        arrays = {name: np.frombuffer(a.to_bytes(), dtype=np.uint8) if isinstance(a, Capture) else a
-                  for name, a in self.arrays.items()}
+        arrays = {
+            name: np.frombuffer(a.to_bytes(), dtype=np.uint8) if isinstance(a, Capture) else a
+            for name, a in self.arrays.items()
+        }
         buffer = io.BytesIO()
         np.savez(buffer, allow_pickle=False, **arrays)
         return MAGIC + struct.pack(">I", len(self.head)) + self.head + buffer.getvalue()
@@ -146,11 +205,15 @@ def _unpack(data: bytes) -> tuple[Any, dict[str, np.ndarray]]:
     return header, arrays
 
 
-def _read(data: bytes, kind: str = TREE, versions: tuple[int, ...] = _READS) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _read(
+    data: bytes, kind: str = TREE, versions: tuple[int, ...] = _READS
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     header, arrays = _unpack(data)
     if not isinstance(header, dict) or header.get("format") != kind:
-        raise FormatError(f"Not a {kind.split('.')[-1]}: the format is "
-                          f"{header.get('format') if isinstance(header, dict) else None!r}.")
+        raise FormatError(
+            f"Not a {kind.split('.')[-1]}: the format is "
+            f"{header.get('format') if isinstance(header, dict) else None!r}."
+        )
     if header.get("version") not in versions:
         raise FormatError(
             f"Model format version {header.get('version')!r} is not supported; this streamtree reads version {max(versions)}."
@@ -264,18 +327,34 @@ def load_any(data: bytes) -> Any:
 
 
 # -- versions 1 and 2 -------------------------------------------------------------------------
-def _from_version_2(state: TreeState, classes: list[ClassLabel], registry: FeatureRegistry, n_examples: int,
-                    header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+def _from_version_2(
+    state: TreeState,
+    classes: list[ClassLabel],
+    registry: FeatureRegistry,
+    n_examples: int,
+    header: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+) -> None:
     """Convert a version 1 or 2 file (the layout before the compiled core) into ``state``'s arrays."""
     state.tree = _tree_from_v2(state, len(classes), registry, header, arrays, n_examples=n_examples)
     drift = header.get("drift")
     if state.drift is not None and drift is not None:  # absent in version 1
         d = new_drift(state.config["drift_delta"])
-        b, n, s = adwin_from_state({**_prefixed(arrays, "drift.detector."), **{
-            key[len("detector."):]: value for key, value in drift.items() if key.startswith("detector.")}})
+        b, n, s = adwin_from_state(
+            {
+                **_prefixed(arrays, "drift.detector."),
+                **{key[len("detector.") :]: value for key, value in drift.items() if key.startswith("detector.")},
+            }
+        )
         d.adwin_b[:], d.adwin_n[:], d.adwin_s[:] = b, n, s
-        for index, name in ((D_GAP, "gap"), (D_COMPARED, "compared"), (D_DETECTIONS, "n_detections"),
-                            (D_SWAPS, "n_swaps"), (D_DROPPED, "n_dropped"), (D_TREE_SINCE, "tree_since")):
+        for index, name in (
+            (D_GAP, "gap"),
+            (D_COMPARED, "compared"),
+            (D_DETECTIONS, "n_detections"),
+            (D_SWAPS, "n_swaps"),
+            (D_DROPPED, "n_dropped"),
+            (D_TREE_SINCE, "tree_since"),
+        ):
             d.drift_s[index] = float(drift[name])
         events = drift["events"][-EVENTS_KEPT:]
         for i, (kind, at) in enumerate(events):
@@ -284,22 +363,42 @@ def _from_version_2(state: TreeState, classes: list[ClassLabel], registry: Featu
         state.drift = d
         if "background" in arrays:
             bg_header, bg_arrays = _read(arrays["background"].tobytes())
-            state.background = _tree_from_v2(state, len(classes), registry, bg_header, bg_arrays,
-                                             n_examples=int(bg_header["n_examples"]))
+            state.background = _tree_from_v2(
+                state, len(classes), registry, bg_header, bg_arrays, n_examples=int(bg_header["n_examples"])
+            )
             d.drift_s[D_ACTIVE] = 1.0
 
 
-def _tree_from_v2(state: TreeState, k: int, reg: FeatureRegistry, header: dict[str, Any], arrays: dict[str, np.ndarray],
-                  n_examples: int) -> TreeArrays:
+def _tree_from_v2(
+    state: TreeState,
+    k: int,
+    reg: FeatureRegistry,
+    header: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    n_examples: int,
+) -> TreeArrays:
     naive_bayes = state.config["naive_bayes"]
     parent = arrays["tree._parent"]
     n = parent.shape[0]
     stats = _prefixed(arrays, "stats.")
     slots = stats["seen"].shape[0]
-    t = grow(new_arrays(slots=slots, naive_bayes=naive_bayes, prior_weight=state.config["prior_weight"]), nodes=n,
-             classes=k, numeric=reg.n_numeric, nominal=reg.n_nominal, values=reg.max_values)
-    for column, name in ((PARENT, "_parent"), (LEFT, "_left"), (RIGHT, "_right"), (KIND, "_kind"), (COL, "_col"),
-                         (DEPTH, "_depth"), (SLOT, "_slot")):
+    t = grow(
+        new_arrays(slots=slots, naive_bayes=naive_bayes, prior_weight=state.config["prior_weight"]),
+        nodes=n,
+        classes=k,
+        numeric=reg.n_numeric,
+        nominal=reg.n_nominal,
+        values=reg.max_values,
+    )
+    for column, name in (
+        (PARENT, "_parent"),
+        (LEFT, "_left"),
+        (RIGHT, "_right"),
+        (KIND, "_kind"),
+        (COL, "_col"),
+        (DEPTH, "_depth"),
+        (SLOT, "_slot"),
+    ):
         t.node[:n, column] = arrays["tree." + name]
     t.thr[:n] = arrays["tree._thr"]
     t.counts[:n, :k] = arrays["tree.counts"]
@@ -324,7 +423,11 @@ def _tree_from_v2(state: TreeState, k: int, reg: FeatureRegistry, header: dict[s
         for i in range(max(grown, 1), n):
             t.hgs[i, :ALPHA] = (t.hgs[parent[i], 0], 0.1, 0.0)
         sync_alpha(t.hgs, n)
-        t.meta_f[F_THETA0], t.meta_f[F_STEP0], t.meta_f[F_GRAD0] = smoother["theta0"], smoother["step0"], smoother["grad0"]
+        t.meta_f[F_THETA0], t.meta_f[F_STEP0], t.meta_f[F_GRAD0] = (
+            smoother["theta0"],
+            smoother["step0"],
+            smoother["grad0"],
+        )
         t.meta[M_REFITS] = int(smoother["n_refits"])
     nb = header.get("naive_bayes")
     if naive_bayes and nb is not None:
@@ -355,7 +458,9 @@ def _tree_from_v2(state: TreeState, k: int, reg: FeatureRegistry, header: dict[s
     return t
 
 
-def _stats_into(stats: dict[str, np.ndarray], num: np.ndarray, rng: np.ndarray, nom: np.ndarray, seen: np.ndarray) -> None:
+def _stats_into(
+    stats: dict[str, np.ndarray], num: np.ndarray, rng: np.ndarray, nom: np.ndarray, seen: np.ndarray
+) -> None:
     """Old leaf statistics (``LeafStats.to_state``) into the slot arrays (as many slots as
     they have: the naive-Bayes statistics used slot 0 of four)."""
     m = min(stats["seen"].shape[0], seen.shape[0])

@@ -81,7 +81,9 @@ def fixed_hgs(n_nodes: int, weight: float, prior_weight: float) -> HGS:
     return hgs
 
 
-def node_counts(estimator: Any, X: Any, y_codes: IntArray, n_classes: int, sample_weight: FloatArray | None = None) -> FloatArray:
+def node_counts(
+    estimator: Any, X: Any, y_codes: IntArray, n_classes: int, sample_weight: FloatArray | None = None
+) -> FloatArray:
     """``(S, K)`` class counts of every node of a fitted tree, from the decision paths of ``X``.
 
     Every node counts every example whose path passes through it (weighted by
@@ -194,7 +196,11 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         """``honest`` with ``"auto"`` resolved (see the class docstring)."""
         if self.honest != "auto":
             return str(self.honest)
-        return "cv" if isinstance(self.smoothing, str) and self.smoothing == "hgs" and not self.smoothing_params else "none"
+        return (
+            "cv"
+            if isinstance(self.smoothing, str) and self.smoothing == "hgs" and not self.smoothing_params
+            else "none"
+        )
 
     def _validate_params_(self) -> None:
         if self.honest not in ("auto", "none", "split", "crossfit", "cv"):

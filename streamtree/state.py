@@ -62,8 +62,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["DriftArrays", "TreeArrays", "capacities", "empty_slots", "grow", "grown_capacities", "nbytes", "new_arrays",
-           "new_drift"]
+__all__ = [
+    "DriftArrays",
+    "TreeArrays",
+    "capacities",
+    "empty_slots",
+    "grow",
+    "grown_capacities",
+    "nbytes",
+    "new_arrays",
+    "new_drift",
+]
 
 # node columns
 PARENT, LEFT, RIGHT, KIND, COL, DEPTH, SLOT = range(7)
@@ -79,13 +88,40 @@ SEEN, LAST_ATTEMPT = range(2)
 # adwin
 ADWIN_ROWS = 64
 TOTAL, VARIANCE = range(2)
-(A_DELTA, A_CLOCK, A_MAX_BUCKETS, A_WIDTH, A_TOTAL, A_VARIANCE, A_TIME, A_DETECTIONS, A_CHANGE,
- A_N_ROWS, A_DETECTED_AT) = range(11)
+(
+    A_DELTA,
+    A_CLOCK,
+    A_MAX_BUCKETS,
+    A_WIDTH,
+    A_TOTAL,
+    A_VARIANCE,
+    A_TIME,
+    A_DETECTIONS,
+    A_CHANGE,
+    A_N_ROWS,
+    A_DETECTED_AT,
+) = range(11)
 ADWIN_SCALARS = 11  # models saved with 10 (before A_DETECTED_AT) load with it 0 (persistence.py)
 
 # meta (int64): logical sizes and counters
-(M_NODES, M_EXAMPLES, M_CLASSES, M_NUMERIC, M_NOMINAL, M_VALUES, M_FREE, M_STOPPED, M_REFITS,
- M_NB_SCORED, M_NB_CLASSES, M_NB_NUMERIC, M_NB_NOMINAL, M_NB_VALUES, M_MIX_SCORED, M_OVER_BUDGET) = range(16)
+(
+    M_NODES,
+    M_EXAMPLES,
+    M_CLASSES,
+    M_NUMERIC,
+    M_NOMINAL,
+    M_VALUES,
+    M_FREE,
+    M_STOPPED,
+    M_REFITS,
+    M_NB_SCORED,
+    M_NB_CLASSES,
+    M_NB_NUMERIC,
+    M_NB_NOMINAL,
+    M_NB_VALUES,
+    M_MIX_SCORED,
+    M_OVER_BUDGET,
+) = range(16)
 META_INTS = 16  # models saved before M_OVER_BUDGET had it 0 already (never stopped for a budget)
 # meta_f (float64): fitted scalars
 (F_THETA0, F_STEP0, F_GRAD0, F_COST, F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C) = range(8)
@@ -148,8 +184,16 @@ class DriftArrays(NamedTuple):
 
 
 def new_arrays(
-    *, nodes: int = 16, slots: int = 4, classes: int = 2, numeric: int = 1, nominal: int = 1, values: int = 1,
-    naive_bayes: bool = False, prior_weight: float = 1.0, linear: bool = False,
+    *,
+    nodes: int = 16,
+    slots: int = 4,
+    classes: int = 2,
+    numeric: int = 1,
+    nominal: int = 1,
+    values: int = 1,
+    naive_bayes: bool = False,
+    prior_weight: float = 1.0,
+    linear: bool = False,
 ) -> TreeArrays:
     """An empty tree (a root leaf owning slot 0) with the given capacities."""
     lin = 1 if linear else 0
@@ -243,18 +287,38 @@ def _capacity(have: int, need: int) -> int:
 def capacities(t: TreeArrays) -> tuple[int, int, int, int, int, int]:
     """``(N, M, K, F, C, V)``: the capacities of nodes, slots, classes, numeric and nominal
     columns and nominal values."""
-    return (t.node.shape[0], t.slot_seen.shape[0], t.counts.shape[1], t.shift.shape[0], t.nom_stats.shape[1],
-            t.nom_stats.shape[2])
+    return (
+        t.node.shape[0],
+        t.slot_seen.shape[0],
+        t.counts.shape[1],
+        t.shift.shape[0],
+        t.nom_stats.shape[1],
+        t.nom_stats.shape[2],
+    )
 
 
-def grown_capacities(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, numeric: int = 0,
-                     nominal: int = 0, values: int = 0) -> tuple[int, int, int, int, int, int]:
+def grown_capacities(
+    t: TreeArrays,
+    *,
+    nodes: int = 0,
+    slots: int = 0,
+    classes: int = 0,
+    numeric: int = 0,
+    nominal: int = 0,
+    values: int = 0,
+) -> tuple[int, int, int, int, int, int]:
     """The capacities :func:`grow` gives ``t`` for these arguments (without growing it)."""
     n_cap, m_cap, k_cap, f_cap, c_cap, v_cap = capacities(t)
     free = int(t.meta[M_FREE])
     M = m_cap if free >= slots else max(m_cap + slots - free, 2 * m_cap)
-    return (_capacity(n_cap, nodes), M, _capacity(k_cap, classes), _capacity(f_cap, numeric),
-            _capacity(c_cap, nominal), _capacity(v_cap, values))
+    return (
+        _capacity(n_cap, nodes),
+        M,
+        _capacity(k_cap, classes),
+        _capacity(f_cap, numeric),
+        _capacity(c_cap, nominal),
+        _capacity(v_cap, values),
+    )
 
 
 def nbytes(caps: tuple[int, int, int, int, int, int], naive_bayes: bool, linear: bool) -> int:
@@ -285,8 +349,16 @@ def empty_slots(slots: int, numeric: int, nominal: int, values: int, classes: in
     }
 
 
-def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, numeric: int = 0, nominal: int = 0,
-         values: int = 0) -> TreeArrays:
+def grow(
+    t: TreeArrays,
+    *,
+    nodes: int = 0,
+    slots: int = 0,
+    classes: int = 0,
+    numeric: int = 0,
+    nominal: int = 0,
+    values: int = 0,
+) -> TreeArrays:
     """``t`` with room for at least this many nodes, free slots, classes, numeric and nominal
     columns and nominal values (capacities double; values and logical sizes are kept).
 
@@ -296,8 +368,9 @@ def grow(t: TreeArrays, *, nodes: int = 0, slots: int = 0, classes: int = 0, num
     have = capacities(t)
     n_cap, m_cap = have[0], have[1]
     free = int(t.meta[M_FREE])
-    N, M, K, F, C, V = grown_capacities(t, nodes=nodes, slots=slots, classes=classes, numeric=numeric, nominal=nominal,
-                                        values=values)
+    N, M, K, F, C, V = grown_capacities(
+        t, nodes=nodes, slots=slots, classes=classes, numeric=numeric, nominal=nominal, values=values
+    )
     if (N, M, K, F, C, V) == have:
         return t
     nb = t.nb_seen.shape[0]  # 1 with the naive-Bayes factor, else 0

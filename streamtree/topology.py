@@ -59,9 +59,7 @@ class Topology:
             empty = np.zeros(0, dtype=np.int64)
             return cls(parent, empty, (), np.zeros(0, bool), empty, empty, empty, empty, empty, empty)
         if parent[0] != -1 or (n > 1 and np.any(parent[1:] >= np.arange(1, n))) or np.any(parent[1:] < 0):
-            raise ValueError(
-                "parent must have parent[0] == -1 and 0 <= parent[i] < i for every other node"
-            )
+            raise ValueError("parent must have parent[0] == -1 and 0 <= parent[i] < i for every other node")
         # depth: repeat depth[i] = depth[parent[i]] + 1 until it stops changing (depth + 1 passes)
         depth = np.zeros(n, dtype=np.int64)
         while True:

@@ -306,7 +306,12 @@ class ProbabilityTree(Classifier):
 
     # -- learning -----------------------------------------------------------------------
     def _learn(
-        self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float], want_proba: bool,
+        self,
+        num: np.ndarray,
+        nom: np.ndarray,
+        labels: list[ClassLabel],
+        first_values: dict[int, float],
+        want_proba: bool,
         reps: np.ndarray | None = None,
     ) -> FloatArray | None:
         """Learn encoded, validated rows (:meth:`TreeState.learn`); ``reps[i]`` times row ``i``

@@ -27,16 +27,58 @@ from streamtree.features import FeatureRegistry
 from streamtree.kernels.handle import drift_handle, tree_handle
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.kernels.learn import (
-    ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_LINEAR, C_M, C_MAX_DEPTH,
-    C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
-    C_SPLITTER, C_SUBSPACE, C_TAU, C_TAU_RANGE, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START, learn_rows,
+    ADOPT,
+    C_CRITERION,
+    C_DELTA,
+    C_DRIFT,
+    C_GRACE,
+    C_HALF_LIFE,
+    C_HONEST,
+    C_INHERIT,
+    C_LINEAR,
+    C_M,
+    C_MAX_DEPTH,
+    C_MAX_NODES,
+    C_MIN_BRANCH,
+    C_NB,
+    C_PATIENCE,
+    C_REFIT_EVERY,
+    C_REFIT_STEPS,
+    C_SEED,
+    C_SMOOTHER,
+    C_SPLIT_POINTS,
+    C_SPLITTER,
+    C_SUBSPACE,
+    C_TAU,
+    C_TAU_RANGE,
+    CONFIG_FLOATS,
+    CONFIG_INTS,
+    DONE,
+    GROW,
+    SPLITTER_CODES,
+    START,
+    learn_rows,
     predict_rows,
 )
 from streamtree.kernels.split import CRITERION_CODES
 from streamtree.smoothing import make_smoother
 from streamtree.state import (
-    ADWIN_SCALARS, ALPHA, D_ACTIVE, D_COMPARED, D_GAP, M_CLASSES, M_FREE, M_NB_VALUES, M_NODES, M_NOMINAL, M_NUMERIC,
-    M_VALUES, DriftArrays, TreeArrays, new_arrays, new_drift,
+    ADWIN_SCALARS,
+    ALPHA,
+    D_ACTIVE,
+    D_COMPARED,
+    D_GAP,
+    M_CLASSES,
+    M_FREE,
+    M_NB_VALUES,
+    M_NODES,
+    M_NOMINAL,
+    M_NUMERIC,
+    M_VALUES,
+    DriftArrays,
+    TreeArrays,
+    new_arrays,
+    new_drift,
 )
 from streamtree.typing import FloatArray
 
@@ -115,8 +157,9 @@ class TreeState:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
-        self.smoother = make_smoother(config["smoothing"], steps=config["refit_steps"],
-                                      prior_weight=config["prior_weight"], m=config["m"])
+        self.smoother = make_smoother(
+            config["smoothing"], steps=config["refit_steps"], prior_weight=config["prior_weight"], m=config["m"]
+        )
         self.cfg_i, self.cfg_f = kernel_config(config, self.smoother.code)
         self.max_bytes: int | None = config["max_bytes"]
         self.tree: TreeArrays = self.new_tree()
@@ -136,7 +179,9 @@ class TreeState:
         """Empty arrays of this configuration (:func:`~streamtree.state.new_arrays`; its
         ``capacities``, the defaults when none are given)."""
         c = self.config
-        return new_arrays(**capacities, naive_bayes=c["naive_bayes"], prior_weight=c["prior_weight"], linear=c["linear"])
+        return new_arrays(
+            **capacities, naive_bayes=c["naive_bayes"], prior_weight=c["prior_weight"], linear=c["linear"]
+        )
 
     def handle(self, arrays: TreeArrays | DriftArrays) -> Any:
         """The compiled handle of a tree's or a detector's arrays (:mod:`streamtree.kernels.handle`),
@@ -168,8 +213,16 @@ class TreeState:
         else:
             self.before = None  # nothing new since the last fit: the sizes are the registry's
 
-    def learn(self, num: np.ndarray, nom: np.ndarray, ks: np.ndarray, reps: np.ndarray, n_examples: int,
-              want_proba: bool, at_entry: bool) -> FloatArray:
+    def learn(
+        self,
+        num: np.ndarray,
+        nom: np.ndarray,
+        ks: np.ndarray,
+        reps: np.ndarray,
+        n_examples: int,
+        want_proba: bool,
+        at_entry: bool,
+    ) -> FloatArray:
         """Run encoded rows (class ids ``ks``, row ``i`` learned ``reps[i]`` times) through the
         learning loop (:func:`~streamtree.kernels.learn.learn_rows`), resolving each of its
         stops (:meth:`resolve`), the model having learned ``n_examples`` before them; after
@@ -183,8 +236,22 @@ class TreeState:
         while reason != DONE:
             tree = self.handle(self.tree)
             background = tree if self.background is None else self.handle(self.background)
-            args = (tree, background, drift, self.cfg_i, self.cfg_f, num, nom, ks, reps, self.fkeys, start,
-                    n_examples + start, proba, want_proba)
+            args = (
+                tree,
+                background,
+                drift,
+                self.cfg_i,
+                self.cfg_f,
+                num,
+                nom,
+                ks,
+                reps,
+                self.fkeys,
+                start,
+                n_examples + start,
+                proba,
+                want_proba,
+            )
             stop, reason = direct(learn_rows, *args) if at_entry else learn_rows(*args)
             start = stop
             self.resolve(reason, reps, stop, None if reason == DONE else (self.before, num, nom, ks))
@@ -257,8 +324,9 @@ class TreeState:
         """``tree`` (and ``background``, while there is one): capacities of nodes, classes,
         numeric and nominal columns and value codes, so that a state restored from
         :meth:`to_arrays` holds (and reports) the memory this one holds."""
-        return {name: _capacity(t) for name, t in (("tree", self.tree), ("background", self.background))
-                if t is not None}
+        return {
+            name: _capacity(t) for name, t in (("tree", self.tree), ("background", self.background)) if t is not None
+        }
 
     def restore(self, arrays: Mapping[str, np.ndarray], capacities: Mapping[str, list[int]]) -> None:
         """The inverse of :meth:`to_arrays` and :meth:`capacities`: the tree, the background
@@ -276,8 +344,14 @@ class TreeState:
 
     def _restored(self, arrays: Mapping[str, np.ndarray], capacity: list[int]) -> TreeArrays:
         nodes, classes, numeric, nominal, values = capacity
-        t = self.new_tree(nodes=nodes, slots=arrays["slot_seen"].shape[0], classes=classes, numeric=numeric,
-                          nominal=nominal, values=values)
+        t = self.new_tree(
+            nodes=nodes,
+            slots=arrays["slot_seen"].shape[0],
+            classes=classes,
+            numeric=numeric,
+            nominal=nominal,
+            values=values,
+        )
         fields = TreeArrays._fields if "lr_w" in arrays else [f for f in TreeArrays._fields if f not in _LINEAR_FIELDS]
         for name in fields:  # every one must be there (KeyError)
             saved = arrays[name]
@@ -299,16 +373,37 @@ def _logical(t: TreeArrays) -> dict[str, np.ndarray]:
     lin = 1 if t.mix_y.shape[0] else 0
     m = slots_in_use(t)
     return {
-        "node": t.node[:n], "thr": t.thr[:n], "counts": t.counts[:n, :k], "inherited": t.inherited[:n, :k],
-        "hgs": t.hgs[:n, :ALPHA], "num_stats": t.num_stats[:m, :f, :k], "num_range": t.num_range[:m, :f],
-        "nom_stats": t.nom_stats[:m, :c, :v, :k], "slot_seen": t.slot_seen, "free_slots": t.free_slots[: int(t.meta[M_FREE])],
-        "shift": t.shift[:f], "nb_num": t.nb_num[:, :f, :k], "nb_range": t.nb_range[:, :f],
-        "nb_nom": t.nb_nom[:, :c, :v, :k], "nb_seen": t.nb_seen, "nb_mean": t.nb_mean[: f * nb, : k * nb],
-        "nb_inv2var": t.nb_inv2var[: f * nb, : k * nb], "nb_const": t.nb_const[: f * nb, : k * nb],
-        "nb_table": t.nb_table[: c * nb, : nb_v * nb, : k * nb], "nb_a": t.nb_a[:, : k * nb], "nb_b": t.nb_b[:, : k * nb],
-        "nb_y": t.nb_y, "lr_w": t.lr_w[: k * lin, : f * lin], "lr_bias": t.lr_bias[: k * lin],
-        "lr_scale": t.lr_scale[: f * lin], "mix_a": t.mix_a[:, : k * lin], "mix_b": t.mix_b[:, : k * lin],
-        "mix_y": t.mix_y, "mix_u": t.mix_u, "meta": t.meta, "meta_f": t.meta_f,
+        "node": t.node[:n],
+        "thr": t.thr[:n],
+        "counts": t.counts[:n, :k],
+        "inherited": t.inherited[:n, :k],
+        "hgs": t.hgs[:n, :ALPHA],
+        "num_stats": t.num_stats[:m, :f, :k],
+        "num_range": t.num_range[:m, :f],
+        "nom_stats": t.nom_stats[:m, :c, :v, :k],
+        "slot_seen": t.slot_seen,
+        "free_slots": t.free_slots[: int(t.meta[M_FREE])],
+        "shift": t.shift[:f],
+        "nb_num": t.nb_num[:, :f, :k],
+        "nb_range": t.nb_range[:, :f],
+        "nb_nom": t.nb_nom[:, :c, :v, :k],
+        "nb_seen": t.nb_seen,
+        "nb_mean": t.nb_mean[: f * nb, : k * nb],
+        "nb_inv2var": t.nb_inv2var[: f * nb, : k * nb],
+        "nb_const": t.nb_const[: f * nb, : k * nb],
+        "nb_table": t.nb_table[: c * nb, : nb_v * nb, : k * nb],
+        "nb_a": t.nb_a[:, : k * nb],
+        "nb_b": t.nb_b[:, : k * nb],
+        "nb_y": t.nb_y,
+        "lr_w": t.lr_w[: k * lin, : f * lin],
+        "lr_bias": t.lr_bias[: k * lin],
+        "lr_scale": t.lr_scale[: f * lin],
+        "mix_a": t.mix_a[:, : k * lin],
+        "mix_b": t.mix_b[:, : k * lin],
+        "mix_y": t.mix_y,
+        "mix_u": t.mix_u,
+        "meta": t.meta,
+        "meta_f": t.meta_f,
     }
 
 

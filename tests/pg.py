@@ -91,8 +91,10 @@ def start_cluster(fsync: bool = False) -> Cluster:
     """
     bin_dir = find_bin_dir()
     if bin_dir is None:
-        raise FileNotFoundError(f"no PostgreSQL server binaries (initdb, pg_ctl) under {BIN_GLOB}; "
-                                "install Debian's postgresql package (.ci/run does)")
+        raise FileNotFoundError(
+            f"no PostgreSQL server binaries (initdb, pg_ctl) under {BIN_GLOB}; "
+            "install Debian's postgresql package (.ci/run does)"
+        )
     # Under /tmp itself: pytest's own temporary directories are private to root, and the
     # server (user postgres) must reach its data directory and socket.
     root = Path(tempfile.mkdtemp(prefix="streamtree-pg-"))
@@ -101,11 +103,26 @@ def start_cluster(fsync: bool = False) -> Cluster:
     port = _free_port()
     cluster = Cluster(root, bin_dir, port)
     try:
-        _run([str(bin_dir / "initdb"), "-D", str(root / "data"), "-U", "postgres", "-A", "trust",
-              "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
-        options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-                   f"-c max_connections=200 -c fsync={'on' if fsync else 'off'} "
-                   f"-c full_page_writes={'on' if fsync else 'off'}")
+        _run(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(root / "data"),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "--no-sync",
+            ]
+        )
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
+            f"-c max_connections=200 -c fsync={'on' if fsync else 'off'} "
+            f"-c full_page_writes={'on' if fsync else 'off'}"
+        )
         cluster.pg_ctl("start", "-w", "-t", "60", "-l", str(root / "server.log"), "-o", options)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

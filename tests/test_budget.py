@@ -37,8 +37,14 @@ def test_bytes_are_counted_as_grow_makes_the_arrays() -> None:
         nb, lin = rng.random() < 0.5, rng.random() < 0.5
         t = new_arrays(naive_bayes=nb, linear=lin)
         for _ in range(rng.randrange(1, 4)):
-            need = {"nodes": rng.randrange(100), "slots": rng.randrange(20), "classes": rng.randrange(9),
-                    "numeric": rng.randrange(9), "nominal": rng.randrange(5), "values": rng.randrange(40)}
+            need = {
+                "nodes": rng.randrange(100),
+                "slots": rng.randrange(20),
+                "classes": rng.randrange(9),
+                "numeric": rng.randrange(9),
+                "nominal": rng.randrange(5),
+                "values": rng.randrange(40),
+            }
             caps = grown_capacities(t, **need)
             t = grow(t, **need)
             assert caps == capacities(t)
@@ -53,8 +59,9 @@ def test_a_small_budget_stops_growth_and_the_tree_keeps_counting() -> None:
     summary = model.summary()
     assert summary["growth_stop"] == "max_bytes" and summary["max_bytes"] == 2**18
     assert memory_bytes(model.state.tree) <= 2**18
-    assert summary["notes"][-1] == ("The tree stopped growing rather than pass max_bytes=262,144: leaves keep counting, "
-                                    "without split statistics.")
+    assert summary["notes"][-1] == (
+        "The tree stopped growing rather than pass max_bytes=262,144: leaves keep counting, without split statistics."
+    )
     t = model.state.tree
     assert t.meta[M_OVER_BUDGET] == 1 and t.meta[M_STOPPED] == 1 and t.slot_seen.shape[0] == 1
     nodes, counts = model.n_nodes, model.counts_.sum()
@@ -131,8 +138,9 @@ def test_a_tree_stopped_at_max_nodes_says_so_and_is_not_shrunk() -> None:
     model = learn_in_batches(ProbabilityTree(max_nodes=15, max_bytes=2**22), id_stream(3000), [300])
     summary = model.summary()
     assert summary["growth_stop"] == "max_nodes"
-    assert summary["notes"][-1] == ("The tree stopped growing at max_nodes=15: leaves keep counting, without split "
-                                    "statistics.")
+    assert summary["notes"][-1] == (
+        "The tree stopped growing at max_nodes=15: leaves keep counting, without split statistics."
+    )
     assert model.state.tree.meta[M_OVER_BUDGET] == 0
 
 

@@ -159,8 +159,10 @@ def test_summary_says_which_feature_went_to_other() -> None:
     model = learn_in_batches(ProbabilityTree(max_categories=10), id_stream(300), [100])
     summary = model.summary()
     assert summary["other_values"] == {"order_id": 290} and summary["max_categories"] == 10
-    assert summary["notes"] == ["Feature 'order_id' has more than max_categories=10 values: 290 examples' values "
-                                "beyond its first 10 share its 'other' code."]
+    assert summary["notes"] == [
+        "Feature 'order_id' has more than max_categories=10 values: 290 examples' values "
+        "beyond its first 10 share its 'other' code."
+    ]
     json.dumps(summary)
     plain = learn_in_batches(ProbabilityTree(), id_stream(100), [100])
     assert plain.summary()["other_values"] == {} and plain.summary()["notes"] == []

@@ -14,8 +14,11 @@ DEFAULTS = ProbabilityTree().get_config()
 
 
 def test_every_numeric_parameter_refuses_a_huge_number_naming_it() -> None:
-    numeric = [name for name, value in DEFAULTS.items()
-               if name not in ("nominal_features",) and (value is None or type(value) in (int, float))]
+    numeric = [
+        name
+        for name, value in DEFAULTS.items()
+        if name not in ("nominal_features",) and (value is None or type(value) in (int, float))
+    ]
     assert len(numeric) >= 14
     for name in numeric:
         for value in (HUGE, -HUGE, 10**400):
@@ -46,11 +49,20 @@ def test_nominal_features_are_at_most_max_features() -> None:
     assert err.value.param == "nominal_features"
 
 
-@pytest.mark.parametrize(("name", "highest"), [
-    ("grace_period", 10**9), ("max_depth", 10_000), ("max_nodes", 10_000_000), ("max_features", MAX_FEATURES_LIMIT),
-    ("refit_every", 10**9), ("half_life", 10**9), ("drift_patience", 10**9), ("n_split_points", 1000),
-    ("refit_steps", 1000),
-])
+@pytest.mark.parametrize(
+    ("name", "highest"),
+    [
+        ("grace_period", 10**9),
+        ("max_depth", 10_000),
+        ("max_nodes", 10_000_000),
+        ("max_features", MAX_FEATURES_LIMIT),
+        ("refit_every", 10**9),
+        ("half_life", 10**9),
+        ("drift_patience", 10**9),
+        ("n_split_points", 1000),
+        ("refit_steps", 1000),
+    ],
+)
 def test_integer_parameters_accept_their_whole_range_and_nothing_beyond(name: str, highest: int) -> None:
     assert ProbabilityTree(**{name: highest}).get_config()[name] == highest
     with pytest.raises(ConfigError, match=f"'{name}'.*\\[1, "):
@@ -61,9 +73,13 @@ def test_max_features_defaults_to_ten_thousand() -> None:
     assert DEFAULTS["max_features"] == 10_000
 
 
-@pytest.mark.parametrize(("name", "lowest", "highest"), [
-    ("max_categories", 1, MAX_CATEGORIES_LIMIT), ("max_bytes", MIN_BYTES, 2**50),
-])
+@pytest.mark.parametrize(
+    ("name", "lowest", "highest"),
+    [
+        ("max_categories", 1, MAX_CATEGORIES_LIMIT),
+        ("max_bytes", MIN_BYTES, 2**50),
+    ],
+)
 def test_growth_bounds_take_their_range_or_none_and_a_refusal_names_them(name: str, lowest: int, highest: int) -> None:
     for value in (lowest, highest, None):
         assert ProbabilityTree(**{name: value}).get_config()[name] == value
@@ -71,7 +87,9 @@ def test_growth_bounds_take_their_range_or_none_and_a_refusal_names_them(name: s
         with pytest.raises(ConfigError) as err:
             ProbabilityTree(**{name: value})
         assert err.value.param == name
-        assert f"The '{name}' parameter of ProbabilityTree must be an int in [{lowest:,}, {highest:,}] or None" in str(err.value)
+        assert f"The '{name}' parameter of ProbabilityTree must be an int in [{lowest:,}, {highest:,}] or None" in str(
+            err.value
+        )
     with pytest.raises(ConfigError) as err:
         ProbabilityForest(tree={name: lowest - 1})
     assert err.value.param == f"tree.{name}"

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from streamtree import CostMatrix, Decision, DecisionError, ProbabilityTree, StreamtreeError, decide, decide_many
 
 FRAUD = {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}
@@ -63,24 +64,28 @@ def test_a_cost_for_a_label_without_probability_is_fine() -> None:
     costs = {"approve": {"fraud": 1000, "ok": 0, "unseen": 7}, "challenge": {"fraud": 90, "ok": 90}}
     assert decide({"fraud": 0.2, "ok": 0.8}, costs).decision == "challenge"
     assert decide({"fraud": 1.0}, {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90}}).decision == (
-        "challenge")
+        "challenge"
+    )
 
 
-@pytest.mark.parametrize("costs, where", [
-    ({}, None),
-    ([("a", {"x": 1})], None),
-    ("approve", None),
-    ({"a": {}}, ("a", None)),
-    ({"a": [1, 2]}, ("a", None)),
-    ({"a": 3.0}, ("a", None)),
-    ({"a": {"x": math.nan}}, ("a", "x")),
-    ({"a": {"x": 1}, "b": {"x": -math.inf}}, ("b", "x")),
-    ({"a": {"x": 10**400}}, ("a", "x")),
-    ({"a": {"x": 1e301}}, ("a", "x")),
-    ({"a": {"x": True}}, ("a", "x")),
-    ({"a": {"x": "1"}}, ("a", "x")),
-    ({"a": {"x": None}}, ("a", "x")),
-])
+@pytest.mark.parametrize(
+    "costs, where",
+    [
+        ({}, None),
+        ([("a", {"x": 1})], None),
+        ("approve", None),
+        ({"a": {}}, ("a", None)),
+        ({"a": [1, 2]}, ("a", None)),
+        ({"a": 3.0}, ("a", None)),
+        ({"a": {"x": math.nan}}, ("a", "x")),
+        ({"a": {"x": 1}, "b": {"x": -math.inf}}, ("b", "x")),
+        ({"a": {"x": 10**400}}, ("a", "x")),
+        ({"a": {"x": 1e301}}, ("a", "x")),
+        ({"a": {"x": True}}, ("a", "x")),
+        ({"a": {"x": "1"}}, ("a", "x")),
+        ({"a": {"x": None}}, ("a", "x")),
+    ],
+)
 def test_bad_costs_name_the_parameter_decision_and_label(costs: Any, where: Any) -> None:
     with pytest.raises(DecisionError, match="'costs' parameter of decide") as info:
         decide({"x": 1.0}, costs)
@@ -97,14 +102,17 @@ def test_costs_at_the_bounds_are_accepted() -> None:
     assert decide({"x": 1.0}, {"a": {"x": np.float32(2.5)}, "b": {"x": np.int64(2)}}).decision == "b"
 
 
-@pytest.mark.parametrize("proba, match", [
-    ({}, "no label"),
-    ({"fraud": -0.1, "ok": 1.1}, ">= 0"),
-    ({"fraud": math.nan, "ok": 1.0}, "finite"),
-    ({"fraud": 0.2, "ok": 0.7}, "sum to 1"),
-    ({"fraud": "0.2", "ok": 0.8}, "must be a number"),
-    ([("fraud", 1.0)], "mapping"),
-])
+@pytest.mark.parametrize(
+    "proba, match",
+    [
+        ({}, "no label"),
+        ({"fraud": -0.1, "ok": 1.1}, ">= 0"),
+        ({"fraud": math.nan, "ok": 1.0}, "finite"),
+        ({"fraud": 0.2, "ok": 0.7}, "sum to 1"),
+        ({"fraud": "0.2", "ok": 0.8}, "must be a number"),
+        ([("fraud", 1.0)], "mapping"),
+    ],
+)
 def test_bad_probabilities_name_the_parameter(proba: Any, match: str) -> None:
     with pytest.raises(DecisionError, match=match) as info:
         decide(proba, FRAUD)
@@ -127,8 +135,10 @@ def test_batch_input_checks() -> None:
 
 
 def random_costs(rng: random.Random, labels: list[str], n_decisions: int) -> dict[str, dict[str, float]]:
-    return {f"d{i}": {y: rng.choice([0.0, 1.0, rng.uniform(-50, 500)]) for y in rng.sample(labels, len(labels))}
-            for i in range(n_decisions)}
+    return {
+        f"d{i}": {y: rng.choice([0.0, 1.0, rng.uniform(-50, 500)]) for y in rng.sample(labels, len(labels))}
+        for i in range(n_decisions)
+    }
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -28,7 +28,8 @@ def test_the_entry_point_answers_as_the_dispatcher() -> None:
         via_direct = np.empty_like(via_dispatch)
         predict_rows(handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_dispatch)
         entry_point(predict_rows, handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_entry)(
-            handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_entry)
+            handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_entry
+        )
         direct(predict_rows, handle, model.state.cfg_i, model.state.cfg_f, row, codes, via_direct)
         k = len(model.classes_)  # the columns past them are capacity, never written
         assert np.array_equal(via_dispatch[:, :k], via_entry[:, :k])

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 from river import drift as river_drift
 
 from streamtree import ConfigError, ProbabilityTree
-from tests.reference.adwin import Adwin
-
 from tests.batches import learn_in_batches
+from tests.reference.adwin import Adwin
 
 
 def bernoulli(n: int, p_before: float, p_after: float, change: int, seed: int) -> list[float]:
@@ -146,8 +145,13 @@ def test_a_background_tree_replaces_the_tree_after_an_abrupt_change() -> None:
     # the adopted tree learned only from the new concept: its root counts are all recent
     assert adaptive.counts_[0].sum() < 4000
     assert static.summary()["drift"] == {
-        "detection": False, "n_detections": 0, "n_swaps": 0, "n_dropped": 0,
-        "tree_since": 0, "background": None, "events": [],
+        "detection": False,
+        "n_detections": 0,
+        "n_swaps": 0,
+        "n_dropped": 0,
+        "tree_since": 0,
+        "background": None,
+        "events": [],
     }
 
 
@@ -159,8 +163,15 @@ def backgrounds_started(model: ProbabilityTree) -> int:
 
 @pytest.mark.parametrize(
     ("stream", "seed", "patience"),
-    [("flip", 0, 2000), ("flip", 1, 2000), ("noisier", 1, 2000), ("noisier", 1, 20), ("noisier", 2, 20),
-     ("noisier", 4, 20), ("noisier", 5, 20)],
+    [
+        ("flip", 0, 2000),
+        ("flip", 1, 2000),
+        ("noisier", 1, 2000),
+        ("noisier", 1, 20),
+        ("noisier", 2, 20),
+        ("noisier", 4, 20),
+        ("noisier", 5, 20),
+    ],
 )
 def test_one_abrupt_change_is_one_detection_and_one_background_tree(stream: str, seed: int, patience: int) -> None:
     """Issue 12: the detector's repeated alarms for one change were each a detection, and once
@@ -234,8 +245,6 @@ def test_learn_many_equals_learn_one_across_detections_and_swaps() -> None:
     assert one.to_bytes() == many.to_bytes()
 
 
-
-
 def noisier_stream(n: int = 8000, seed: int = 1) -> list[tuple[dict, object]]:
     """One threshold concept whose label noise rises from 20% to 45% at example 3,000: the
     error rises (a detection), but a new tree has nothing better to learn than the old one."""
@@ -260,7 +269,7 @@ def test_a_background_tree_that_does_not_win_is_dropped_after_patience() -> None
     assert dropped["at"] - detection["at"] == 20  # compared on exactly drift_patience examples
     assert summary["background"] is None and summary["n_swaps"] == 0
     # the drop is part of the model: any batching gives it, and the same bits
-    many = learn_in_batches(ProbabilityTree(drift_patience=20), data[:dropped["at"]], [7, 300, 1, 64])
+    many = learn_in_batches(ProbabilityTree(drift_patience=20), data[: dropped["at"]], [7, 300, 1, 64])
     assert many.to_bytes() == model.to_bytes()
 
 
@@ -283,8 +292,13 @@ def test_round_trip_with_a_live_background_tree_is_exact() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "param"),
-    [({"drift_delta": 0.0}, "drift_delta"), ({"drift_delta": 1.5}, "drift_delta"), ({"drift_delta": "x"}, "drift_delta"),
-     ({"drift_patience": 0}, "drift_patience"), ({"drift_patience": None}, "drift_patience")],
+    [
+        ({"drift_delta": 0.0}, "drift_delta"),
+        ({"drift_delta": 1.5}, "drift_delta"),
+        ({"drift_delta": "x"}, "drift_delta"),
+        ({"drift_patience": 0}, "drift_patience"),
+        ({"drift_patience": None}, "drift_patience"),
+    ],
 )
 def test_invalid_drift_config_names_the_parameter(kwargs: dict, param: str) -> None:
     with pytest.raises(ConfigError, match=param) as info:

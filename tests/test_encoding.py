@@ -23,7 +23,10 @@ def _registry(rows: list[dict]) -> FeatureRegistry:
 
 
 def _dicts(frame: pd.DataFrame) -> list[dict]:
-    return [{k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))} for row in frame.to_dict("records")]
+    return [
+        {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+        for row in frame.to_dict("records")
+    ]
 
 
 def _same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> None:

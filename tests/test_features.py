@@ -35,8 +35,16 @@ def test_codes_in_order_of_first_appearance_and_unseen_is_minus_one() -> None:
 
 @pytest.mark.parametrize(
     ("x", "field"),
-    [({"a": float("inf")}, "a"), ({"a": [1]}, "a"), ({"a": {"b": 1}}, "a"), ({"num": "text"}, "num"), ({"nom": 3.5}, "nom"),
-     ({"num": 10**400}, "num"), ({"a": -(10**400)}, "a"), ({"a": np.float64("inf")}, "a")],
+    [
+        ({"a": float("inf")}, "a"),
+        ({"a": [1]}, "a"),
+        ({"a": {"b": 1}}, "a"),
+        ({"num": "text"}, "num"),
+        ({"nom": 3.5}, "nom"),
+        ({"num": 10**400}, "num"),
+        ({"a": -(10**400)}, "a"),
+        ({"a": np.float64("inf")}, "a"),
+    ],
 )
 def test_unusable_values_raise_before_registering_anything(x: dict, field: str) -> None:
     reg = FeatureRegistry()
@@ -97,13 +105,22 @@ _BATCH_VALUES = {
 }
 
 
-@pytest.mark.parametrize("odd", [
-    None,  # only plain, registered values: the fast path answers
-    {"a": math.inf}, {"a": "x"}, {"a": True}, {"a": 10**400}, {"a": [1]},  # unusable for a numeric feature
-    {"c": "new"}, {"c": 1.0}, {"flag": 1},  # a nominal value not registered, or of another type
-    {"zip": 7},  # an int of a feature declared nominal: encode_known's slow path
-    {"new": 1.0},  # a feature not registered
-])
+@pytest.mark.parametrize(
+    "odd",
+    [
+        None,  # only plain, registered values: the fast path answers
+        {"a": math.inf},
+        {"a": "x"},
+        {"a": True},
+        {"a": 10**400},
+        {"a": [1]},  # unusable for a numeric feature
+        {"c": "new"},
+        {"c": 1.0},
+        {"flag": 1},  # a nominal value not registered, or of another type
+        {"zip": 7},  # an int of a feature declared nominal: encode_known's slow path
+        {"new": 1.0},  # a feature not registered
+    ],
+)
 def test_encode_known_many_equals_encode_known_row_by_row(odd: dict | None) -> None:
     """The batch form gives encode_known's values and codes for every row, or None when any
     row would need encode (to validate or register)."""

@@ -18,7 +18,6 @@ import streamtree
 from streamtree import ConfigError, FormatError, ProbabilityForest, ProbabilityTree
 from streamtree.forest import METHODS
 from streamtree.state import M_EXAMPLES
-
 from tests.batches import learn_in_batches
 from tests.reference.forest import LoopForest
 from tests.test_drift import flipping_stream, noisier_stream, prequential_losses
@@ -240,7 +239,7 @@ def prequential(model: ProbabilityForest, data: list[tuple[dict, Any]], sizes: l
         size = sizes[j % len(sizes)]
         batch = data[i : i + size]
         if size == 1:
-            (x, y), = batch
+            ((x, y),) = batch
             proba = model.predict_proba_one(x)
             out.append([proba.get(c, 0.0) for c in sorted(proba, key=str)])
             model.learn_one(x, y)
@@ -372,8 +371,9 @@ def test_weighing_the_members_learns_a_crisp_concept_and_its_change_sooner_than_
     river's Agrawal, rule 0 then rule 2; about 3x lower log loss after the change)."""
     from river.datasets import synth
 
-    data = (list(itertools.islice(synth.Agrawal(classification_function=0, seed=42), 3000))
-            + list(itertools.islice(synth.Agrawal(classification_function=2, seed=43), 3000)))
+    data = list(itertools.islice(synth.Agrawal(classification_function=0, seed=42), 3000)) + list(
+        itertools.islice(synth.Agrawal(classification_function=2, seed=43), 3000)
+    )
     weighted = prequential_losses(ProbabilityForest(n_trees=5, seed=1), data)  # type: ignore[arg-type]
     plain = prequential_losses(ProbabilityForest(n_trees=5, seed=1, weighted=False), data)  # type: ignore[arg-type]
     assert weighted[:3000].mean() < 0.8 * plain[:3000].mean()
@@ -385,8 +385,10 @@ def test_a_forest_written_before_weighting_is_read_as_the_mean_it_was() -> None:
 
     forest = fitted("bt+", weighted=False)
     config = {k: v for k, v in forest.get_config().items() if k != "weighted"}
-    legacy = Capture({"format": FOREST, "version": 1, "config": config, "n_examples": forest.n_examples},
-                     {f"member.{i}": m.capture() for i, m in enumerate(forest.members)}).to_bytes()
+    legacy = Capture(
+        {"format": FOREST, "version": 1, "config": config, "n_examples": forest.n_examples},
+        {f"member.{i}": m.capture() for i, m in enumerate(forest.members)},
+    ).to_bytes()
     loaded = ProbabilityForest.from_bytes(legacy)
     assert loaded.weighted is False and loaded.loss_.tolist() == [0.0] * forest.n_trees
     assert probas(loaded) == probas(forest)

@@ -112,11 +112,18 @@ def underscore_reads() -> list[str]:
     for module, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                reads += [f"{module}: from {node.module} import {a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
-            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                  and node.attr not in PUBLIC_UNDERSCORE
-                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                reads += [
+                    f"{module}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr not in PUBLIC_UNDERSCORE
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
                 reads.append(f"{module}:{node.lineno}: .{node.attr}")
     return reads
 

@@ -7,6 +7,7 @@ import math
 import random
 
 import pytest
+
 from streamtree import ProbabilityTree
 from tests.batches import learn_in_batches
 
@@ -61,7 +62,9 @@ def test_a_linear_concept_is_learned_better_with_the_component() -> None:
     assert math.isclose(sum(explained["regression"].values()), 1.0)
     assert explanation["proba"] == explained["pooled"]  # no naive-Bayes factor: the pool is served
     u = 1.0 - max(explanation["smoothed"].values())
-    assert explained["uncertainty"] == pytest.approx(u) and explained["weight"] == pytest.approx(pool["b"] + pool["c"] * u)
+    assert explained["uncertainty"] == pytest.approx(u) and explained["weight"] == pytest.approx(
+        pool["b"] + pool["c"] * u
+    )
     w = explained["weight"]
     for label in linear.classes_:  # the pool, recomputed from its parts
         expected = explanation["smoothed"][label] ** pool["a"] * explained["regression"][label] ** w

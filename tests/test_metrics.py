@@ -8,9 +8,9 @@ import random
 
 import numpy as np
 import pytest
+
 from streamtree import DecisionError, decide
-from streamtree.metrics import (decision_threshold, decision_thresholds, improved_squared_error,
-                                improved_squared_errors)
+from streamtree.metrics import decision_threshold, decision_thresholds, improved_squared_error, improved_squared_errors
 
 FRAUD = {"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}
 
@@ -110,7 +110,8 @@ def test_multiclass_threshold_equals_a_brute_force_search(seed: int) -> None:
         v = decision_threshold(proba, t, costs)
         assert v == pytest.approx(brute_threshold(proba, t, costs), abs=1e-4)
         right = decide(proba, {d: c for d, c in costs.items()}).decision in {
-            d for d in costs if costs[d][t] == min(c[t] for c in costs.values())}
+            d for d in costs if costs[d][t] == min(c[t] for c in costs.values())
+        }
         ise = improved_squared_error(proba, t, costs)
         if right:
             assert ise == 0.0
@@ -139,8 +140,12 @@ def test_a_true_label_without_cost_is_an_error_naming_it() -> None:
 def test_a_batch_equals_its_rows_bit_for_bit(seed: int) -> None:
     rng = np.random.default_rng(seed)
     labels = ["a", "b", "c"]
-    costs = {"d0": {"a": 0, "b": 5, "c": 9}, "d1": {"a": 3, "b": 0, "c": 2}, "d2": {"a": 4, "b": 4, "c": 0},
-             "d3": {"a": 1, "b": 1, "c": 1}}
+    costs = {
+        "d0": {"a": 0, "b": 5, "c": 9},
+        "d1": {"a": 3, "b": 0, "c": 2},
+        "d2": {"a": 4, "b": 4, "c": 0},
+        "d3": {"a": 1, "b": 1, "c": 1},
+    }
     proba = rng.dirichlet(np.ones(3), size=300)
     proba[::11] = [1.0, 0.0, 0.0]
     y = [labels[i] for i in rng.integers(0, 3, size=300)]

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamtree import InputError, ProbabilityTree
-
 from tests.batches import learn_in_batches
 
 

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamtree import ConfigError, ProbabilityTree
-from tests.reference.naive_bayes import NU, NaiveBayesFactor
-
 from tests.batches import learn_in_batches
+from tests.reference.naive_bayes import NU, NaiveBayesFactor
 from tests.test_tree import stream
 
 

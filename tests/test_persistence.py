@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 import itertools
-import math
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -198,7 +198,9 @@ def test_a_file_written_before_tau_scale_keeps_its_absolute_tie_threshold() -> N
     old = ProbabilityTree.from_bytes(_rewrite(saved, edit, keep=lambda k: True))
     assert old.tau_scale == "absolute"
     # the default rule, from the same file, grows another tree: the test can tell them apart
-    ranged = ProbabilityTree.from_bytes(_rewrite(saved, lambda h: h["config"].update(tau_scale="range"), keep=lambda k: True))
+    ranged = ProbabilityTree.from_bytes(
+        _rewrite(saved, lambda h: h["config"].update(tau_scale="range"), keep=lambda k: True)
+    )
     for x, y in data[500:]:
         model.learn_one(x, y)
         old.learn_one(x, y)
@@ -214,7 +216,9 @@ def test_a_capture_encodes_the_model_as_it_was_when_taken(kind: str) -> None:
     from streamtree import ProbabilityForest
 
     rows = _stagger(3_000, 1, 3)
-    model = ProbabilityTree(grace_period=20) if kind == "tree" else ProbabilityForest(n_trees=3, tree={"grace_period": 20})
+    model = (
+        ProbabilityTree(grace_period=20) if kind == "tree" else ProbabilityForest(n_trees=3, tree={"grace_period": 20})
+    )
     for x, y in rows[:1_500]:
         model.learn_one(x, y)
     then = model.to_bytes()

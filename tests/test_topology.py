@@ -31,8 +31,12 @@ def test_sums_depth_and_leaves_match_a_slow_walk(n: int, seed: int) -> None:
     assert topology.depth.tolist() == [len(a) for a in anc]
     assert topology.is_leaf.tolist() == [i not in set(parent.tolist()) for i in range(n)]
     rows = topology.to_preorder(values).T
-    np.testing.assert_allclose(topology.preorder_ancestor_sum_rows(rows), topology.to_preorder(topology.ancestor_sum(values)).T, atol=1e-12)
-    np.testing.assert_allclose(topology.preorder_subtree_sum_rows(rows), topology.to_preorder(topology.subtree_sum(values)).T, atol=1e-12)
+    np.testing.assert_allclose(
+        topology.preorder_ancestor_sum_rows(rows), topology.to_preorder(topology.ancestor_sum(values)).T, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        topology.preorder_subtree_sum_rows(rows), topology.to_preorder(topology.subtree_sum(values)).T, atol=1e-12
+    )
 
 
 def test_invalid_parent_arrays_are_rejected() -> None:

@@ -17,7 +17,6 @@ from river.datasets import synth
 
 from streamtree import ConfigError, FormatError, InputError, ProbabilityTree
 from streamtree.persistence import FORMAT_VERSION
-
 from tests.batches import learn_in_batches
 
 SMOOTHINGS = ["hgs", "mbranch", "mestimate", "laplace", "mle"]
@@ -360,7 +359,9 @@ def test_real_dataset_log_loss_beats_laplace() -> None:
 def test_half_life_forgets_an_old_concept() -> None:
     """After the concept flips, a forgetting tree follows the new one; counts stay consistent."""
     rng = random.Random(2)
-    stream_ = [({"a": v, "b": rng.random()}, (v > 0.5) != (i >= 3000)) for i, v in enumerate(rng.random() for _ in range(5000))]
+    stream_ = [
+        ({"a": v, "b": rng.random()}, (v > 0.5) != (i >= 3000)) for i, v in enumerate(rng.random() for _ in range(5000))
+    ]
     # the counts alone: the linear component's regression follows the flip for both
     plain = ProbabilityTree(refit_every=200, drift_delta=None, linear=False)
     forgetting = ProbabilityTree(refit_every=200, half_life=500, drift_delta=None, linear=False)

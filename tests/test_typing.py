@@ -14,7 +14,16 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_library_and_service_type_check() -> None:
     pytest.importorskip("mypy")
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "streamtree", "app", "--no-error-summary", "--cache-dir", str(ROOT / ".mypy_cache")],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "streamtree",
+            "app",
+            "--no-error-summary",
+            "--cache-dir",
+            str(ROOT / ".mypy_cache"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -73,8 +73,14 @@ class LoginThrottle:
         Seconds, monotonic.
     """
 
-    def __init__(self, burst: int = 10, refill_s: float = 10.0, max_wait_s: float = 900.0,
-                 max_clients: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        burst: int = 10,
+        refill_s: float = 10.0,
+        max_wait_s: float = 900.0,
+        max_clients: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.burst, self.refill_s, self.max_wait_s = burst, refill_s, max_wait_s
         self.max_clients = max_clients
         self.clock = clock

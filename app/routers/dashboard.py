@@ -37,7 +37,7 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 #: Sent with every dashboard response: nothing may be loaded from, or sent to, another origin.
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                               "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",

@@ -51,13 +51,23 @@ def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
     return FastJSON(host.decide_one(body.features, costs, body.id, has_key(request)) | {"seq": host.seq})
 
 
-@router.post("/decide", response_model=DecideResult | DecideBatchResult, responses=_RESPONSES,
-             summary="Decide at least expected cost (default model)", description=_DOC)
+@router.post(
+    "/decide",
+    response_model=DecideResult | DecideBatchResult,
+    responses=_RESPONSES,
+    summary="Decide at least expected cost (default model)",
+    description=_DOC,
+)
 async def decide_default(body: DecideBody, host: ReadDefaultModel, request: Request) -> FastJSON:
     return decide(host, body, request)
 
 
-@router.post("/models/{name}/decide", response_model=DecideResult | DecideBatchResult, responses=_RESPONSES,
-             summary="Decide at least expected cost", description=_DOC)
+@router.post(
+    "/models/{name}/decide",
+    response_model=DecideResult | DecideBatchResult,
+    responses=_RESPONSES,
+    summary="Decide at least expected cost",
+    description=_DOC,
+)
 async def decide_named(body: DecideBody, host: ReadModel, request: Request) -> FastJSON:
     return decide(host, body, request)

@@ -24,10 +24,15 @@ EVENTS_MAX = 10_000
 SEQ_MAX = 2**63 - 1
 
 
-@router.get("/events", summary="The event log", response_model=LoggedEvents,
-            responses={429: {"description": "Too many exports are streaming (`max_exports`); retry after "
-                                            "`Retry-After` seconds."},
-                       503: {"description": "The event log could not be read."}})
+@router.get(
+    "/events",
+    summary="The event log",
+    response_model=LoggedEvents,
+    responses={
+        429: {"description": "Too many exports are streaming (`max_exports`); retry after `Retry-After` seconds."},
+        503: {"description": "The event log could not be read."},
+    },
+)
 async def model_events(
     host: ReadModel,
     request: Request,

@@ -37,9 +37,14 @@ another body is a 422 naming the header."""
 MAX_KEY_LENGTH = 255
 
 #: The ``Idempotency-Key`` request header (optional).
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key",
-                                               description="Makes a retry of this request learn nothing: "
-                                               "it gets the first answer (1-255 printable ASCII characters)")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="Makes a retry of this request learn nothing: "
+        "it gets the first answer (1-255 printable ASCII characters)",
+    ),
+]
 
 
 async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> FastJSON:
@@ -52,8 +57,10 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> Fas
         events = [_checked(body.features, body.label, body.id, ("body",), limits)]
     else:
         check_length(body.events, ("body", "events"), limits)
-        events = [_checked(*check_event(e, ("body", "events", i)), ("body", "events", i), limits)
-                  for i, e in enumerate(body.events)]
+        events = [
+            _checked(*check_event(e, ("body", "events", i)), ("body", "events", i), limits)
+            for i, e in enumerate(body.events)
+        ]
         _check_ids_once(events)
     batch = body.events is not None
     learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "")
@@ -63,8 +70,9 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> Fas
 def _check_key(key: str) -> None:
     """Refuse an ``Idempotency-Key`` that is empty, too long or not printable ASCII."""
     if not 1 <= len(key) <= MAX_KEY_LENGTH or not all(" " <= c <= "~" for c in key):
-        raise field_error(KEY_LOC, f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable ASCII characters",
-                          "idempotency_key")
+        raise field_error(
+            KEY_LOC, f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable ASCII characters", "idempotency_key"
+        )
 
 
 def _body_hash(events: list[LearnEvent], batch: bool) -> str:
@@ -80,8 +88,11 @@ def _check_ids_once(events: list[LearnEvent]) -> None:
         if event.id is None:
             continue
         if event.id in first:
-            raise field_error(("body", "events", i, "id"), f"This id is also at events[{first[event.id]}]; "
-                              "a batch names each id at most once", "duplicate_id")
+            raise field_error(
+                ("body", "events", i, "id"),
+                f"This id is also at events[{first[event.id]}]; a batch names each id at most once",
+                "duplicate_id",
+            )
         first[event.id] = i
 
 
@@ -97,15 +108,11 @@ def _checked(features: dict[str, Any] | None, label: Any, id: Any, loc: Loc, lim
     return LearnEvent(features, label, id)
 
 
-@router.post("/learn", response_model=LearnResult,
-             summary="Learn (default model)", description=_DOC)
-async def learn_default(body: LearnBody, host: WriteDefaultModel,
-                        idempotency_key: IdempotencyKey = None) -> FastJSON:
+@router.post("/learn", response_model=LearnResult, summary="Learn (default model)", description=_DOC)
+async def learn_default(body: LearnBody, host: WriteDefaultModel, idempotency_key: IdempotencyKey = None) -> FastJSON:
     return await learn(host, body, idempotency_key)
 
 
-@router.post("/models/{name}/learn", response_model=LearnResult,
-             summary="Learn", description=_DOC)
-async def learn_named(body: LearnBody, host: WriteModel,
-                      idempotency_key: IdempotencyKey = None) -> FastJSON:
+@router.post("/models/{name}/learn", response_model=LearnResult, summary="Learn", description=_DOC)
+async def learn_named(body: LearnBody, host: WriteModel, idempotency_key: IdempotencyKey = None) -> FastJSON:
     return await learn(host, body, idempotency_key)

@@ -19,13 +19,15 @@ CONFIG_EXAMPLE: dict[str, Any] = {}
 
 ConfigBody = Annotated[
     dict[str, Any],
-    Body(description="`ProbabilityTree` parameters, or `{\"estimator\": \"forest\", \"n_trees\", \"method\", "
-                     "\"seed\", \"tree\"}` for a `ProbabilityForest` (`tree`: its members' parameters); omitted "
-                     "ones take the library's defaults. Optionally `costs`, a cost matrix (decision to "
-                     "{label: cost}): the prequential metrics then also hold the improved squared error and the cost "
-                     "of the decisions of least expected cost. Unknown or invalid parameters get 422 naming the "
-                     "parameter.",
-         examples=[CONFIG_EXAMPLE, {"estimator": "forest", "n_trees": 10, "method": "bt+"}]),
+    Body(
+        description='`ProbabilityTree` parameters, or `{"estimator": "forest", "n_trees", "method", '
+        '"seed", "tree"}` for a `ProbabilityForest` (`tree`: its members\' parameters); omitted '
+        "ones take the library's defaults. Optionally `costs`, a cost matrix (decision to "
+        "{label: cost}): the prequential metrics then also hold the improved squared error and the cost "
+        "of the decisions of least expected cost. Unknown or invalid parameters get 422 naming the "
+        "parameter.",
+        examples=[CONFIG_EXAMPLE, {"estimator": "forest", "n_trees": 10, "method": "bt+"}],
+    ),
 ]
 
 
@@ -49,9 +51,16 @@ async def list_models(registry: ReadRegistry) -> ModelList:
     return ModelList(models=[listed(h) for h in registry.all()])
 
 
-@router.put("/{name}", response_model=ModelInfo, status_code=201,
-            summary="Create a model", responses={200: {"description": "It exists with this config."},
-                                                 409: {"description": "It exists with another config."}})
+@router.put(
+    "/{name}",
+    response_model=ModelInfo,
+    status_code=201,
+    summary="Create a model",
+    responses={
+        200: {"description": "It exists with this config."},
+        409: {"description": "It exists with another config."},
+    },
+)
 async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry, response: Response) -> ModelInfo:
     """Create model ``name`` with ``config`` (201); the same config again is a no-op (200).
     A config over the service's size bounds (``n_trees`` and others, the library's defaults

@@ -51,13 +51,15 @@ async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJ
     return FastJSON({"probabilities": host.predict_one(body.features, body.id, has_key(request)), "seq": host.seq})
 
 
-@router.post("/predict_proba", response_model=PredictResult,
-             summary="Predict probabilities (default model)", description=_DOC)
+@router.post(
+    "/predict_proba", response_model=PredictResult, summary="Predict probabilities (default model)", description=_DOC
+)
 async def predict_default(body: PredictBody, host: ReadDefaultModel, request: Request) -> FastJSON:
     return await predict(host, body, request)
 
 
-@router.post("/models/{name}/predict_proba", response_model=PredictResult,
-             summary="Predict probabilities", description=_DOC)
+@router.post(
+    "/models/{name}/predict_proba", response_model=PredictResult, summary="Predict probabilities", description=_DOC
+)
 async def predict_named(body: PredictBody, host: ReadModel, request: Request) -> FastJSON:
     return await predict(host, body, request)

@@ -10,8 +10,12 @@ from app.deps import ReadRegistry
 router = APIRouter(tags=["metrics"])
 
 
-@router.get("/metrics", summary="Prometheus metrics",
-            response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
+)
 async def prometheus_metrics(registry: ReadRegistry) -> Response:
     """Requests and latencies by route, events learned, commit sizes and model sizes."""
     return Response(generate_latest(registry.telemetry.registry), media_type=CONTENT_TYPE_LATEST)

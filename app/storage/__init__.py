@@ -12,8 +12,19 @@ import importlib
 import re
 from pathlib import Path
 
-from app.storage.base import (Coordinator, EventStore, IdempotentAnswer, Lease, LeaseLost, ModelExists, SeqConflict,
-                              Snapshot, StorageError, StoredModel, Sync)
+from app.storage.base import (
+    Coordinator,
+    EventStore,
+    IdempotentAnswer,
+    Lease,
+    LeaseLost,
+    ModelExists,
+    SeqConflict,
+    Snapshot,
+    StorageError,
+    StoredModel,
+    Sync,
+)
 
 __all__ = [
     "DB_NAME",
@@ -62,8 +73,9 @@ def check_url(url: str) -> str:
     """
     scheme, sep, _ = url.partition("://")
     if not sep or scheme not in ENGINES:
-        raise ValueError(f"A database URL starts with one of {', '.join(f'{s}://' for s in ENGINES)}; "
-                         f"got {redact(url)!r}")
+        raise ValueError(
+            f"A database URL starts with one of {', '.join(f'{s}://' for s in ENGINES)}; got {redact(url)!r}"
+        )
     return url
 
 

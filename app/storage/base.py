@@ -20,9 +20,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
-__all__ = ["PIECE_BYTES", "Coordinator", "EventStore", "IdempotentAnswer", "Lease", "LeaseLost", "ModelExists",
-           "SeqConflict", "Snapshot", "StorageError", "StoredModel", "Sync", "checked_piece", "join_pieces", "read_pieces",
-           "piece_crc", "pieces"]
+__all__ = [
+    "PIECE_BYTES",
+    "Coordinator",
+    "EventStore",
+    "IdempotentAnswer",
+    "Lease",
+    "LeaseLost",
+    "ModelExists",
+    "SeqConflict",
+    "Snapshot",
+    "StorageError",
+    "StoredModel",
+    "Sync",
+    "checked_piece",
+    "join_pieces",
+    "read_pieces",
+    "piece_crc",
+    "pieces",
+]
 
 #: Most bytes of a snapshot stored in one value. A snapshot is stored as pieces of at most this
 #: size, so no single value comes near an engine's limit (PostgreSQL's 1 GB per value, whose
@@ -90,7 +106,7 @@ def pieces(data: bytes, size: int) -> list[memoryview]:
     if size < 1:
         raise ValueError(f"size is the most bytes a piece holds, at least 1; got {size!r}")
     view = memoryview(data)
-    return [view[i:i + size] for i in range(0, len(view), size)]
+    return [view[i : i + size] for i in range(0, len(view), size)]
 
 
 def piece_crc(data: bytes | memoryview) -> int:
@@ -131,8 +147,9 @@ def join_pieces(name: str, seq: int, parts: list[bytes], size: int | None) -> by
     return data
 
 
-def read_pieces(name: str, seq: int, count: int, size: int | None,
-                fetch: Callable[[int], tuple[bytes, int] | None]) -> bytes:
+def read_pieces(
+    name: str, seq: int, count: int, size: int | None, fetch: Callable[[int], tuple[bytes, int] | None]
+) -> bytes:
     """A snapshot's bytes from its ``count`` pieces, each read with ``fetch(i)`` (the engine's
     ``(bytes, crc)`` row, or None), checked (:func:`checked_piece`) and joined (:func:`join_pieces`)."""
     return join_pieces(name, seq, [checked_piece(name, seq, i, fetch(i)) for i in range(count)], size)
@@ -274,8 +291,14 @@ class EventStore(ABC):
         """Remove a model with its event log and snapshots, in one transaction (no-op if absent)."""
 
     @abstractmethod
-    def append(self, name: str, first_seq: int, events: Sequence[str],
-               keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
+    def append(
+        self,
+        name: str,
+        first_seq: int,
+        events: Sequence[str],
+        keys: Sequence[IdempotentAnswer] = (),
+        window_s: float = 86_400.0,
+    ) -> None:
         """Append events numbered ``first_seq, first_seq + 1, ...`` in one transaction.
 
         Returns only once the transaction is committed (with ``sync="full"``: on disk).

@@ -52,9 +52,22 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 
 from app.storage import redact
-from app.storage.base import (PIECE_BYTES, Coordinator, EventStore, IdempotentAnswer, LeaseLost, ModelExists,
-                              SeqConflict, Snapshot, StorageError, StoredModel, Sync, piece_crc, pieces,
-                              read_pieces)
+from app.storage.base import (
+    PIECE_BYTES,
+    Coordinator,
+    EventStore,
+    IdempotentAnswer,
+    LeaseLost,
+    ModelExists,
+    SeqConflict,
+    Snapshot,
+    StorageError,
+    StoredModel,
+    Sync,
+    piece_crc,
+    pieces,
+    read_pieces,
+)
 from app.storage.postgres_schema import migrate
 
 __all__ = ["PostgresStore"]
@@ -133,11 +146,11 @@ class PostgresStore(EventStore):
         The database cannot be reached, or its schema is newer than this code.
     """
 
-    def __init__(self, url: str, sync: Sync = "full", max_connections: int = 4,
-                 piece_bytes: int = PIECE_BYTES) -> None:
+    def __init__(self, url: str, sync: Sync = "full", max_connections: int = 4, piece_bytes: int = PIECE_BYTES) -> None:
         if piece_bytes < 1:
-            raise ValueError(f"piece_bytes is the most bytes of a snapshot stored in one value, at least 1; "
-                             f"got {piece_bytes!r}")
+            raise ValueError(
+                f"piece_bytes is the most bytes of a snapshot stored in one value, at least 1; got {piece_bytes!r}"
+            )
         self.url = redact(url)
         self.piece_bytes = piece_bytes
         #: The ``application_name`` of every session of this store (recorded with the lease).
@@ -152,9 +165,14 @@ class PostgresStore(EventStore):
             with psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
                 migrate(conn)
             self._pool: ConnectionPool[Any] = ConnectionPool(
-                url, min_size=1, max_size=max_connections, open=False, timeout=CONNECT_TIMEOUT,
+                url,
+                min_size=1,
+                max_size=max_connections,
+                open=False,
+                timeout=CONNECT_TIMEOUT,
                 kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT)},
-                configure=self._configure, name="streamtree",
+                configure=self._configure,
+                name="streamtree",
             )
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
 
@@ -176,8 +194,9 @@ class PostgresStore(EventStore):
         return cls(url, sync)
 
     @contextmanager
-    def _conn(self, conflict: type[StorageError] = StorageError,
-              write: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    def _conn(
+        self, conflict: type[StorageError] = StorageError, write: bool = False
+    ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection; psycopg's exceptions leave as the store's.
 
         When the connection fails (e.g. ended by an instance that took the lease: it ends all
@@ -216,8 +235,9 @@ class PostgresStore(EventStore):
         from app.storage.postgres_lease import PostgresCoordinator
 
         self._fenced = True
-        return PostgresCoordinator(self._dsn, holder, url, lease_s, poll_s, on_token=self._set_token,
-                                   sessions=self.sessions)
+        return PostgresCoordinator(
+            self._dsn, holder, url, lease_s, poll_s, on_token=self._set_token, sessions=self.sessions
+        )
 
     def _set_token(self, token: int) -> None:
         """Called by the coordinator when it takes the lease, before it tells the service."""
@@ -234,8 +254,10 @@ class PostgresStore(EventStore):
     def claim_first_start(self) -> bool:
         """Return True exactly once per database: on the service's first start."""
         with self._conn() as conn:
-            cur = conn.execute("INSERT INTO streamtree_meta (key, value) VALUES ('initialised', now()::text) "
-                               "ON CONFLICT (key) DO NOTHING")
+            cur = conn.execute(
+                "INSERT INTO streamtree_meta (key, value) VALUES ('initialised', now()::text) "
+                "ON CONFLICT (key) DO NOTHING"
+            )
             return cur.rowcount == 1
 
     def models(self) -> list[StoredModel]:
@@ -260,8 +282,14 @@ class PostgresStore(EventStore):
             conn.execute("DELETE FROM streamtree_models WHERE name = %s", (name,))
             self._check_fence(conn)
 
-    def append(self, name: str, first_seq: int, events: Sequence[str],
-               keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
+    def append(
+        self,
+        name: str,
+        first_seq: int,
+        events: Sequence[str],
+        keys: Sequence[IdempotentAnswer] = (),
+        window_s: float = 86_400.0,
+    ) -> None:
         """Append events numbered ``first_seq, ...`` with the requests' idempotency keys, in one transaction.
 
         :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``
@@ -273,13 +301,19 @@ class PostgresStore(EventStore):
                     _check_follows(conn, name, first_seq)
                     conn.cursor().executemany(
                         "INSERT INTO streamtree_events (model, seq, event) VALUES (%s, %s, %s)",
-                        [(name, first_seq + i, event) for i, event in enumerate(events)])
+                        [(name, first_seq + i, event) for i, event in enumerate(events)],
+                    )
                     # forget the model's keys past the window, so a key may be used again after it
-                    conn.execute("DELETE FROM streamtree_idempotency WHERE model = %s "
-                                  "AND created_at <= now() - make_interval(secs => %s)", (name, window_s))
+                    conn.execute(
+                        "DELETE FROM streamtree_idempotency WHERE model = %s "
+                        "AND created_at <= now() - make_interval(secs => %s)",
+                        (name, window_s),
+                    )
                     conn.cursor().executemany(
                         "INSERT INTO streamtree_idempotency (model, key, body_hash, learned, seq) "
-                        "VALUES (%s, %s, %s, %s, %s)", [(name, k.key, k.body_hash, k.learned, k.seq) for k in keys])
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        [(name, k.key, k.body_hash, k.learned, k.seq) for k in keys],
+                    )
                     self._check_fence(conn)
                 return
             if len(events) < COPY_FROM:
@@ -303,7 +337,9 @@ class PostgresStore(EventStore):
         with self._conn() as conn:
             row = conn.execute(
                 "SELECT body_hash, learned, seq FROM streamtree_idempotency WHERE model = %s AND key = %s "
-                "AND created_at > now() - make_interval(secs => %s)", (name, key, window_s)).fetchone()
+                "AND created_at > now() - make_interval(secs => %s)",
+                (name, key, window_s),
+            ).fetchone()
         return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
@@ -318,8 +354,9 @@ class PostgresStore(EventStore):
     def snapshot_seqs(self, name: str) -> list[int]:
         """The seqs of the model's snapshots, newest first."""
         with self._conn() as conn:
-            rows = conn.execute("SELECT seq FROM streamtree_snapshots WHERE model = %s ORDER BY seq DESC",
-                                (name,)).fetchall()
+            rows = conn.execute(
+                "SELECT seq FROM streamtree_snapshots WHERE model = %s ORDER BY seq DESC", (name,)
+            ).fetchall()
         return [int(seq) for (seq,) in rows]
 
     def read_snapshot(self, name: str, seq: int) -> Snapshot:
@@ -327,16 +364,31 @@ class PostgresStore(EventStore):
         meanwhile is still whole), a piece per round trip in binary, each piece checked."""
         with self._conn() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            row = conn.execute("SELECT model_bytes, state, pieces, size FROM streamtree_snapshots "
-                               "WHERE model = %s AND seq = %s", (name, seq), binary=True).fetchone()
+            row = conn.execute(
+                "SELECT model_bytes, state, pieces, size FROM streamtree_snapshots WHERE model = %s AND seq = %s",
+                (name, seq),
+                binary=True,
+            ).fetchone()
             if row is None:
                 raise StorageError(f"model {name!r} has no snapshot at seq {seq}")
             blob, state, count, size = row
             if count is None:  # written before pieces: the bytes are in the row
                 return Snapshot(seq, bytes(blob), state)
-            return Snapshot(seq, read_pieces(name, seq, count, size, lambda i: conn.execute(
-                "SELECT bytes, crc FROM streamtree_snapshot_pieces WHERE model = %s AND seq = %s AND piece = %s",
-                (name, seq, i), binary=True).fetchone()), state)
+            return Snapshot(
+                seq,
+                read_pieces(
+                    name,
+                    seq,
+                    count,
+                    size,
+                    lambda i: conn.execute(
+                        "SELECT bytes, crc FROM streamtree_snapshot_pieces WHERE model = %s AND seq = %s AND piece = %s",
+                        (name, seq, i),
+                        binary=True,
+                    ).fetchone(),
+                ),
+                state,
+            )
 
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
         """Store a snapshot, its bytes in pieces, and keep only the newest ``keep`` of the
@@ -351,8 +403,11 @@ class PostgresStore(EventStore):
                 (name, snapshot.seq, snapshot.state, len(parts), len(snapshot.model_bytes)),
             )
             for i, part in enumerate(parts):
-                conn.execute("INSERT INTO streamtree_snapshot_pieces (model, seq, piece, bytes, crc) "
-                             "VALUES (%s, %s, %s, %b, %s)", (name, snapshot.seq, i, part, piece_crc(part)))
+                conn.execute(
+                    "INSERT INTO streamtree_snapshot_pieces (model, seq, piece, bytes, crc) "
+                    "VALUES (%s, %s, %s, %b, %s)",
+                    (name, snapshot.seq, i, part, piece_crc(part)),
+                )
             conn.execute(  # their pieces go with them (ON DELETE CASCADE)
                 "DELETE FROM streamtree_snapshots WHERE model = %s AND seq NOT IN "
                 "(SELECT seq FROM streamtree_snapshots WHERE model = %s ORDER BY seq DESC LIMIT %s)",

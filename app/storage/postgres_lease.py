@@ -143,8 +143,16 @@ class PostgresCoordinator(Coordinator):
         takes it next ends them (a random one by default).
     """
 
-    def __init__(self, dsn: str, holder: str, url: str, lease_s: float, poll_s: float,
-                 on_token: Callable[[int], None], sessions: str | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        holder: str,
+        url: str,
+        lease_s: float,
+        poll_s: float,
+        on_token: Callable[[int], None],
+        sessions: str | None = None,
+    ) -> None:
         self._dsn, self._me, self._url = dsn, holder, url
         self._sessions = sessions or f"streamtree-{uuid.uuid4().hex[:12]}"
         self._eligible = True
@@ -241,8 +249,13 @@ class PostgresCoordinator(Coordinator):
         """With the lock: take the lease if free (first ending the previous holder's sessions);
         tell the store and the service."""
         free = _FREE if self._eligible else _FREE_DEFERRED
-        params = {"holder": self._me, "url": self._url, "lease": self._lease_s, "sessions": self._sessions,
-                  "grace": self._lease_s}
+        params = {
+            "holder": self._me,
+            "url": self._url,
+            "lease": self._lease_s,
+            "sessions": self._sessions,
+            "grace": self._lease_s,
+        }
         conn = self._connection()
         self._end_sessions(conn, _END_HOLDER.format(free=free), params)
         sent = time.monotonic()

@@ -172,8 +172,10 @@ def migrate(conn: Any, target: int | None = None) -> tuple[int, int]:
         row = conn.execute("SELECT version FROM streamtree_schema_version").fetchone()
         before = int(row[0]) if row else 0
         if before > len(MIGRATIONS):
-            raise StorageError(f"the database's streamtree schema is version {before}, newer than this "
-                               f"streamtree's ({len(MIGRATIONS)}): upgrade streamtree to use it")
+            raise StorageError(
+                f"the database's streamtree schema is version {before}, newer than this "
+                f"streamtree's ({len(MIGRATIONS)}): upgrade streamtree to use it"
+            )
         for version in range(before + 1, newest + 1):
             conn.execute(MIGRATIONS[version - 1])
         after = max(before, newest)

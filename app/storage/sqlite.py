@@ -17,8 +17,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from app.storage.base import (PIECE_BYTES, EventStore, IdempotentAnswer, ModelExists, SeqConflict, Snapshot,
-                              StorageError, StoredModel, Sync, piece_crc, pieces, read_pieces)
+from app.storage.base import (
+    PIECE_BYTES,
+    EventStore,
+    IdempotentAnswer,
+    ModelExists,
+    SeqConflict,
+    Snapshot,
+    StorageError,
+    StoredModel,
+    Sync,
+    piece_crc,
+    pieces,
+    read_pieces,
+)
 
 __all__ = ["SQLiteStore"]
 
@@ -97,8 +109,9 @@ class SQLiteStore(EventStore):
 
     def __init__(self, path: Path | str, sync: Sync = "full", piece_bytes: int = PIECE_BYTES) -> None:
         if piece_bytes < 1:
-            raise ValueError(f"piece_bytes is the most bytes of a snapshot stored in one blob, at least 1; "
-                             f"got {piece_bytes!r}")
+            raise ValueError(
+                f"piece_bytes is the most bytes of a snapshot stored in one blob, at least 1; got {piece_bytes!r}"
+            )
         self.path = path
         self.piece_bytes = piece_bytes
         with _translated():
@@ -121,7 +134,7 @@ class SQLiteStore(EventStore):
         prefix = "sqlite:///"
         if not url.startswith(prefix) or len(url) == len(prefix):
             raise StorageError(f"An SQLite URL is {prefix}<path to the database file>; got {url!r}")
-        return cls(url[len(prefix):], sync)
+        return cls(url[len(prefix) :], sync)
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close the connection."""
@@ -134,8 +147,9 @@ class SQLiteStore(EventStore):
     def claim_first_start(self) -> bool:
         """Return True exactly once per database: on the service's first start."""
         with _translated(), self._transaction():
-            cur = self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('initialised', ?)",
-                                   (repr(time.time()),))
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('initialised', ?)", (repr(time.time()),)
+            )
             return cur.rowcount == 1
 
     def models(self) -> list[StoredModel]:
@@ -151,8 +165,9 @@ class SQLiteStore(EventStore):
     def create_model(self, name: str, config: str) -> None:
         """Record a new model; :class:`ModelExists` if the name is taken."""
         with _translated(ModelExists), self._transaction():
-            self._db.execute("INSERT INTO models(name, config, created_at) VALUES (?, ?, ?)",
-                             (name, config, time.time()))
+            self._db.execute(
+                "INSERT INTO models(name, config, created_at) VALUES (?, ?, ?)", (name, config, time.time())
+            )
 
     def delete_model(self, name: str) -> None:
         """Remove a model with its event log and snapshots, in one transaction."""
@@ -163,8 +178,14 @@ class SQLiteStore(EventStore):
             self._db.execute("DELETE FROM idempotency WHERE model = ?", (name,))
             self._db.execute("DELETE FROM models WHERE name = ?", (name,))
 
-    def append(self, name: str, first_seq: int, events: Sequence[str],
-               keys: Sequence[IdempotentAnswer] = (), window_s: float = 86_400.0) -> None:
+    def append(
+        self,
+        name: str,
+        first_seq: int,
+        events: Sequence[str],
+        keys: Sequence[IdempotentAnswer] = (),
+        window_s: float = 86_400.0,
+    ) -> None:
         """Append events numbered ``first_seq, ...`` with the requests' idempotency keys, and commit.
 
         :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``.
@@ -177,8 +198,7 @@ class SQLiteStore(EventStore):
                 raise SeqConflict(f"model {name!r}: append at seq {first_seq} after {last}")
             self._db.executemany("INSERT INTO events(model, seq, event) VALUES (?, ?, ?)", rows)
             if keys:  # forget the model's keys past the window, so a key may be used again after it
-                self._db.execute("DELETE FROM idempotency WHERE model = ? AND created_at <= ?",
-                                 (name, now - window_s))
+                self._db.execute("DELETE FROM idempotency WHERE model = ? AND created_at <= ?", (name, now - window_s))
                 self._db.executemany(
                     "INSERT INTO idempotency(model, key, body_hash, learned, seq, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
@@ -213,16 +233,28 @@ class SQLiteStore(EventStore):
         """The snapshot at ``seq``, its pieces read one at a time and checked (:class:`StorageError` if
         missing or corrupt)."""
         with _translated():
-            row = self._db.execute("SELECT model_bytes, state, pieces, size FROM snapshots WHERE model = ? AND seq = ?",
-                                   (name, seq)).fetchone()
+            row = self._db.execute(
+                "SELECT model_bytes, state, pieces, size FROM snapshots WHERE model = ? AND seq = ?", (name, seq)
+            ).fetchone()
             if row is None:
                 raise StorageError(f"model {name!r} has no snapshot at seq {seq}")
             blob, state, count, size = row
             if count is None:  # written before pieces: the bytes are in the row
                 return Snapshot(seq, bytes(blob), state)
-            return Snapshot(seq, read_pieces(name, seq, count, size, lambda i: self._db.execute(
-                "SELECT bytes, crc FROM snapshot_pieces WHERE model = ? AND seq = ? AND piece = ?",
-                (name, seq, i)).fetchone()), state)
+            return Snapshot(
+                seq,
+                read_pieces(
+                    name,
+                    seq,
+                    count,
+                    size,
+                    lambda i: self._db.execute(
+                        "SELECT bytes, crc FROM snapshot_pieces WHERE model = ? AND seq = ? AND piece = ?",
+                        (name, seq, i),
+                    ).fetchone(),
+                ),
+                state,
+            )
 
     def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
         """Store a snapshot (its bytes in pieces) atomically and keep only the newest ``keep`` of the model's."""
@@ -235,15 +267,20 @@ class SQLiteStore(EventStore):
                 (name, snapshot.seq, snapshot.state, time.time(), len(parts), len(snapshot.model_bytes)),
             )
             for i, part in enumerate(parts):
-                self._db.execute("INSERT INTO snapshot_pieces(model, seq, piece, bytes, crc) VALUES (?, ?, ?, ?, ?)",
-                                 (name, snapshot.seq, i, part, piece_crc(part)))
+                self._db.execute(
+                    "INSERT INTO snapshot_pieces(model, seq, piece, bytes, crc) VALUES (?, ?, ?, ?, ?)",
+                    (name, snapshot.seq, i, part, piece_crc(part)),
+                )
             self._db.execute(
                 "DELETE FROM snapshots WHERE model = ? AND seq NOT IN "
                 "(SELECT seq FROM snapshots WHERE model = ? ORDER BY seq DESC LIMIT ?)",
                 (name, name, keep),
             )
-            self._db.execute("DELETE FROM snapshot_pieces WHERE model = ? AND seq NOT IN "
-                             "(SELECT seq FROM snapshots WHERE model = ?)", (name, name))
+            self._db.execute(
+                "DELETE FROM snapshot_pieces WHERE model = ? AND seq NOT IN "
+                "(SELECT seq FROM snapshots WHERE model = ?)",
+                (name, name),
+            )
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -260,4 +297,3 @@ class SQLiteStore(EventStore):
             if self._db.in_transaction:  # a failed COMMIT may leave it open: later writes would all fail
                 self._db.execute("ROLLBACK")
             raise
-

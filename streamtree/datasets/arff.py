@@ -110,8 +110,13 @@ class ArffDataset:
         """The instances whose class is known (learners cannot use the others)."""
         keep = self.y >= 0
         return ArffDataset(
-            self.name, self.relation, self.attributes, self.class_attribute,
-            self.X[keep], self.y[keep], self.weights[keep],
+            self.name,
+            self.relation,
+            self.attributes,
+            self.class_attribute,
+            self.X[keep],
+            self.y[keep],
+            self.weights[keep],
         )
 
 
@@ -249,8 +254,17 @@ def _parse_attribute(tokens: list[tuple[str, bool]], lineno: int) -> Attribute:
 
 # ----------------------------------------------------------------------------- the data
 
-_JAVA_DATE = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
-              ("mm", "%M"), ("ss", "%S"), ("SSS", "%f"), ("Z", "%z")]
+_JAVA_DATE = [
+    ("yyyy", "%Y"),
+    ("yy", "%y"),
+    ("MM", "%m"),
+    ("dd", "%d"),
+    ("HH", "%H"),
+    ("mm", "%M"),
+    ("ss", "%S"),
+    ("SSS", "%f"),
+    ("Z", "%z"),
+]
 
 
 def _java_to_strptime(fmt: str) -> str:
@@ -285,8 +299,7 @@ def _encode_column(
                 out[i] = float(texts[i])
             except ValueError:
                 raise FormatError(
-                    f"line {first_line[i]}: attribute {attr.name!r} is numeric but the value "
-                    f"is {texts[i]!r}"
+                    f"line {first_line[i]}: attribute {attr.name!r} is numeric but the value is {texts[i]!r}"
                 ) from None
         return out, attr
     if attr.kind == "date":
@@ -300,8 +313,7 @@ def _encode_column(
                 stamp = datetime.strptime(t, pattern)
             except ValueError:
                 raise FormatError(
-                    f"line {first_line[i]}: attribute {attr.name!r} expects dates like "
-                    f"{attr.date_format!r}; got {t!r}"
+                    f"line {first_line[i]}: attribute {attr.name!r} expects dates like {attr.date_format!r}; got {t!r}"
                 ) from None
             if stamp.tzinfo is None:
                 stamp = stamp.replace(tzinfo=UTC)

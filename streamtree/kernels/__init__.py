@@ -74,8 +74,28 @@ _previous = getattr(numba.config, "CACHE_DIR")  # noqa: B009
 setattr(numba.config, "CACHE_DIR", CACHE_DIR)  # noqa: B010
 try:  # define every kernel now, under this cache directory
     from streamtree.kernels import (  # noqa: F401  (every module of the package: tests/kernels/test_cache.py)
-        adwin, borrow, codes, criteria, drift, forest, grow, handle, hgs, hgs_loss, leaf_stats, learn, linear, linear_step,
-        naive_bayes, predict, randomness, reductions, refit, route, smoothing, split,
+        adwin,
+        borrow,
+        codes,
+        criteria,
+        drift,
+        forest,
+        grow,
+        handle,
+        hgs,
+        hgs_loss,
+        leaf_stats,
+        learn,
+        linear,
+        linear_step,
+        naive_bayes,
+        predict,
+        randomness,
+        reductions,
+        refit,
+        route,
+        smoothing,
+        split,
     )
 finally:
     setattr(numba.config, "CACHE_DIR", _previous)  # noqa: B010

@@ -354,7 +354,9 @@ def adwin_to_state(adwin_b: np.ndarray, adwin_n: np.ndarray, adwin_s: np.ndarray
         "change": float(adwin_s[A_CHANGE]),
         "detected_at": int(adwin_s[A_DETECTED_AT]),
         "row_sizes": np.array(sizes, dtype=np.int64),
-        "totals": np.array([adwin_b[row, j, TOTAL] for row in range(n_rows) for j in range(sizes[row])], dtype=np.float64),
+        "totals": np.array(
+            [adwin_b[row, j, TOTAL] for row in range(n_rows) for j in range(sizes[row])], dtype=np.float64
+        ),
         "variances": np.array(
             [adwin_b[row, j, VARIANCE] for row in range(n_rows) for j in range(sizes[row])], dtype=np.float64
         ),

@@ -47,21 +47,23 @@ from typing import Any
 
 from numba import njit
 from numba.core import cgutils, types
-from numba.core.imputils import lower_cast
 from numba.core.datamodel.models import ArrayModel
 from numba.core.errors import NumbaError
+from numba.core.imputils import lower_cast
 from numba.extending import box, intrinsic, overload_classmethod, register_model
 from numba.np.arrayobj import intrin_alloc
 
 __all__ = ["BORROWERS", "BorrowedArray", "borrow", "borrowed", "hold"]
 
-BORROWERS = frozenset({
-    "streamtree.kernels.handle",  # a handle's fields (rule 2)
-    "streamtree.kernels.learn",  # learn_rows (rule 4)
-    "streamtree.kernels.predict",  # predict_rows
-    "streamtree.kernels.forest",  # learn_forest_rows, predict_forest_rows
-    "streamtree.kernels.split",  # best_split's working buffer
-})
+BORROWERS = frozenset(
+    {
+        "streamtree.kernels.handle",  # a handle's fields (rule 2)
+        "streamtree.kernels.learn",  # learn_rows (rule 4)
+        "streamtree.kernels.predict",  # predict_rows
+        "streamtree.kernels.forest",  # learn_forest_rows, predict_forest_rows
+        "streamtree.kernels.split",  # best_split's working buffer
+    }
+)
 """The modules that may call :func:`borrow` and :func:`hold` (besides this one)."""
 
 
@@ -75,11 +77,21 @@ class BorrowedArray(types.Array):
 
     def __init__(self, dtype: Any, ndim: int, layout: str, readonly: bool = False, aligned: bool = True) -> None:
         access = "readonly " if readonly else ""
-        super().__init__(dtype, ndim, layout, readonly=readonly, aligned=aligned,  # type: ignore[call-overload]
-                         name=f"borrowed {access}array({dtype}, {ndim}d, {layout})")
+        super().__init__(
+            dtype,
+            ndim,
+            layout,
+            readonly=readonly,
+            aligned=aligned,  # type: ignore[call-overload]
+            name=f"borrowed {access}array({dtype}, {ndim}d, {layout})",
+        )
 
     def copy(  # type: ignore[override]
-        self, dtype: Any = None, ndim: Any = None, layout: Any = None, readonly: Any = None,
+        self,
+        dtype: Any = None,
+        ndim: Any = None,
+        layout: Any = None,
+        readonly: Any = None,
     ) -> BorrowedArray:
         return borrowed(super().copy(dtype=dtype, ndim=ndim, layout=layout, readonly=readonly))
 
@@ -93,8 +105,13 @@ class BorrowedArray(types.Array):
 
 def borrowed(array_type: types.Array) -> BorrowedArray:
     """The borrowed type of an array type (a handle's field types)."""
-    return BorrowedArray(array_type.dtype, array_type.ndim, array_type.layout, readonly=not array_type.mutable,
-                         aligned=array_type.aligned)
+    return BorrowedArray(
+        array_type.dtype,
+        array_type.ndim,
+        array_type.layout,
+        readonly=not array_type.mutable,
+        aligned=array_type.aligned,
+    )
 
 
 register_model(BorrowedArray)(ArrayModel)
@@ -106,6 +123,7 @@ def _allocate(cls, allocsize, align):  # type: ignore[no-untyped-def]
     # No annotations: numba compares this signature with impl's, and they must be the same
     def impl(cls, allocsize, align):  # type: ignore[no-untyped-def]
         return intrin_alloc(allocsize, align)
+
     return impl
 
 
@@ -119,8 +137,10 @@ def _to_borrowed(context: Any, builder: Any, fromty: Any, toty: Any, val: Any) -
 @lower_cast(BorrowedArray, types.Array)
 def _to_owned(context: Any, builder: Any, fromty: Any, toty: Any, val: Any) -> Any:
     # numba unifies ``owned if c else borrowed`` (owned first) as owned: refuse it
-    raise NumbaError(f"a borrowed array ({fromty}) cannot become an owned one ({toty}): borrow the owned "
-                     "one too (streamtree.kernels.borrow, rule 5)")
+    raise NumbaError(
+        f"a borrowed array ({fromty}) cannot become an owned one ({toty}): borrow the owned "
+        "one too (streamtree.kernels.borrow, rule 5)"
+    )
 
 
 @lower_cast(BorrowedArray, BorrowedArray)
@@ -130,8 +150,9 @@ def _borrowed_to_borrowed(context: Any, builder: Any, fromty: Any, toty: Any, va
 
 @box(BorrowedArray)
 def _box(typ: BorrowedArray, val: Any, c: Any) -> Any:
-    raise NumbaError(f"a borrowed array ({typ}) cannot be returned to Python: it has no owner "
-                     "(streamtree.kernels.borrow, rule 5)")
+    raise NumbaError(
+        f"a borrowed array ({typ}) cannot be returned to Python: it has no owner (streamtree.kernels.borrow, rule 5)"
+    )
 
 
 @intrinsic

@@ -10,13 +10,40 @@ A model hands its configuration to the kernels as two arrays, ``cfg_i`` (int64) 
 from __future__ import annotations
 
 __all__ = [
-    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "HOEFFDING", "RANDOM", "SPLITTER_CODES", "START", "SUBSPACE",
+    "ADOPT",
+    "CONFIG_FLOATS",
+    "CONFIG_INTS",
+    "DONE",
+    "GROW",
+    "HOEFFDING",
+    "RANDOM",
+    "SPLITTER_CODES",
+    "START",
+    "SUBSPACE",
 ]
 
 # cfg_i (int64) and cfg_f (float64): the configuration as the kernels read it
-(C_GRACE, C_MAX_DEPTH, C_MAX_NODES, C_SPLIT_POINTS, C_CRITERION, C_INHERIT, C_HONEST, C_REFIT_EVERY,
- C_REFIT_STEPS, C_SMOOTHER, C_NB, C_DRIFT, C_PATIENCE, C_HALF_LIFE, C_SPLITTER, C_SEED, C_SUBSPACE,
- C_LINEAR, C_TAU_RANGE) = range(19)
+(
+    C_GRACE,
+    C_MAX_DEPTH,
+    C_MAX_NODES,
+    C_SPLIT_POINTS,
+    C_CRITERION,
+    C_INHERIT,
+    C_HONEST,
+    C_REFIT_EVERY,
+    C_REFIT_STEPS,
+    C_SMOOTHER,
+    C_NB,
+    C_DRIFT,
+    C_PATIENCE,
+    C_HALF_LIFE,
+    C_SPLITTER,
+    C_SEED,
+    C_SUBSPACE,
+    C_LINEAR,
+    C_TAU_RANGE,
+) = range(19)
 CONFIG_INTS = 19
 (C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
 CONFIG_FLOATS = 4

@@ -6,8 +6,21 @@ from __future__ import annotations
 from numba import njit
 
 from streamtree.state import (
-    A_CHANGE, A_DETECTED_AT, A_DETECTIONS, A_N_ROWS, A_TIME, A_TOTAL, A_VARIANCE, A_WIDTH, D_ACTIVE, D_N_EVENTS,
-    D_SWAPS, D_TREE_SINCE, EVENTS_KEPT, M_EXAMPLES, SWAP,
+    A_CHANGE,
+    A_DETECTED_AT,
+    A_DETECTIONS,
+    A_N_ROWS,
+    A_TIME,
+    A_TOTAL,
+    A_VARIANCE,
+    A_WIDTH,
+    D_ACTIVE,
+    D_N_EVENTS,
+    D_SWAPS,
+    D_TREE_SINCE,
+    EVENTS_KEPT,
+    M_EXAMPLES,
+    SWAP,
 )
 
 __all__ = ["adopt", "argmax_error", "log_event"]

@@ -50,9 +50,22 @@ from streamtree.kernels.randomness import uniform
 from streamtree.kernels.route import route
 from streamtree.state import D_ACTIVE, M_CLASSES
 
-__all__ = ["ALL", "BAGGING", "BAGGING_STREAM", "DISJOINT", "DISJOINT_STREAM", "draw_reps", "learn_forest",
-           "learn_forest_rows", "member_list", "member_weights", "members_scratch", "predict_forest_rows", "put_member",
-           "weigh_rows"]
+__all__ = [
+    "ALL",
+    "BAGGING",
+    "BAGGING_STREAM",
+    "DISJOINT",
+    "DISJOINT_STREAM",
+    "draw_reps",
+    "learn_forest",
+    "learn_forest_rows",
+    "member_list",
+    "member_weights",
+    "members_scratch",
+    "predict_forest_rows",
+    "put_member",
+    "weigh_rows",
+]
 
 ALL, BAGGING, DISJOINT = range(3)  # the samplings (draw_reps)
 BAGGING_STREAM, DISJOINT_STREAM = 1, 2  # the streams of draws (the third key of each hash)
@@ -106,8 +119,25 @@ def _fitting(held_paths, held_work, t, bg):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, start_row, start_member, totals,
-                      proba_out, want_proba, scores, paths, work):  # type: ignore[no-untyped-def]
+def learn_forest_rows(
+    members,
+    backgrounds,
+    cfg_is,
+    cfg_fs,
+    num,
+    nom,
+    ks,
+    reps,
+    fkeys,
+    start_row,
+    start_member,
+    totals,
+    proba_out,
+    want_proba,
+    scores,
+    paths,
+    work,
+):  # type: ignore[no-untyped-def]
     """Learn the rows in every member, member after member, from ``(start_member, start_row)``.
 
     Parameters
@@ -160,9 +190,25 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
         bg = backgrounds[m] if d.drift_s[D_ACTIVE] != 0.0 else t
         held_paths, held_work = _fitting(held_paths, held_work, t, bg)
         first = start_row if m == start_member else 0
-        stop, why = learn_tree_rows(t, bg, d, cfg_is[m], cfg_fs[m], num, nom, ks, reps[m], fkeys, first,
-                                    totals[m] + first, proba_out[m], want_proba, scores[m], borrow(held_paths),
-                                    borrow(held_work))
+        stop, why = learn_tree_rows(
+            t,
+            bg,
+            d,
+            cfg_is[m],
+            cfg_fs[m],
+            num,
+            nom,
+            ks,
+            reps[m],
+            fkeys,
+            first,
+            totals[m] + first,
+            proba_out[m],
+            want_proba,
+            scores[m],
+            borrow(held_paths),
+            borrow(held_work),
+        )
         if why != DONE:
             member, row, reason = m, stop, why
             break
@@ -171,8 +217,31 @@ def learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, 
 
 
 @njit(cache=True)
-def learn_forest(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, fkeys, totals, sampling, seed, first, poisson_cdf,
-                 loss, eta, decay, reps, member_proba, scores, proba, want_proba, paths, work):  # type: ignore[no-untyped-def]
+def learn_forest(
+    members,
+    backgrounds,
+    cfg_is,
+    cfg_fs,
+    num,
+    nom,
+    ks,
+    fkeys,
+    totals,
+    sampling,
+    seed,
+    first,
+    poisson_cdf,
+    loss,
+    eta,
+    decay,
+    reps,
+    member_proba,
+    scores,
+    proba,
+    want_proba,
+    paths,
+    work,
+):  # type: ignore[no-untyped-def]
     """Learn a batch in every member from its first row: the draws for rows ``first ..`` (the
     forest's examples so far) into ``reps`` (:func:`draw_reps`), :func:`learn_forest_rows`
     from member 0 and row 0, and, when every member learned every row, :func:`weigh_rows`.
@@ -193,8 +262,25 @@ def learn_forest(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, fkeys, tota
     draw_reps(sampling, seed, first, poisson_cdf, reps)
     member_proba[:] = 0.0
     scores[:] = np.nan
-    member, row, reason = learn_forest_rows(members, backgrounds, cfg_is, cfg_fs, num, nom, ks, reps, fkeys, 0, 0, totals,
-                                            member_proba, want_proba, scores, paths, work)
+    member, row, reason = learn_forest_rows(
+        members,
+        backgrounds,
+        cfg_is,
+        cfg_fs,
+        num,
+        nom,
+        ks,
+        reps,
+        fkeys,
+        0,
+        0,
+        totals,
+        member_proba,
+        want_proba,
+        scores,
+        paths,
+        work,
+    )
     if reason == DONE:
         weigh_rows(loss, eta, decay, scores, member_proba, proba, want_proba)
     return member, row, reason

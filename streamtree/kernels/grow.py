@@ -17,16 +17,50 @@ import numpy as np
 from numba import njit
 
 from streamtree.kernels.codes import (
-    C_CRITERION, C_DELTA, C_INHERIT, C_MAX_DEPTH, C_MAX_NODES, C_MIN_BRANCH, C_SEED, C_SPLIT_POINTS, C_SPLITTER,
-    C_SUBSPACE, C_TAU, C_TAU_RANGE, RANDOM, SUBSPACE,
+    C_CRITERION,
+    C_DELTA,
+    C_INHERIT,
+    C_MAX_DEPTH,
+    C_MAX_NODES,
+    C_MIN_BRANCH,
+    C_SEED,
+    C_SPLIT_POINTS,
+    C_SPLITTER,
+    C_SUBSPACE,
+    C_TAU,
+    C_TAU_RANGE,
+    RANDOM,
+    SUBSPACE,
 )
 from streamtree.kernels.criteria import split_decision
 from streamtree.kernels.leaf_stats import classes_seen, splittable
 from streamtree.kernels.randomness import mix, uniform
 from streamtree.kernels.split import best_split, random_split
 from streamtree.state import (
-    ALPHA, COL, DEPTH, GRAD, KIND, LAST_ATTEMPT, LEAF, LEFT, M_CLASSES, M_FREE, M_NODES, M_NOMINAL, M_NUMERIC,
-    M_OVER_BUDGET, M_STOPPED, M_VALUES, MAX, MIN, PARENT, RIGHT, SEEN, SLOT, STEP, THETA,
+    ALPHA,
+    COL,
+    DEPTH,
+    GRAD,
+    KIND,
+    LAST_ATTEMPT,
+    LEAF,
+    LEFT,
+    M_CLASSES,
+    M_FREE,
+    M_NODES,
+    M_NOMINAL,
+    M_NUMERIC,
+    M_OVER_BUDGET,
+    M_STOPPED,
+    M_VALUES,
+    MAX,
+    MIN,
+    PARENT,
+    RIGHT,
+    SEEN,
+    SLOT,
+    STEP,
+    THETA,
 )
 
 __all__ = ["MERIT_NOISE", "attempt_split", "has_room"]
@@ -153,8 +187,9 @@ def _subspace(t, cfg_i, fkeys, slot, leaf, attempt):  # type: ignore[no-untyped-
     allowed = np.zeros(n_features, dtype=np.bool_)
     n = 0
     for f in range(n_features):
-        allowed[f] = splittable(t.num_stats, t.num_range, t.nom_stats, slot, t.meta[M_CLASSES], n_numeric, n_nominal,
-                                t.meta[M_VALUES], f)
+        allowed[f] = splittable(
+            t.num_stats, t.num_range, t.nom_stats, slot, t.meta[M_CLASSES], n_numeric, n_nominal, t.meta[M_VALUES], f
+        )
         n += allowed[f]
     m = cfg_i[C_SUBSPACE] if cfg_i[C_SUBSPACE] > 0 else max(1, int(round(math.sqrt(n))))
     if m >= n:
@@ -189,9 +224,19 @@ def attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: i
     attempt = int(seen)
     if splitter == RANDOM:
         found, kind, col, threshold = random_split(
-            t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, n_numeric, n_nominal, t.meta[M_VALUES],
-            _feature_draws(cfg_i, fkeys, n_numeric + n_nominal, leaf, attempt), uniform(cfg_i[C_SEED], leaf, attempt, 1),
-            left, right,
+            t.num_stats,
+            t.num_range,
+            t.nom_stats,
+            t.shift,
+            slot,
+            k,
+            n_numeric,
+            n_nominal,
+            t.meta[M_VALUES],
+            _feature_draws(cfg_i, fkeys, n_numeric + n_nominal, leaf, attempt),
+            uniform(cfg_i[C_SEED], leaf, attempt, 1),
+            left,
+            right,
         )
         n_present = 0
         for c in range(k):
@@ -207,8 +252,21 @@ def attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: i
     else:
         allowed = np.ones(n_numeric + n_nominal, dtype=np.bool_)
     found, kind, col, threshold, merit, second = best_split(
-        t.num_stats, t.num_range, t.nom_stats, t.shift, slot, k, n_numeric, n_nominal,
-        t.meta[M_VALUES], cfg_i[C_CRITERION], cfg_i[C_SPLIT_POINTS], cfg_f[C_MIN_BRANCH], allowed, left, right,
+        t.num_stats,
+        t.num_range,
+        t.nom_stats,
+        t.shift,
+        slot,
+        k,
+        n_numeric,
+        n_nominal,
+        t.meta[M_VALUES],
+        cfg_i[C_CRITERION],
+        cfg_i[C_SPLIT_POINTS],
+        cfg_f[C_MIN_BRANCH],
+        allowed,
+        left,
+        right,
     )
     if not found or merit <= MERIT_NOISE:
         return

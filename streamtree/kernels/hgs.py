@@ -88,8 +88,22 @@ def loocv(
     loo_total = np.empty(n)
     n_leaf = prepare(internal, counts, n, n_classes, th, loo_total)
     return evaluate(
-        parent, internal, counts, n, n_classes, alpha, alpha0, th, loo_total, n_leaf,
-        np.empty(n), np.empty((n, n_classes)), np.empty(n), np.empty((n, n_classes)), grad, True,
+        parent,
+        internal,
+        counts,
+        n,
+        n_classes,
+        alpha,
+        alpha0,
+        th,
+        loo_total,
+        n_leaf,
+        np.empty(n),
+        np.empty((n, n_classes)),
+        np.empty(n),
+        np.empty((n, n_classes)),
+        grad,
+        True,
     )
 
 
@@ -152,8 +166,22 @@ def refit_online(
                 alpha[i] = math.exp(hgs[i, THETA])
         alpha0 = math.exp(scal[0])
         cost, grad0 = evaluate(
-            parent, internal, counts, n, n_classes, alpha, alpha0, th, loo_total, n_leaf,
-            acc_a, acc_b, sub_u, sub_w, grad, step_index == steps - 1,
+            parent,
+            internal,
+            counts,
+            n,
+            n_classes,
+            alpha,
+            alpha0,
+            th,
+            loo_total,
+            n_leaf,
+            acc_a,
+            acc_b,
+            sub_u,
+            sub_w,
+            grad,
+            step_index == steps - 1,
         )
         for i in range(n):
             g = grad[i] * alpha[i] if internal[i] else 0.0
@@ -239,15 +267,43 @@ def refit_paper(
     grad = np.empty(n)
     new_grad = np.empty(n)
     cost, _ = evaluate(
-        parent, internal, counts, n, n_classes, alpha, 0.0, th, loo_total, n_leaf,
-        acc_a, acc_b, sub_u, sub_w, grad, True,
+        parent,
+        internal,
+        counts,
+        n,
+        n_classes,
+        alpha,
+        0.0,
+        th,
+        loo_total,
+        n_leaf,
+        acc_a,
+        acc_b,
+        sub_u,
+        sub_w,
+        grad,
+        True,
     )
     for _ in range(max_iter):
         for i in range(n):
             candidate[i] = max(alpha[i] - learning_rate * grad[i], 0.0)
         new_cost, _ = evaluate(
-            parent, internal, counts, n, n_classes, candidate, 0.0, th, loo_total, n_leaf,
-            acc_a, acc_b, sub_u, sub_w, new_grad, True,
+            parent,
+            internal,
+            counts,
+            n,
+            n_classes,
+            candidate,
+            0.0,
+            th,
+            loo_total,
+            n_leaf,
+            acc_a,
+            acc_b,
+            sub_u,
+            sub_w,
+            new_grad,
+            True,
         )
         improvement = cost - new_cost
         if not improvement > 0:  # also stops on an infinite (constant) cost

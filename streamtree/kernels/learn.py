@@ -53,12 +53,39 @@ from numba import njit
 
 from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.borrow import borrow, hold
-from streamtree.kernels.drift import adopt, argmax_error, log_event
 from streamtree.kernels.codes import (
-    ADOPT, C_CRITERION, C_DELTA, C_DRIFT, C_GRACE, C_HALF_LIFE, C_HONEST, C_INHERIT, C_LINEAR, C_M, C_MAX_DEPTH,
-    C_MAX_NODES, C_MIN_BRANCH, C_NB, C_PATIENCE, C_REFIT_EVERY, C_REFIT_STEPS, C_SEED, C_SMOOTHER, C_SPLIT_POINTS,
-    C_SPLITTER, C_SUBSPACE, C_TAU, C_TAU_RANGE, CONFIG_FLOATS, CONFIG_INTS, DONE, GROW, SPLITTER_CODES, START,
+    ADOPT,
+    C_CRITERION,
+    C_DELTA,
+    C_DRIFT,
+    C_GRACE,
+    C_HALF_LIFE,
+    C_HONEST,
+    C_INHERIT,
+    C_LINEAR,
+    C_M,
+    C_MAX_DEPTH,
+    C_MAX_NODES,
+    C_MIN_BRANCH,
+    C_NB,
+    C_PATIENCE,
+    C_REFIT_EVERY,
+    C_REFIT_STEPS,
+    C_SEED,
+    C_SMOOTHER,
+    C_SPLIT_POINTS,
+    C_SPLITTER,
+    C_SUBSPACE,
+    C_TAU,
+    C_TAU_RANGE,
+    CONFIG_FLOATS,
+    CONFIG_INTS,
+    DONE,
+    GROW,
+    SPLITTER_CODES,
+    START,
 )
+from streamtree.kernels.drift import adopt, argmax_error, log_event
 from streamtree.kernels.grow import attempt_split, has_room
 from streamtree.kernels.leaf_stats import update_stats
 from streamtree.kernels.linear_step import learn_linear
@@ -67,20 +94,74 @@ from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_logli
 from streamtree.kernels.refit import refit
 from streamtree.kernels.route import route
 from streamtree.state import (
-    A_CHANGE, D_ACTIVE, D_COMPARED,
-    D_DETECTIONS, D_DROPPED, D_GAP, DETECTION, DROPPED, F_GAMMA, F_MIX_A,
-    F_MIX_B, F_MIX_C, KIND, LAST_ATTEMPT, LEAF, M_CLASSES, M_EXAMPLES, M_MIX_SCORED, M_NB_SCORED, M_NUMERIC, MIN_PROBA, SEEN,
+    A_CHANGE,
+    D_ACTIVE,
+    D_COMPARED,
+    D_DETECTIONS,
+    D_DROPPED,
+    D_GAP,
+    DETECTION,
+    DROPPED,
+    F_GAMMA,
+    F_MIX_A,
+    F_MIX_B,
+    F_MIX_C,
+    KIND,
+    LAST_ATTEMPT,
+    LEAF,
+    M_CLASSES,
+    M_EXAMPLES,
+    M_MIX_SCORED,
+    M_NB_SCORED,
+    M_NUMERIC,
+    MIN_PROBA,
+    SEEN,
     SLOT,
 )
 
 # The configuration's codes (streamtree.kernels.codes) and the prediction kernels
 # (streamtree.kernels.predict) are importable from here too, where they were first.
 __all__ = [
-    "ADOPT", "CONFIG_FLOATS", "CONFIG_INTS", "DONE", "GROW", "SCRATCH_ROWS", "SPLITTER_CODES", "START", "learn_rows",
-    "learn_tree_rows", "predict_rows", "proba_at", "refit", "scratch", "scratch_size", "serve", "tree_proba",
-    "C_CRITERION", "C_DELTA", "C_DRIFT", "C_GRACE", "C_HALF_LIFE", "C_HONEST", "C_INHERIT", "C_LINEAR", "C_M",
-    "C_MAX_DEPTH", "C_MAX_NODES", "C_MIN_BRANCH", "C_NB", "C_PATIENCE", "C_REFIT_EVERY", "C_REFIT_STEPS", "C_SEED",
-    "C_SMOOTHER", "C_SPLIT_POINTS", "C_SPLITTER", "C_SUBSPACE", "C_TAU", "C_TAU_RANGE",
+    "ADOPT",
+    "CONFIG_FLOATS",
+    "CONFIG_INTS",
+    "DONE",
+    "GROW",
+    "SCRATCH_ROWS",
+    "SPLITTER_CODES",
+    "START",
+    "learn_rows",
+    "learn_tree_rows",
+    "predict_rows",
+    "proba_at",
+    "refit",
+    "scratch",
+    "scratch_size",
+    "serve",
+    "tree_proba",
+    "C_CRITERION",
+    "C_DELTA",
+    "C_DRIFT",
+    "C_GRACE",
+    "C_HALF_LIFE",
+    "C_HONEST",
+    "C_INHERIT",
+    "C_LINEAR",
+    "C_M",
+    "C_MAX_DEPTH",
+    "C_MAX_NODES",
+    "C_MIN_BRANCH",
+    "C_NB",
+    "C_PATIENCE",
+    "C_REFIT_EVERY",
+    "C_REFIT_STEPS",
+    "C_SEED",
+    "C_SMOOTHER",
+    "C_SPLIT_POINTS",
+    "C_SPLITTER",
+    "C_SUBSPACE",
+    "C_TAU",
+    "C_TAU_RANGE",
 ]
 
 SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it
@@ -90,8 +171,23 @@ SCRATCH_ROWS = 6  # working arrays of the learning loop (scratch): five per clas
 
 
 @njit(cache=True, inline="always")
-def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,  # type: ignore[no-untyped-def]
-                  want_score) -> float:
+def learn_in_tree(
+    t,
+    cfg_i,
+    cfg_f,
+    fkeys,
+    num_row,
+    nom_row,
+    k,
+    path,
+    length,
+    smoothed,
+    loglik,
+    left,
+    right,
+    z,  # type: ignore[no-untyped-def]
+    want_score,
+) -> float:
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
     of the module docstring); ``z`` is scratch of at least three times the tree's numeric columns.
 
@@ -108,8 +204,22 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
         proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, right, smoothed, loglik)
         score = right[k]
     if linear:
-        served = learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, smoothed, left, z, right,
-                               want_score and pool_served)
+        served = learn_linear(
+            t,
+            cfg_i,
+            cfg_f,
+            num_row,
+            k,
+            path,
+            length,
+            n_classes,
+            n_numeric,
+            smoothed,
+            left,
+            z,
+            right,
+            want_score and pool_served,
+        )
         if want_score and pool_served:
             score = served
     if cfg_i[C_NB]:
@@ -135,14 +245,30 @@ def learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smo
 
 
 @njit(cache=True)
-def learn_in_tree_call(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,  # type: ignore[no-untyped-def]
-                       want_score) -> float:
+def learn_in_tree_call(
+    t,
+    cfg_i,
+    cfg_f,
+    fkeys,
+    num_row,
+    nom_row,
+    k,
+    path,
+    length,
+    smoothed,
+    loglik,
+    left,
+    right,
+    z,  # type: ignore[no-untyped-def]
+    want_score,
+) -> float:
     """:func:`learn_in_tree` as a call, for the loop's rarer uses (an example learned more
     than once, the background tree): one compiled body for them. The loop inlines
     :func:`learn_in_tree` for each example's first learning, as the prediction loops inline
     :func:`serve`."""
-    return learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
-                         want_score)
+    return learn_in_tree(
+        t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, want_score
+    )
 
 
 @njit(cache=True)
@@ -192,9 +318,25 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
     t, bg = tree, background
     held_paths, held_work = scratch(*scratch_size(t, bg))
     no_scores = np.empty(0)  # a tree alone scores nothing
-    stop = learn_tree_rows(t, bg, drift, borrow(cfg_i), borrow(cfg_f), borrow(num), borrow(nom), borrow(ks), borrow(reps),
-                           borrow(fkeys), start, total, borrow(proba_out), want_proba, no_scores, borrow(held_paths),
-                           borrow(held_work))
+    stop = learn_tree_rows(
+        t,
+        bg,
+        drift,
+        borrow(cfg_i),
+        borrow(cfg_f),
+        borrow(num),
+        borrow(nom),
+        borrow(ks),
+        borrow(reps),
+        borrow(fkeys),
+        start,
+        total,
+        borrow(proba_out),
+        want_proba,
+        no_scores,
+        borrow(held_paths),
+        borrow(held_work),
+    )
     hold(held_paths, held_work)
     return stop
 
@@ -222,8 +364,25 @@ def scratch_size(t, bg):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, total, proba_out, want_proba, scores,  # type: ignore[no-untyped-def]
-                    paths, work):
+def learn_tree_rows(
+    t,
+    bg,
+    d,
+    cfg_i,
+    cfg_f,
+    num,
+    nom,
+    ks,
+    reps,
+    fkeys,
+    start,
+    total,
+    proba_out,
+    want_proba,
+    scores,  # type: ignore[no-untyped-def]
+    paths,
+    work,
+):
     """:func:`learn_rows` on handles (:mod:`streamtree.kernels.handle`) and
     working arrays (:func:`scratch`): the loop itself, for the entry points above and for a
     forest's members (:func:`streamtree.kernels.forest.learn_forest_rows`).
@@ -273,19 +432,36 @@ def learn_tree_rows(t, bg, d, cfg_i, cfg_f, num, nom, ks, reps, fkeys, start, to
                 d.drift_s[D_GAP] += math.log(max(p_bg, MIN_PROBA)) - math.log(max(p_tree, MIN_PROBA))
                 d.drift_s[D_COMPARED] += 1.0
         scored = scores.shape[0] > 0
-        served = learn_in_tree(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
-                               scored)
+        served = learn_in_tree(
+            t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, scored
+        )
         if scored:
             scores[r] = 0.0 if k >= known else served
         for _ in range(1, w):  # again, on the path as it is now (the leaf may have split)
             length = route(t.node, t.thr, num_row, nom_row, path)
-            learn_in_tree_call(t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z,
-                               False)
+            learn_in_tree_call(
+                t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, False
+            )
         if active:
             for _ in range(w):
                 bg_length = route(bg.node, bg.thr, num_row, nom_row, bg_path)
-                learn_in_tree_call(bg, cfg_i, cfg_f, fkeys, num_row, nom_row, k, bg_path, bg_length, smoothed, loglik, left,
-                                   right, z, False)
+                learn_in_tree_call(
+                    bg,
+                    cfg_i,
+                    cfg_f,
+                    fkeys,
+                    num_row,
+                    nom_row,
+                    k,
+                    bg_path,
+                    bg_length,
+                    smoothed,
+                    loglik,
+                    left,
+                    right,
+                    z,
+                    False,
+                )
         if not drift:
             continue
         detected = adwin_update(d.adwin_b, d.adwin_n, d.adwin_s, error) and d.adwin_s[A_CHANGE] > 0.0

@@ -49,8 +49,23 @@ from numba import njit
 from streamtree.state import WINDOW
 
 __all__ = [
-    "CLIP", "ETA", "L2", "MIX_EVERY", "MIX_EVERY_SETTLED", "MIX_SETTLE", "PRIOR", "WINDOW", "lr_learn", "lr_proba",
-    "lr_proba_row", "mix_fit", "mix_pool", "mix_score", "refit_due", "standardise", "uncertainty",
+    "CLIP",
+    "ETA",
+    "L2",
+    "MIX_EVERY",
+    "MIX_EVERY_SETTLED",
+    "MIX_SETTLE",
+    "PRIOR",
+    "WINDOW",
+    "lr_learn",
+    "lr_proba",
+    "lr_proba_row",
+    "mix_fit",
+    "mix_pool",
+    "mix_score",
+    "refit_due",
+    "standardise",
+    "uncertainty",
 ]
 
 MIX_EVERY = 100  # the pool is refitted every this many scored examples while it settles,
@@ -146,7 +161,7 @@ def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q, acc) -> Non
     column, and the compiler vectorises across columns (``error_model="numpy"``: no
     zero-divisor check to branch on; no divisor here can be zero): what that gained,
     ``docs/decisions/regression-step.md``."""
-    total, step = acc[:n_numeric], acc[n_numeric:2 * n_numeric]
+    total, step = acc[:n_numeric], acc[n_numeric : 2 * n_numeric]
     total[:] = 0.0
     for k in range(n_classes):
         r = q[k] - (1.0 if k == y else 0.0)

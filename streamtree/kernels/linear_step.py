@@ -8,7 +8,16 @@ import math
 
 from numba import njit
 
-from streamtree.kernels.linear import lr_learn, lr_proba, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty
+from streamtree.kernels.linear import (
+    lr_learn,
+    lr_proba,
+    mix_fit,
+    mix_pool,
+    mix_score,
+    refit_due,
+    standardise,
+    uncertainty,
+)
 from streamtree.kernels.predict import tree_proba
 from streamtree.state import F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, M_MIX_SCORED
 
@@ -16,8 +25,22 @@ __all__ = ["learn_linear"]
 
 
 @njit(cache=True, inline="always")
-def learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric, p_tree, p_lr, z, pooled,  # type: ignore[no-untyped-def]
-                  want_score) -> float:
+def learn_linear(
+    t,
+    cfg_i,
+    cfg_f,
+    num_row,
+    k,
+    path,
+    length,
+    n_classes,
+    n_numeric,
+    p_tree,
+    p_lr,
+    z,
+    pooled,  # type: ignore[no-untyped-def]
+    want_score,
+) -> float:
     """The linear component's share of learning one example of class ``k``: score the tree's
     smoothed probabilities and the regression's before either learns it into the pool's
     window (scoring every other example only cost log loss on the short streams:
@@ -39,10 +62,21 @@ def learn_linear(t, cfg_i, cfg_f, num_row, k, path, length, n_classes, n_numeric
     mix_score(t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta[M_MIX_SCORED], p_tree, p_lr, n_classes, k)
     t.meta[M_MIX_SCORED] += 1
     if refit_due(t.meta[M_MIX_SCORED]):
-        a, b, c = mix_fit(t.mix_a, t.mix_b, t.mix_y, t.mix_u, t.meta[M_MIX_SCORED], n_classes, t.meta_f[F_MIX_A],
-                          t.meta_f[F_MIX_B], t.meta_f[F_MIX_C])
+        a, b, c = mix_fit(
+            t.mix_a,
+            t.mix_b,
+            t.mix_y,
+            t.mix_u,
+            t.meta[M_MIX_SCORED],
+            n_classes,
+            t.meta_f[F_MIX_A],
+            t.meta_f[F_MIX_B],
+            t.meta_f[F_MIX_C],
+        )
         t.meta_f[F_MIX_A] = a
         t.meta_f[F_MIX_B] = b
         t.meta_f[F_MIX_C] = c
-    lr_learn(t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr, z[n_numeric:])  # p_lr: this example's
+    lr_learn(
+        t.lr_w, t.lr_bias, t.lr_scale, z, num_row, n_numeric, n_classes, k, p_lr, z[n_numeric:]
+    )  # p_lr: this example's
     return served

@@ -124,8 +124,12 @@ def nb_refresh(
         Written in place.
     """
     if (
-        n_numeric > nb_num.shape[1] or n_numeric > nb_mean.shape[0] or n_nominal > nb_nom.shape[1]
-        or n_nominal > nb_table.shape[0] or n_values > nb_nom.shape[2] or n_values + 1 > nb_table.shape[1]
+        n_numeric > nb_num.shape[1]
+        or n_numeric > nb_mean.shape[0]
+        or n_nominal > nb_nom.shape[1]
+        or n_nominal > nb_table.shape[0]
+        or n_values > nb_nom.shape[2]
+        or n_values + 1 > nb_table.shape[1]
         or (n_numeric > 0 and (n_classes > nb_num.shape[2] or n_classes > nb_mean.shape[1]))
         or (n_nominal > 0 and (n_classes > nb_nom.shape[3] or n_classes > nb_table.shape[2]))
     ):
@@ -250,8 +254,12 @@ def nb_loglik(
         Output, at least ``n_classes`` long.
     """
     if (
-        nb_classes > n_classes or n_classes > out.shape[0] or n_values + 1 > nb_table.shape[1]
-        or n_numeric > nb_mean.shape[0] or n_numeric > shift.shape[0] or n_nominal > nb_table.shape[0]
+        nb_classes > n_classes
+        or n_classes > out.shape[0]
+        or n_values + 1 > nb_table.shape[1]
+        or n_numeric > nb_mean.shape[0]
+        or n_numeric > shift.shape[0]
+        or n_nominal > nb_table.shape[0]
         or (n_numeric > 0 and nb_classes > nb_mean.shape[1])
         or (n_nominal > 0 and nb_classes > nb_table.shape[2])
     ):
@@ -317,8 +325,19 @@ def nb_loglik_rows(
         raise ValueError("nb_loglik_rows: num, nom and out need the same rows")
     for i in range(num.shape[0]):
         nb_loglik(
-            nb_mean, nb_inv2var, nb_const, nb_table, shift, nb_classes, n_numeric, n_nominal, n_values,
-            num[i], nom[i], n_classes, out[i],
+            nb_mean,
+            nb_inv2var,
+            nb_const,
+            nb_table,
+            shift,
+            nb_classes,
+            n_numeric,
+            n_nominal,
+            n_values,
+            num[i],
+            nom[i],
+            n_classes,
+            out[i],
         )
 
 
@@ -379,7 +398,12 @@ def nb_score(
     """
     if nb_a.shape[0] < BUFFER or nb_b.shape[0] < BUFFER or nb_y.shape[0] < BUFFER:
         raise ValueError("nb_score: the buffers need BUFFER rows")
-    if n_classes > nb_a.shape[1] or n_classes > nb_b.shape[1] or n_classes > proba.shape[0] or n_classes > loglik.shape[0]:
+    if (
+        n_classes > nb_a.shape[1]
+        or n_classes > nb_b.shape[1]
+        or n_classes > proba.shape[0]
+        or n_classes > loglik.shape[0]
+    ):
         raise ValueError("nb_score: n_classes exceeds the arrays")
     i = n_scored % BUFFER
     top = py_max(loglik, n_classes, 0.0)
@@ -409,7 +433,13 @@ def nb_fit(nb_a: np.ndarray, nb_b: np.ndarray, nb_y: np.ndarray, n_scored: int, 
     m = min(n_scored, BUFFER)
     if m < MIN_SAMPLES:
         return gamma
-    if m > nb_a.shape[0] or m > nb_b.shape[0] or m > nb_y.shape[0] or n_classes > nb_a.shape[1] or n_classes > nb_b.shape[1]:
+    if (
+        m > nb_a.shape[0]
+        or m > nb_b.shape[0]
+        or m > nb_y.shape[0]
+        or n_classes > nb_a.shape[1]
+        or n_classes > nb_b.shape[1]
+    ):
         raise ValueError("nb_fit: sizes exceed the arrays")
     kk = n_classes
     z = np.empty(max(kk, 1))

@@ -19,8 +19,19 @@ from streamtree.kernels.naive_bayes import nb_loglik, nb_temper
 from streamtree.kernels.route import route
 from streamtree.kernels.smoothing import MLE, path_proba
 from streamtree.state import (
-    F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, M_CLASSES, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_VALUES, M_NODES,
-    M_NUMERIC, MIN_PROBA,
+    F_GAMMA,
+    F_MIX_A,
+    F_MIX_B,
+    F_MIX_C,
+    F_THETA0,
+    M_CLASSES,
+    M_NB_CLASSES,
+    M_NB_NOMINAL,
+    M_NB_NUMERIC,
+    M_NB_VALUES,
+    M_NODES,
+    M_NUMERIC,
+    MIN_PROBA,
 )
 
 __all__ = ["predict_rows", "proba_at", "serve", "tree_loglik", "tree_proba"]
@@ -79,8 +90,21 @@ def proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, log
 def tree_loglik(t, num_row, nom_row, k, out):  # type: ignore[no-untyped-def]
     """``out[:k]``: the naive-Bayes log likelihood of the row under each class, from the tree's
     fitted factor (:func:`~streamtree.kernels.naive_bayes.nb_loglik`)."""
-    nb_loglik(t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table, t.shift, t.meta[M_NB_CLASSES], t.meta[M_NB_NUMERIC],
-              t.meta[M_NB_NOMINAL], t.meta[M_NB_VALUES], num_row, nom_row, k, out)
+    nb_loglik(
+        t.nb_mean,
+        t.nb_inv2var,
+        t.nb_const,
+        t.nb_table,
+        t.shift,
+        t.meta[M_NB_CLASSES],
+        t.meta[M_NB_NUMERIC],
+        t.meta[M_NB_NOMINAL],
+        t.meta[M_NB_VALUES],
+        num_row,
+        nom_row,
+        k,
+        out,
+    )
 
 
 @njit(cache=True)

@@ -11,8 +11,23 @@ from streamtree.kernels.hgs import refit_online
 from streamtree.kernels.naive_bayes import nb_fit, nb_refresh
 from streamtree.kernels.smoothing import HGS
 from streamtree.state import (
-    F_GAMMA, F_THETA0, KIND, LEAF, M_CLASSES, M_NB_CLASSES, M_NB_NOMINAL, M_NB_NUMERIC, M_NB_SCORED, M_NB_VALUES,
-    M_NODES, M_NOMINAL, M_NUMERIC, M_REFITS, M_VALUES, PARENT, SLOT,
+    F_GAMMA,
+    F_THETA0,
+    KIND,
+    LEAF,
+    M_CLASSES,
+    M_NB_CLASSES,
+    M_NB_NOMINAL,
+    M_NB_NUMERIC,
+    M_NB_SCORED,
+    M_NB_VALUES,
+    M_NODES,
+    M_NOMINAL,
+    M_NUMERIC,
+    M_REFITS,
+    M_VALUES,
+    PARENT,
+    SLOT,
 )
 
 __all__ = ["refit"]
@@ -29,8 +44,19 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
     n = t.meta[M_NODES]
     k = t.meta[M_CLASSES]
     if cfg_i[C_NB]:
-        nb_refresh(t.nb_num, t.nb_nom, t.shift, k, t.meta[M_NUMERIC], t.meta[M_NOMINAL], t.meta[M_VALUES],
-                   t.nb_mean, t.nb_inv2var, t.nb_const, t.nb_table)
+        nb_refresh(
+            t.nb_num,
+            t.nb_nom,
+            t.shift,
+            k,
+            t.meta[M_NUMERIC],
+            t.meta[M_NOMINAL],
+            t.meta[M_VALUES],
+            t.nb_mean,
+            t.nb_inv2var,
+            t.nb_const,
+            t.nb_table,
+        )
         t.meta[M_NB_CLASSES] = k
         t.meta[M_NB_NUMERIC] = t.meta[M_NUMERIC]
         t.meta[M_NB_NOMINAL] = t.meta[M_NOMINAL]
@@ -54,5 +80,5 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
             for c in range(k):
                 fit[i, c] = t.counts[i, c] - t.inherited[i, c] if cfg_i[C_HONEST] else t.counts[i, c]
         parent = t.node[:n, PARENT].copy()
-        refit_online(parent, internal, fit, n, k, t.hgs, t.meta_f[F_THETA0:F_THETA0 + 3], cfg_i[C_REFIT_STEPS])
+        refit_online(parent, internal, fit, n, k, t.hgs, t.meta_f[F_THETA0 : F_THETA0 + 3], cfg_i[C_REFIT_STEPS])
         t.meta[M_REFITS] += 1

@@ -24,8 +24,17 @@ from numba import njit
 
 from streamtree.kernels.borrow import borrow, hold
 from streamtree.kernels.criteria import (
-    CRITERION_CODES, GINI, HELLINGER, INFO_GAIN, candidate_merit, criterion_range, hoeffding_bound, merit, merit_scratch,
-    split_decision, total_part,
+    CRITERION_CODES,
+    GINI,
+    HELLINGER,
+    INFO_GAIN,
+    candidate_merit,
+    criterion_range,
+    hoeffding_bound,
+    merit,
+    merit_scratch,
+    split_decision,
+    total_part,
 )
 from streamtree.kernels.leaf_stats import classes_seen, splittable, update_stats, value_seen
 from streamtree.kernels.reductions import np_sum
@@ -68,8 +77,21 @@ def _ndtr(z):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def best_split(  # type: ignore[no-untyped-def]
-    num_stats, num_range, nom_stats, shift, slot, n_classes, n_numeric, n_nominal, n_values,
-    criterion, n_split_points, min_branch_fraction, allowed, left_out, right_out,
+    num_stats,
+    num_range,
+    nom_stats,
+    shift,
+    slot,
+    n_classes,
+    n_numeric,
+    n_nominal,
+    n_values,
+    criterion,
+    n_split_points,
+    min_branch_fraction,
+    allowed,
+    left_out,
+    right_out,
 ):
     """The best binary split of the leaf owning ``slot`` (``LeafStats.best_split``) among the
     ``allowed`` features.
@@ -261,8 +283,19 @@ def best_split(  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def random_split(  # type: ignore[no-untyped-def]
-    num_stats, num_range, nom_stats, shift, slot, n_classes, n_numeric, n_nominal, n_values,
-    draws, u_threshold, left_out, right_out,
+    num_stats,
+    num_range,
+    nom_stats,
+    shift,
+    slot,
+    n_classes,
+    n_numeric,
+    n_nominal,
+    n_values,
+    draws,
+    u_threshold,
+    left_out,
+    right_out,
 ):
     """A random split of the leaf owning ``slot``, chosen without any criterion (the random
     decision trees of Fan et al., 2003, grown online).
@@ -285,7 +318,8 @@ def random_split(  # type: ignore[no-untyped-def]
     chosen = -1
     for f in range(n_numeric + n_nominal):
         if (chosen < 0 or draws[f] < draws[chosen]) and splittable(
-                num_stats, num_range, nom_stats, slot, k, n_numeric, n_nominal, n_values, f):
+            num_stats, num_range, nom_stats, slot, k, n_numeric, n_nominal, n_values, f
+        ):
             chosen = f
     if chosen < 0:
         return False, -1, -1, 0.0

@@ -30,4 +30,3 @@ def make_smoother(name: str, *, steps: int = 3, prior_weight: float = 1.0, m: fl
     if name == "mestimate":
         return MEstimate(m=m)
     return SMOOTHERS[name]()
-

@@ -10,9 +10,8 @@ a time, :meth:`Smoother.path_proba`) and batch use on any fitted tree
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np

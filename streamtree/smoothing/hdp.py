@@ -105,9 +105,7 @@ def crt(customers: IntArray, strength: FloatArray, rng: np.random.Generator) -> 
     return _crt_from_seats(owner, seat, a, m.size, rng).reshape(np.shape(customers))
 
 
-def _crt_from_seats(
-    owner: IntArray, seat: IntArray, a: FloatArray, n_cells: int, rng: np.random.Generator
-) -> IntArray:
+def _crt_from_seats(owner: IntArray, seat: IntArray, a: FloatArray, n_cells: int, rng: np.random.Generator) -> IntArray:
     """CRT draws given each customer's cell (``owner``) and arrival index (``seat``)."""
     strength = a[owner]
     # u < a / (a + i) without the division (no 0/0 when a = 0); the first customer always opens
@@ -431,8 +429,10 @@ class HDP(Smoother):
 
     def path_proba(self, parent: IntArray, counts: FloatArray, path: Sequence[int] | IntArray) -> FloatArray:
         node = int(path[-1])
-        if node < self._proba.shape[0] and self._proba.shape[1] == counts.shape[1] and np.array_equal(
-            self._counts[node], counts[node]
+        if (
+            node < self._proba.shape[0]
+            and self._proba.shape[1] == counts.shape[1]
+            and np.array_equal(self._counts[node], counts[node])
         ):
             row: FloatArray = self._proba[node].copy()
             return row

@@ -30,9 +30,8 @@ evaluation is O(S K).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -132,9 +131,7 @@ def _check(name: str, value: object, low: float, high: float = math.inf, integer
     kind = "an int" if integer else "a float"
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or not (low <= value <= high):  # type: ignore[operator]
-        raise ConfigError(
-            f"The '{name}' parameter of HGS must be {kind} in [{low}, {high}]. Got {value!r} instead."
-        )
+        raise ConfigError(f"The '{name}' parameter of HGS must be {kind} in [{low}, {high}]. Got {value!r} instead.")
 
 
 class HGS(Smoother):
@@ -261,7 +258,9 @@ class HGS(Smoother):
             self._hgs[:n, THETA] = alpha
         else:
             # iRprop- on the log-weights, warm-started; the pseudo-node's weight is fitted too
-            self.last_cost = float(kernels.refit_online(parent, internal, counts, n, k, self._hgs, self._scal, self.steps))
+            self.last_cost = float(
+                kernels.refit_online(parent, internal, counts, n, k, self._hgs, self._scal, self.steps)
+            )
         self._sync_alpha()
         self.n_refits += 1
 

@@ -17,7 +17,6 @@ notes; the root is smoothed toward uniform.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import ClassVar
 
 import numpy as np

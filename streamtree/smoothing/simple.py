@@ -11,7 +11,6 @@ Each reads only the counts of the node itself:
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -118,9 +117,7 @@ class MEstimate(Smoother):
         if not (isinstance(m, (int, float)) and np.isfinite(m) and m > 0):
             raise ConfigError(f"The 'm' parameter of MEstimate must be a float > 0. Got {m!r} instead.")
         if base not in ("uniform", "root"):
-            raise ConfigError(
-                f"The 'base' parameter of MEstimate must be 'uniform' or 'root'. Got {base!r} instead."
-            )
+            raise ConfigError(f"The 'base' parameter of MEstimate must be 'uniform' or 'root'. Got {base!r} instead.")
         self.m = float(m)
         self.base = base
 

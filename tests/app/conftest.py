@@ -27,9 +27,13 @@ def make_stream(n: int, seed: int = 0) -> list[Event]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        x: dict[str, Any] = {"a": round(rng.gauss(0, 1), 6), "b": round(rng.uniform(-2, 2), 6),
-                             "c": rng.randint(0, 9), "colour": rng.choice(["red", "green", "blue"]),
-                             "flag": rng.random() < 0.5}
+        x: dict[str, Any] = {
+            "a": round(rng.gauss(0, 1), 6),
+            "b": round(rng.uniform(-2, 2), 6),
+            "c": rng.randint(0, 9),
+            "colour": rng.choice(["red", "green", "blue"]),
+            "flag": rng.random() < 0.5,
+        }
         s = x["a"] + 0.5 * x["b"] - 0.7 * (x["colour"] == "red")
         y = "low" if s < -0.4 else ("mid" if s < 0.6 else "high")
         if rng.random() < 0.05:
@@ -68,7 +72,7 @@ def learn_all(client: TestClient, events: list[Event], path: str = "/learn", bat
     """Learn events in batches; return the last seq."""
     seq = 0
     for i in range(0, len(events), batch):
-        body = {"events": [{"features": x, "label": y} for x, y in events[i:i + batch]]}
+        body = {"events": [{"features": x, "label": y} for x, y in events[i : i + batch]]}
         r = client.post(path, json=body)
         assert r.status_code == 200, r.text
         seq = r.json()["seq"]
@@ -85,8 +89,10 @@ def same_predictions(client: TestClient, model: Any, name: str = "default", n: i
     """Whether the served model and ``model`` predict exactly the same on fixed probes (single and batch)."""
     probes = [x for x, _ in make_stream(n, seed=12345)]
     batch = client.post(f"/models/{name}/predict_proba", json={"instances": probes}).json()["probabilities"]
-    single = [client.post(f"/models/{name}/predict_proba", json={"features": x}).json()["probabilities"]
-              for x in probes]
+    single = [
+        client.post(f"/models/{name}/predict_proba", json={"features": x}).json()["probabilities"] for x in probes
+    ]
     return batch == batch_proba(model, probes) and single == [
         {(str(k).lower() if isinstance(k, bool) else str(k)): v for k, v in model.predict_proba_one(x).items()}
-        for x in probes]
+        for x in probes
+    ]

@@ -16,6 +16,7 @@ def test_declared_length_over_limit(running) -> None:  # type: ignore[no-untyped
 
 def test_chunked_body_over_limit(running) -> None:  # type: ignore[no-untyped-def]
     with running(max_body_bytes=2048) as client:
+
         def chunks():  # type: ignore[no-untyped-def]
             yield b'{"events": ['
             for _ in range(300):

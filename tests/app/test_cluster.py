@@ -77,8 +77,9 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> float:
 
 
 def learn(port: int, events: list[tuple[dict[str, Any], Any]], model: str = "default") -> int:
-    status, out = request(port, "POST", f"/models/{model}/learn",
-                          {"events": [{"features": x, "label": y} for x, y in events]})
+    status, out = request(
+        port, "POST", f"/models/{model}/learn", {"events": [{"features": x, "label": y} for x, y in events]}
+    )
     assert status == 200, out
     return int(out["seq"])
 
@@ -99,7 +100,7 @@ def test_instances_converge_bit_identically_and_share_models_labels_and_seqs(tmp
         # learns through both: the replica forwards to the writer, which numbers them
         seq = 0
         for i in range(0, 600, 100):
-            seq = learn(w if i % 200 else r, events[i:i + 100])
+            seq = learn(w if i % 200 else r, events[i : i + 100])
         assert seq == 600
         # read your writes on the replica
         status, out = request(r, "POST", "/predict_proba", {"features": PROBES[0], "min_seq": seq})
@@ -153,13 +154,16 @@ def test_instances_converge_bit_identically_and_share_models_labels_and_seqs(tmp
 
 def learns_counted(port: int) -> float:
     """Learn requests the instance answered 200 (its Prometheus counter)."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text(port, "/metrics").splitlines()
-               if line.startswith("streamtree_http_requests_total{") and 'route="/learn"' in line
-               and 'status="200"' in line)
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text(port, "/metrics").splitlines()
+        if line.startswith("streamtree_http_requests_total{") and 'route="/learn"' in line and 'status="200"' in line
+    )
 
 
 def test_concurrent_small_learns_through_a_replica_are_merged_and_each_answered_as_its_own(
-        tmp_path: Path, pg_url: str) -> None:
+    tmp_path: Path, pg_url: str
+) -> None:
     events = make_stream(240, seed=77)
     bad = {"features": {"x0": "a" * 10_000}, "label": events[0][1]}  # longer than max_string_length
     with instances(tmp_path, pg_url, 2) as [(_, w), (_, r)]:
@@ -188,7 +192,8 @@ def test_concurrent_small_learns_through_a_replica_are_merged_and_each_answered_
         status, out = request(w, "GET", f"/models/default/events?after=0&limit={len(events)}")
         assert status == 200
         assert {e["seq"]: (e["features"], e["label"]) for e in out["events"]} == {
-            seq: tuple(events[i]) for seq, i in seqs.items()}
+            seq: tuple(events[i]) for seq, i in seqs.items()
+        }
         # fewer requests reached the writer than learns were sent: merged
         assert 0 < learns_counted(w) - before < len(events)
 
@@ -243,8 +248,13 @@ def test_a_writer_stopped_past_its_lease_cannot_append_after_it_resumes(tmp_path
         writer.send_signal(signal.SIGSTOP)  # its database sessions stay open
         # a learn sent to the stopped writer waits in its socket until it resumes
         late: dict[str, Any] = {}
-        sender = threading.Thread(target=lambda: late.update(answer=request(w, "POST", "/learn", {
-            "events": [{"features": x, "label": y} for x, y in events[100:110]]})))
+        sender = threading.Thread(
+            target=lambda: late.update(
+                answer=request(
+                    w, "POST", "/learn", {"events": [{"features": x, "label": y} for x, y in events[100:110]]}
+                )
+            )
+        )
         sender.start()
         # one through the replica: forwarded to the stopped writer, given up once the lease passes
         t0 = time.monotonic()
@@ -279,7 +289,8 @@ def test_a_writer_stopped_past_its_lease_cannot_append_after_it_resumes(tmp_path
 
 
 def test_an_instance_that_cannot_rebuild_a_model_starts_but_leaves_the_lease_to_one_that_can(
-        tmp_path: Path, pg_url: str) -> None:
+    tmp_path: Path, pg_url: str
+) -> None:
     """Issue 32: a writer whose model was unavailable took the lease anyway. Here instance B
     may not read the events' text (a database role without that column), so it cannot rebuild
     any model: it starts, answers 503 saying why, and when the writer dies it leaves the lease
@@ -288,22 +299,31 @@ def test_an_instance_that_cannot_rebuild_a_model_starts_but_leaves_the_lease_to_
     with instances(tmp_path, pg_url, 1) as [(writer, w)]:
         learn(w, events[:200])
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            for sql in ["CREATE ROLE limited LOGIN", "GRANT CREATE, USAGE ON SCHEMA public TO limited",
-                        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO limited",
-                        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO limited",
-                        "REVOKE SELECT ON streamtree_events FROM limited",
-                        "GRANT SELECT (model, seq, logged_at, idempotency_key) ON streamtree_events TO limited"]:
+            for sql in [
+                "CREATE ROLE limited LOGIN",
+                "GRANT CREATE, USAGE ON SCHEMA public TO limited",
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO limited",
+                "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO limited",
+                "REVOKE SELECT ON streamtree_events FROM limited",
+                "GRANT SELECT (model, seq, logged_at, idempotency_key) ON streamtree_events TO limited",
+            ]:
                 conn.execute(sql)
         b, c = free_port(), free_port()
         limited_url = pg_url.replace("postgresql://postgres@", "postgresql://limited@", 1)
-        procs = [start(tmp_path / "b", b, database_url=limited_url, **(FAST | {"lease_seconds": "3",
-                                                                                  "lease_poll_seconds": "0.05"})),
-                 start(tmp_path / "c", c, database_url=pg_url, **(FAST | {"lease_seconds": "3",
-                                                                         "lease_poll_seconds": "2"}))]
+        procs = [
+            start(
+                tmp_path / "b",
+                b,
+                database_url=limited_url,
+                **(FAST | {"lease_seconds": "3", "lease_poll_seconds": "0.05"}),
+            ),
+            start(tmp_path / "c", c, database_url=pg_url, **(FAST | {"lease_seconds": "3", "lease_poll_seconds": "2"})),
+        ]
         try:
             status, out = request(b, "POST", "/predict_proba", {"features": events[0][0]})
             assert status == 503 and out["detail"].startswith(
-                "Model 'default' is unavailable: its event log could not be read from the store"), out
+                "Model 'default' is unavailable: its event log could not be read from the store"
+            ), out
             assert health(b)["role"] == "replica" and health(c)["role"] == "replica"
             assert learn(w, events[200:210]) == 210
             writer.send_signal(signal.SIGKILL)  # its session ends: the lease is free at once

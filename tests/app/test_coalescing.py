@@ -17,25 +17,28 @@ def event(i: int) -> dict[str, object]:
     return {"features": {"a": float(i)}, "label": "x" if i % 2 else "y"}
 
 
-@pytest.mark.parametrize("body, expected", [
-    (b'{"features": {"a": 1}, "label": "x"}', [{"features": {"a": 1}, "label": "x"}]),
-    (b'{"id": "order-1", "label": "x"}', [{"id": "order-1", "label": "x"}]),
-    (b'{"events": [{"features": {"a": 1}, "label": "x"}]}', [{"features": {"a": 1}, "label": "x"}]),
-    (b'{"events": []}', None),  # the writer's to refuse, alone
-    (b'{"events": [1]}', None),
-    (b'{"events": [{"label": "x"}], "label": "y"}', None),
-    (b'{"features": {"a": 1}}', None),  # no label
-    (b'{"features": {"a": 1}, "label": null}', None),
-    (b'{"features": {"a": 1}, "label": "x", "extra": 1}', None),  # unknown key: refused alone
-    (b'{"features": ', None),
-    (b'[{"features": {"a": 1}, "label": "x"}]', None),
-    # read by the routes' parser as the writer reads it, not merged: orjson would read an
-    # integer beyond 64 bits as a float, which the writer then takes where it refuses the integer
-    (b'{"features": {"a": 123456789012345678901234567890}, "label": "x"}', None),
-    (b'{"features": {"a": 18446744073709551616}, "label": "x"}', None),
-    (b'{"features": {"a": 9223372036854775808}, "label": "x"}', [{"features": {"a": 2**63}, "label": "x"}]),
-    (rb'{"f\u0065atures": {"a": 1}, "label": "x"}', [{"features": {"a": 1}, "label": "x"}]),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (b'{"features": {"a": 1}, "label": "x"}', [{"features": {"a": 1}, "label": "x"}]),
+        (b'{"id": "order-1", "label": "x"}', [{"id": "order-1", "label": "x"}]),
+        (b'{"events": [{"features": {"a": 1}, "label": "x"}]}', [{"features": {"a": 1}, "label": "x"}]),
+        (b'{"events": []}', None),  # the writer's to refuse, alone
+        (b'{"events": [1]}', None),
+        (b'{"events": [{"label": "x"}], "label": "y"}', None),
+        (b'{"features": {"a": 1}}', None),  # no label
+        (b'{"features": {"a": 1}, "label": null}', None),
+        (b'{"features": {"a": 1}, "label": "x", "extra": 1}', None),  # unknown key: refused alone
+        (b'{"features": ', None),
+        (b'[{"features": {"a": 1}, "label": "x"}]', None),
+        # read by the routes' parser as the writer reads it, not merged: orjson would read an
+        # integer beyond 64 bits as a float, which the writer then takes where it refuses the integer
+        (b'{"features": {"a": 123456789012345678901234567890}, "label": "x"}', None),
+        (b'{"features": {"a": 18446744073709551616}, "label": "x"}', None),
+        (b'{"features": {"a": 9223372036854775808}, "label": "x"}', [{"features": {"a": 2**63}, "label": "x"}]),
+        (rb'{"f\u0065atures": {"a": 1}, "label": "x"}', [{"features": {"a": 1}, "label": "x"}]),
+    ],
+)
 def test_mergeable_bodies_are_one_event_or_a_small_batch(body: bytes, expected: list[object] | None) -> None:
     assert mergeable_events(body) == expected
 
@@ -91,13 +94,21 @@ async def _learns(writer: Writer, bodies: list[bytes]) -> list[Answer | None]:
 
 
 def test_learns_arriving_while_one_is_on_its_way_go_together_in_order_each_with_its_own_seq() -> None:
-    bodies = [orjson.dumps(event(0)), orjson.dumps(event(1)), orjson.dumps({"events": [event(2), event(3)]}),
-              orjson.dumps(event(4))]
+    bodies = [
+        orjson.dumps(event(0)),
+        orjson.dumps(event(1)),
+        orjson.dumps({"events": [event(2), event(3)]}),
+        orjson.dumps(event(4)),
+    ]
     writer = Writer()
     answers = asyncio.run(_learns(writer, bodies))
     assert writer.bodies == [[event(0)], [event(1), event(2), event(3), event(4)]]
     assert [orjson.loads(a[1]) for a in answers if a] == [
-        {"learned": 1, "seq": 1}, {"learned": 1, "seq": 2}, {"learned": 2, "seq": 4}, {"learned": 1, "seq": 5}]
+        {"learned": 1, "seq": 1},
+        {"learned": 1, "seq": 2},
+        {"learned": 2, "seq": 4},
+        {"learned": 1, "seq": 5},
+    ]
     assert all(a is not None and a[0] == 200 for a in answers)
 
 
@@ -141,8 +152,10 @@ def test_an_error_sending_reaches_every_learn_of_the_request() -> None:
 
     async def run() -> list[object]:
         coalescer = Coalescer()
-        tasks = [asyncio.ensure_future(coalescer.learn(("/learn",), [event(i)], orjson.dumps(event(i)), broken))
-                 for i in range(3)]
+        tasks = [
+            asyncio.ensure_future(coalescer.learn(("/learn",), [event(i)], orjson.dumps(event(i)), broken))
+            for i in range(3)
+        ]
         return await asyncio.gather(*tasks, return_exceptions=True)
 
     assert all(isinstance(r, ConnectionError) for r in asyncio.run(run()))

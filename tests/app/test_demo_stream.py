@@ -47,13 +47,16 @@ def test_run_creates_the_model_and_posts_every_event(client, monkeypatch) -> Non
         demo_stream.run("http://test", model="strings", n=10, drift_at=5, rate=0, say=said.append)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--events", "0"], "--events must be at least 1"),
-    (["--batch", "0"], "--batch must be at least 1"),
-    (["--rate", "-1"], "--rate must be >= 0"),
-    (["--noise", "0.5"], "--noise in [0, 0.5)"),
-    (["--url", "http://127.0.0.1:9", "--events", "5"], "streamtree demo: "),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--events", "0"], "--events must be at least 1"),
+        (["--batch", "0"], "--batch must be at least 1"),
+        (["--rate", "-1"], "--rate must be >= 0"),
+        (["--noise", "0.5"], "--noise in [0, 0.5)"),
+        (["--url", "http://127.0.0.1:9", "--events", "5"], "streamtree demo: "),
+    ],
+)
 def test_bad_arguments_and_an_unreachable_service_exit_with_the_reason(argv: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["demo", *argv])

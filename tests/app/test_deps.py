@@ -16,8 +16,12 @@ def secured(running):  # type: ignore[no-untyped-def]
 
 def test_writes_need_a_key(secured) -> None:  # type: ignore[no-untyped-def]
     body = {"features": {"a": 1}, "label": "x"}
-    for method, path, json in [("POST", "/learn", body), ("POST", "/models/default/learn", body),
-                               ("PUT", "/models/m", {}), ("DELETE", "/models/default", None)]:
+    for method, path, json in [
+        ("POST", "/learn", body),
+        ("POST", "/models/default/learn", body),
+        ("PUT", "/models/m", {}),
+        ("DELETE", "/models/default", None),
+    ]:
         r = secured.request(method, path, json=json)
         assert r.status_code == 401 and r.json() == {"detail": "Missing bearer token."}, path
         assert r.headers["www-authenticate"] == "Bearer"
@@ -41,9 +45,14 @@ def test_protect_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.app.conftest import TestClient
 
     with TestClient(create_app(Settings(data_dir=tmp_path, api_keys=[KEY], protect_reads=True))) as c:
-        for method, path in [("POST", "/predict_proba"), ("GET", "/models"), ("GET", "/models/default"),
-                             ("GET", "/models/default/metrics"), ("GET", "/models/default/tree"),
-                             ("GET", "/metrics")]:
+        for method, path in [
+            ("POST", "/predict_proba"),
+            ("GET", "/models"),
+            ("GET", "/models/default"),
+            ("GET", "/models/default/metrics"),
+            ("GET", "/models/default/tree"),
+            ("GET", "/metrics"),
+        ]:
             r = c.request(method, path, json={"features": {"a": 1}} if method == "POST" else None)
             assert r.status_code == 401, path
         r = c.post("/predict_proba", json={"features": {"a": 1}}, headers={"Authorization": f"Bearer {KEY}"})
@@ -62,9 +71,15 @@ def test_registry_is_swapped_with_dependency_overrides(client, tmp_path) -> None
 
     client.app.dependency_overrides[get_registry] = unavailable  # type: ignore[attr-defined]
     try:
-        for method, path in [("POST", "/learn"), ("POST", "/predict_proba"), ("GET", "/models"),
-                             ("GET", "/models/default/metrics"), ("PUT", "/models/x"), ("GET", "/health"),
-                             ("GET", "/metrics")]:
+        for method, path in [
+            ("POST", "/learn"),
+            ("POST", "/predict_proba"),
+            ("GET", "/models"),
+            ("GET", "/models/default/metrics"),
+            ("PUT", "/models/x"),
+            ("GET", "/health"),
+            ("GET", "/metrics"),
+        ]:
             body = {"features": {"a": 1}, "label": "x"} if method == "POST" else ({} if method == "PUT" else None)
             r = client.request(method, path, json=body)
             assert r.status_code == 503 and r.json() == {"detail": "Service is starting."}, path
@@ -81,16 +96,30 @@ def test_the_key_is_checked_before_the_body_is_parsed(tmp_path) -> None:  # type
     from tests.app.conftest import TestClient
 
     malformed = [b'{"features": ', b'{"events": [1, 2]}', b"\xff\xfe", b'{"features": {"a": NaN}, "label": []}']
-    routes = [("POST", "/learn"), ("POST", "/models/default/learn"), ("PUT", "/models/m"),
-              ("POST", "/predict_proba"), ("POST", "/models/default/decide"), ("POST", "/models/default/explain")]
+    routes = [
+        ("POST", "/learn"),
+        ("POST", "/models/default/learn"),
+        ("PUT", "/models/m"),
+        ("POST", "/predict_proba"),
+        ("POST", "/models/default/decide"),
+        ("POST", "/models/default/explain"),
+    ]
     with TestClient(create_app(Settings(data_dir=tmp_path, api_keys=[KEY], protect_reads=True))) as c:
         for method, path in routes:
             for body in malformed:
                 r = c.request(method, path, content=body, headers={"content-type": "application/json"})
                 assert r.status_code == 401 and r.json() == {"detail": "Missing bearer token."}, (path, body)
-                r = c.request(method, path, content=body, headers={"content-type": "application/json",
-                                                                  "Authorization": "Bearer wrong-key-000000000"})
+                r = c.request(
+                    method,
+                    path,
+                    content=body,
+                    headers={"content-type": "application/json", "Authorization": "Bearer wrong-key-000000000"},
+                )
                 assert r.status_code == 403 and r.json() == {"detail": "Invalid API key."}, (path, body)
-            r = c.request(method, path, content=malformed[0], headers={"content-type": "application/json",
-                                                                      "Authorization": f"Bearer {KEY}"})
+            r = c.request(
+                method,
+                path,
+                content=malformed[0],
+                headers={"content-type": "application/json", "Authorization": f"Bearer {KEY}"},
+            )
             assert r.status_code == 422 and r.json()["detail"][0]["type"] == "json_invalid", path

@@ -41,8 +41,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]
     proc = start(data_dir, port, max_exports=str(EXPORTS), export_stall_seconds=str(STALL_S))
     try:
         for i in range(0, N_EVENTS, 200):
-            events = [{"features": {n: (k * 31 + j) % 97 / 7 for j, n in enumerate(NAMES)}, "label": k % 3 == 0}
-                      for k in range(i, i + 200)]
+            events = [
+                {"features": {n: (k * 31 + j) % 97 / 7 for j, n in enumerate(NAMES)}, "label": k % 3 == 0}
+                for k in range(i, i + 200)
+            ]
             status, out = request(port, "POST", "/learn", {"events": events})
             assert status == 200, out
         yield port, proc.pid

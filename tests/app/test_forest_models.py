@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from streamtree import ProbabilityForest
-
 from tests.app.conftest import learn_all, make_stream, same_predictions
 
 FOREST = {"estimator": "forest", "n_trees": 4, "method": "bt+", "seed": 3, "tree": {"grace_period": 20}}
@@ -43,18 +42,24 @@ def test_a_forest_model_serves_exactly_the_library_forest_and_survives_restarts(
         assert 'streamtree_model_nodes{model="f"}' in client.get("/metrics").text
 
 
-@pytest.mark.parametrize(("body", "loc"), [
-    ({"estimator": "bush"}, ["body", "estimator"]),
-    ({"estimator": "forest", "n_trees": 0}, ["body", "n_trees"]),
-    ({"estimator": "forest", "method": "rf"}, ["body", "method"]),
-    ({"estimator": "forest", "grace_period": 5}, ["body", "grace_period"]),
-    ({"estimator": "forest", "tree": {"delta": 3}}, ["body", "tree", "delta"]),
-    ({"estimator": "forest", "tree": {"seed": 1}}, ["body", "tree", "seed"]),
-    ({"estimator": "forest", "tree": "abc"}, ["body", "tree"]),
-    ({"estimator": "forest", "tree": {"nominal_features": ["a", "x" * 257]}}, ["body", "tree", "nominal_features", 1]),
-    ({"estimator": "forest", "n_trees": 2**70}, ["body", "n_trees"]),
-    ({"estimator": "forest", "weighted": "yes"}, ["body", "weighted"]),
-])
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({"estimator": "bush"}, ["body", "estimator"]),
+        ({"estimator": "forest", "n_trees": 0}, ["body", "n_trees"]),
+        ({"estimator": "forest", "method": "rf"}, ["body", "method"]),
+        ({"estimator": "forest", "grace_period": 5}, ["body", "grace_period"]),
+        ({"estimator": "forest", "tree": {"delta": 3}}, ["body", "tree", "delta"]),
+        ({"estimator": "forest", "tree": {"seed": 1}}, ["body", "tree", "seed"]),
+        ({"estimator": "forest", "tree": "abc"}, ["body", "tree"]),
+        (
+            {"estimator": "forest", "tree": {"nominal_features": ["a", "x" * 257]}},
+            ["body", "tree", "nominal_features", 1],
+        ),
+        ({"estimator": "forest", "n_trees": 2**70}, ["body", "n_trees"]),
+        ({"estimator": "forest", "weighted": "yes"}, ["body", "weighted"]),
+    ],
+)
 def test_bad_forest_configs_are_422_naming_the_field(client, body, loc) -> None:  # type: ignore[no-untyped-def]
     r = client.put("/models/g", json=body)
     assert r.status_code == 422, r.text

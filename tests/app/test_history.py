@@ -42,7 +42,8 @@ def test_a_point_every_n_events_holds_the_window_metrics_at_that_event() -> None
     for p in points:
         window = expected[p["seq"]]
         assert {k: p[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")} == {
-            k: window[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")}
+            k: window[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")
+        }
         assert p["time"] is None and p["events_per_s"] is None  # no clock given
     assert points[0]["n"] == 9  # the first event came before any label: not scored
 
@@ -90,10 +91,12 @@ def test_drift_events_are_merged_once_each_in_order() -> None:
     history.merge_drift_summary({"n_detections": 1, "n_swaps": 1, "n_dropped": 0, "events": events})
     events.append({"event": "dropped", "at": 2130})
     history.merge_drift_summary({"n_detections": 1, "n_swaps": 1, "n_dropped": 1, "events": events})
-    assert history.report()["drifts"] == [{"seq": 120, "event": "detection"}, {"seq": 130, "event": "swap"},
-                                          {"seq": 2130, "event": "dropped"}]
-    assert history.report(after=125)["drifts"] == [{"seq": 130, "event": "swap"},
-                                                   {"seq": 2130, "event": "dropped"}]
+    assert history.report()["drifts"] == [
+        {"seq": 120, "event": "detection"},
+        {"seq": 130, "event": "swap"},
+        {"seq": 2130, "event": "dropped"},
+    ]
+    assert history.report(after=125)["drifts"] == [{"seq": 130, "event": "swap"}, {"seq": 2130, "event": "dropped"}]
     history.merge_drifts(object())  # a model without drift reporting changes nothing
     assert len(history.report()["drifts"]) == 3
 
@@ -107,8 +110,9 @@ def test_report_after_a_seq() -> None:
 def test_state_round_trip_through_json_continues_identically() -> None:
     times = [50.0 + 0.01 * i for i in range(400)]
     a = fed(300, times=times)
-    a.history.merge_drift_summary({"n_detections": 1, "n_swaps": 0, "n_dropped": 0,
-                                   "events": [{"event": "detection", "at": 250}]})
+    a.history.merge_drift_summary(
+        {"n_detections": 1, "n_swaps": 0, "n_dropped": 0, "events": [{"event": "detection", "at": 250}]}
+    )
     b = Prequential.from_state(orjson.loads(orjson.dumps(a.state())))
     for p in (a, b):
         for i in range(300, 400):
@@ -135,6 +139,7 @@ def test_bad_parameters_are_refused_by_name(bad: dict[str, Any]) -> None:
 
 
 # -- through the service --------------------------------------------------------------------
+
 
 def drifting(n: int = 3000, at: int = 1500) -> list[tuple[dict[str, Any], str]]:
     """The test stream with its labels swapped from event ``at`` on (an abrupt drift)."""
@@ -189,13 +194,15 @@ def test_history_survives_restart_and_is_identical_after_replay(running, tmp_pat
         assert client.get("/models/default/metrics/history").json() == live
         assert client.get("/models/default/metrics/history?after=2900").json() == {
             "points": [p for p in live["points"] if p["seq"] > 2900],
-            "drifts": [d for d in live["drifts"] if d["seq"] > 2900]}
+            "drifts": [d for d in live["drifts"] if d["seq"] > 2900],
+        }
     # after a graceful stop (snapshot at the last event) too
     with running(**settings) as client:
         assert client.get("/models/default/metrics/history").json() == live
 
 
 # -- the batch form against the per-event rules ---------------------------------------------
+
 
 class ReferenceHistory:
     """The history's rules applied one event at a time, as first written (the reference for
@@ -214,12 +221,15 @@ class ReferenceHistory:
             self.origin = (self.seq - 1, t)
         due = self.seq % self.every == 0
         if not due and t is not None:
-            last = self.points[-1].time if self.points and self.points[-1].time is not None else (
-                self.origin[1] if self.origin is not None else None)
+            last = (
+                self.points[-1].time
+                if self.points and self.points[-1].time is not None
+                else (self.origin[1] if self.origin is not None else None)
+            )
             due = last is not None and t - last >= self.seconds
         if due:
             point = Point.from_window(self.seq, t, self.rate(t), window())
-            self.points = (self.points + [point])[-self.max_points:]
+            self.points = (self.points + [point])[-self.max_points :]
             self.taken.append(self.seq)
 
     def rate(self, t: float | None) -> float | None:
@@ -258,8 +268,9 @@ def cuts_of(n: int, seed: int) -> list[int]:
     return np.cumsum(rng.integers(1, 151, size=n)).clip(max=n).tolist()
 
 
-@pytest.mark.parametrize(("every", "seconds", "max_points"), [(25, 30.0, 1000), (7, 1.5, 6), (1, 30.0, 3),
-                                                              (1000, 30.0, 4)])
+@pytest.mark.parametrize(
+    ("every", "seconds", "max_points"), [(25, 30.0, 1000), (7, 1.5, 6), (1, 30.0, 3), (1000, 30.0, 4)]
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_observe_many_takes_the_points_observe_would(every: int, seconds: float, max_points: int, seed: int) -> None:
     """The same points, at the same events, with the same rates, however the events are batched."""
@@ -292,6 +303,15 @@ def test_encoded_report_is_the_report_as_json() -> None:
         assert history.encoded_report(after) == orjson.dumps(history.report(after))
     small = History(every=10, max_points=3)
     for seq in range(1, 200):
-        small.observe(float(seq), lambda seq=seq: {"n": seq, "log_loss": 0.5, "brier": 0.1, "accuracy": 1.0, "ece": 0.0,
-                                           "reliability": [{"count": 1, "mean_confidence": 0.9, "accuracy": 1.0}]})
+        small.observe(
+            float(seq),
+            lambda seq=seq: {
+                "n": seq,
+                "log_loss": 0.5,
+                "brier": 0.1,
+                "accuracy": 1.0,
+                "ece": 0.0,
+                "reliability": [{"count": 1, "mean_confidence": 0.9, "accuracy": 1.0}],
+            },
+        )
         assert small.encoded_report() == orjson.dumps(small.report())

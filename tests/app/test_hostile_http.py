@@ -68,19 +68,28 @@ def test_heads_over_the_limits_are_answered_431_json_naming_the_limit(port: int)
     get = b"GET /health HTTP/1.1\r\nHost: x\r\n"
     refused(port, get + b"Authorization: Bearer " + b"k" * 9000 + b"\r\n\r\n", 431, "max_header_bytes")
     refused(port, get + b"".join(b"X-%d: 1\r\n" % i for i in range(101)) + b"\r\n", 431, "max_headers")
-    refused(port, get + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 4000) for i in range(5)) + b"\r\n", 431,
-            "max_head_bytes")
+    refused(port, get + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 4000) for i in range(5)) + b"\r\n", 431, "max_head_bytes")
     refused(port, b"GET /health?" + b"q" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "max_header_bytes")
     # just within every limit: served
-    code, _, body = exchange(port, get + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 40) for i in range(97))
-                             + b"Authorization: Bearer " + b"k" * 8000 + b"\r\nConnection: close\r\n\r\n")
+    code, _, body = exchange(
+        port,
+        get
+        + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 40) for i in range(97))
+        + b"Authorization: Bearer "
+        + b"k" * 8000
+        + b"\r\nConnection: close\r\n\r\n",
+    )
     assert code == 200 and json.loads(body)["status"] == "ok"
 
 
 def test_malformed_requests_are_answered_400_json(port: int) -> None:
-    for raw in [b"GARBAGE\r\n\r\n", b"GET /health HTTP/1.1\r\nNo colon here\r\n\r\n",
-                b"GET /health HTTP/9.9\r\n\r\n", b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
-                b"POST /learn HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"]:
+    for raw in [
+        b"GARBAGE\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nNo colon here\r\n\r\n",
+        b"GET /health HTTP/9.9\r\n\r\n",
+        b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
+        b"POST /learn HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ]:
         code, headers, body = exchange(port, raw)
         assert code == 400 and headers["content-type"] == "application/json", raw
         assert "Malformed HTTP request" in json.loads(body)["detail"]

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from streamtree import ProbabilityTree
 
 from app.group_commit import GroupCommit
 from app.hosting import ModelHost
 from app.main import create_app
 from app.settings import Settings
 from app.storage import DB_NAME
+from streamtree import ProbabilityTree
 from tests.app.conftest import learn_all, make_stream, same_predictions
 
 
@@ -118,10 +118,14 @@ async def _concurrent(app: Any, events: list[tuple[dict[str, Any], Any]]) -> tup
     statuses: list[int] = []
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+
         async def learner(i: int, size: int) -> None:
-            chunk = events[i:i + size]
-            body = ({"events": [{"features": x, "label": y} for x, y in chunk]} if size > 1
-                    else {"features": chunk[0][0], "label": chunk[0][1]})
+            chunk = events[i : i + size]
+            body = (
+                {"events": [{"features": x, "label": y} for x, y in chunk]}
+                if size > 1
+                else {"features": chunk[0][0], "label": chunk[0][1]}
+            )
             r = await c.post("/learn", json=body)
             statuses.append(r.status_code)
             seq = r.json()["seq"]
@@ -143,7 +147,7 @@ async def _concurrent(app: Any, events: list[tuple[dict[str, Any], Any]]) -> tup
         # Reorder the events by the sequence numbers the service gave them.
         order: list[tuple[dict[str, Any], Any]] = []
         for first, last, idx in sorted(acked):
-            order.extend(events[idx:idx + last - first + 1])
+            order.extend(events[idx : idx + last - first + 1])
         seqs = sorted(s for a in acked for s in range(a[0], a[1] + 1))
         return [order, count], statuses + seqs
 
@@ -202,19 +206,27 @@ def test_failed_rebuild_keeps_the_model_unavailable(running, stream, monkeypatch
         monkeypatch.setattr(hosting, "restore", broken_restore)
         r = client.post("/learn", json={"features": stream[50][0], "label": stream[50][1]})
         assert r.status_code == 503
-        for method, path, body in [("POST", "/learn", {"features": {"a": 1}, "label": "low"}),
-                                   ("POST", "/predict_proba", {"features": {"a": 1}}),
-                                   ("GET", "/models/default", None)]:
+        for method, path, body in [
+            ("POST", "/learn", {"features": {"a": 1}, "label": "low"}),
+            ("POST", "/predict_proba", {"features": {"a": 1}}),
+            ("GET", "/models/default", None),
+        ]:
             r = client.request(method, path, json=body)
-            assert r.status_code == 503 and r.json() == {"detail": "Model 'default' is unavailable: rebuilding it "
-                                                          "from its log failed (OperationalError). The other models "
-                                                          "are served; this one is rebuilt from its log again from "
-                                                          "time to time (see the service's log)"}
+            assert r.status_code == 503 and r.json() == {
+                "detail": "Model 'default' is unavailable: rebuilding it "
+                "from its log failed (OperationalError). The other models "
+                "are served; this one is rebuilt from its log again from "
+                "time to time (see the service's log)"
+            }
 
 
-async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, Any] | None = None,
-                     predict_first: dict[str, Any] | None = None,
-                     headers: list[dict[str, str]] | None = None) -> tuple[list[httpx.Response], list[int]]:
+async def _one_group(
+    app: Any,
+    bodies: list[dict[str, Any]],
+    first: dict[str, Any] | None = None,
+    predict_first: dict[str, Any] | None = None,
+    headers: list[dict[str, str]] | None = None,
+) -> tuple[list[httpx.Response], list[int]]:
     """Send ``first``, hold its commit on the store's thread, send ``bodies`` concurrently while
     it is held, then release it: ``bodies`` all wait in the writer's queue, so they form one
     group. Returns the responses to ``bodies`` and the size of every transaction (append)."""
@@ -240,8 +252,10 @@ async def _one_group(app: Any, bodies: list[dict[str, Any]], first: dict[str, An
                 await asyncio.sleep(0.001)
 
         await asyncio.wait_for(until(lambda: sizes), 30)  # the first commit is in flight, held
-        tasks = [asyncio.create_task(c.post("/learn", json=b, headers=headers[i] if headers else None))
-                 for i, b in enumerate(bodies)]
+        tasks = [
+            asyncio.create_task(c.post("/learn", json=b, headers=headers[i] if headers else None))
+            for i, b in enumerate(bodies)
+        ]
         await asyncio.wait_for(until(lambda: len(host.writer.queue) == len(bodies)), 30)
         release.set()
         assert (await held).status_code == 200
@@ -280,8 +294,9 @@ def test_a_refused_request_leaves_the_rest_of_its_group_learned(tmp_path) -> Non
     ]
 
     app = create_app(Settings(data_dir=tmp_path))
-    responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0]),
-                                              predict_first={"features": events[10][0], "id": "k"}))
+    responses, sizes = asyncio.run(
+        _one_group(app, bodies, single(*events[0]), predict_first={"features": events[10][0], "id": "k"})
+    )
     assert [r.status_code for r in responses] == [200, 422, 200, 422, 200, 422]
     assert responses[1].json()["detail"][0]["loc"] == ["body", "events", 2, "features", "a"]
     assert responses[3].json()["detail"][0]["loc"] == ["body", "label"]
@@ -301,7 +316,11 @@ def test_concurrent_requests_with_one_idempotency_key_learn_once(tmp_path) -> No
     responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0]), headers=keys))
     assert [r.status_code for r in responses] == [200, 200, 200, 422, 200]
     assert [r.json() for r in responses if r.status_code == 200] == [
-        {"learned": 1, "seq": 2}, {"learned": 1, "seq": 3}, {"learned": 1, "seq": 2}, {"learned": 1, "seq": 4}]
+        {"learned": 1, "seq": 2},
+        {"learned": 1, "seq": 3},
+        {"learned": 1, "seq": 2},
+        {"learned": 1, "seq": 4},
+    ]
     assert responses[3].json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
     assert sizes == [1, 3]  # the repeated keys wait for their first request's commit, then learn nothing
     assert app.state.live[0] == scored([events[0], events[1], events[2], events[4]]).to_bytes()
@@ -318,8 +337,11 @@ def test_a_library_failure_costs_only_the_request_at_fault(tmp_path, monkeypatch
         return original(self, xs, ys, **kwargs)
 
     monkeypatch.setattr(ProbabilityTree, "learn_many", flaky)
-    bodies = [{"events": [single(x, y) for x, y in events[1:4]]}, single(events[4][0] | {"boom": 1}, "low"),
-              single(*events[5])]
+    bodies = [
+        {"events": [single(x, y) for x, y in events[1:4]]},
+        single(events[4][0] | {"boom": 1}, "low"),
+        single(*events[5]),
+    ]
     app = create_app(Settings(data_dir=tmp_path))
     responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0])))
     assert [r.status_code for r in responses] == [200, 500, 200]
@@ -336,7 +358,7 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
     i = 1
     for k in range(40):  # singles and batches of many sizes, some above the apply chunk
         size = [1, 1, 3, 1, 40, 1, 7, 300][k % 8]
-        chunk = events[i:i + size]
+        chunk = events[i : i + size]
         bodies.append(single(*chunk[0]) if size == 1 else {"events": [single(x, y) for x, y in chunk]})
         i += size
     bodies.append({"events": [single(events[i][0] | {"c": "nominal now"}, "low")]})  # refused

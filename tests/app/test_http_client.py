@@ -21,7 +21,9 @@ async def serve(handler: Handler) -> tuple[asyncio.Server, str]:
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:
     head = await reader.readuntil(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+    )
     return head + await reader.readexactly(length)
 
 
@@ -38,9 +40,9 @@ def test_answers_by_length_and_by_chunks_over_one_kept_connection() -> None:
             except asyncio.IncompleteReadError:
                 break
             if len(seen) % 2:
-                writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 7\r\nRetry-After: 1\r\n\r\n{\"a\":1}")
+                writer.write(b'HTTP/1.1 201 Created\r\nContent-Length: 7\r\nRetry-After: 1\r\n\r\n{"a":1}')
             else:
-                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"b\r\n4\r\n\":2}\r\n0\r\n\r\n")
+                writer.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"b\r\n4\r\n":2}\r\n0\r\n\r\n')
             await writer.drain()
         writer.close()
 
@@ -63,7 +65,7 @@ def test_answers_by_length_and_by_chunks_over_one_kept_connection() -> None:
 def test_a_refused_connection_is_not_sent_and_a_cut_answer_is_no_answer() -> None:
     async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"partial')
         await writer.drain()
         writer.close()
 
@@ -93,8 +95,9 @@ def test_a_silent_server_is_no_answer_after_the_timeout() -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("url, expected", [("http://a:81", ("a", 81)), ("http://a", ("a", 80)),
-                                           ("http://[::1]:8000/", ("::1", 8000))])
+@pytest.mark.parametrize(
+    "url, expected", [("http://a:81", ("a", 81)), ("http://a", ("a", 80)), ("http://[::1]:8000/", ("::1", 8000))]
+)
 def test_parse_url(url: str, expected: tuple[str, int]) -> None:
     assert parse_url(url) == expected
 

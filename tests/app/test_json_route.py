@@ -27,21 +27,29 @@ def refused_at(r: Any, *loc: str | int) -> None:
     assert r.json() == {"detail": [{"type": "string_unicode", "loc": ["body", *loc], "msg": SURROGATE}]}
 
 
-@pytest.mark.parametrize(("method", "path", "text", "loc"), [
-    ("POST", "/learn", '{"features": {"%s": 1}, "label": "a"}' % LONE, ("features", "?")),
-    ("POST", "/learn", '{"features": {"a": "x%s"}, "label": "a"}' % LONE, ("features", "a")),
-    ("POST", "/learn", '{"features": {"a": 1}, "label": "%s"}' % LOW, ("label",)),
-    ("POST", "/learn", '{"events": [{"features": {"a": 1}, "label": "y"}, {"id": "%s", "label": "y"}]}' % LONE,
-     ("events", 1, "id")),
-    ("POST", "/predict_proba", '{"features": {"a": "%s"}, "id": "q"}' % LONE, ("features", "a")),
-    ("POST", "/predict_proba", '{"features": {"a": 1}, "id": "%s"}' % LONE, ("id",)),
-    ("POST", "/predict_proba", '{"instances": [{"a": 1}, {"b": ["%s"]}]}' % LONE, ("instances", 1, "b", 0)),
-    ("POST", "/models/default/explain", '{"features": {"a": "%s"}}' % LONE, ("features", "a")),
-    ("PUT", "/models/m", '{"nominal_features": ["ok", "%s"]}' % LONE, ("nominal_features", 1)),
-    ("PUT", "/models/m", '{"smoothing": "%s"}' % LONE, ("smoothing",)),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "text", "loc"),
+    [
+        ("POST", "/learn", '{"features": {"%s": 1}, "label": "a"}' % LONE, ("features", "?")),
+        ("POST", "/learn", '{"features": {"a": "x%s"}, "label": "a"}' % LONE, ("features", "a")),
+        ("POST", "/learn", '{"features": {"a": 1}, "label": "%s"}' % LOW, ("label",)),
+        (
+            "POST",
+            "/learn",
+            '{"events": [{"features": {"a": 1}, "label": "y"}, {"id": "%s", "label": "y"}]}' % LONE,
+            ("events", 1, "id"),
+        ),
+        ("POST", "/predict_proba", '{"features": {"a": "%s"}, "id": "q"}' % LONE, ("features", "a")),
+        ("POST", "/predict_proba", '{"features": {"a": 1}, "id": "%s"}' % LONE, ("id",)),
+        ("POST", "/predict_proba", '{"instances": [{"a": 1}, {"b": ["%s"]}]}' % LONE, ("instances", 1, "b", 0)),
+        ("POST", "/models/default/explain", '{"features": {"a": "%s"}}' % LONE, ("features", "a")),
+        ("PUT", "/models/m", '{"nominal_features": ["ok", "%s"]}' % LONE, ("nominal_features", 1)),
+        ("PUT", "/models/m", '{"smoothing": "%s"}' % LONE, ("smoothing",)),
+    ],
+)
 def test_a_lone_surrogate_anywhere_is_a_422_naming_the_field_and_changes_nothing(
-        client: TestClient, method: str, path: str, text: str, loc: tuple[str | int, ...]) -> None:
+    client: TestClient, method: str, path: str, text: str, loc: tuple[str | int, ...]
+) -> None:
     assert client.post("/learn", json={"features": {"a": 1.0}, "label": "y"}).json()["seq"] == 1
     before = client.get("/models").json()
     refused_at(post(client, method, path, text), *loc)

@@ -25,16 +25,29 @@ from app.storage import StorageError
 from app.telemetry import Telemetry
 
 ROOT = Path(app.__file__).parent
-HTTP_LAYER = {"main", "deps", "errors", "body_limit", "instrument", "json_route", "cli", "routers", "forwarding",
-              "http_protocol", "export"}
+HTTP_LAYER = {
+    "main",
+    "deps",
+    "errors",
+    "body_limit",
+    "instrument",
+    "json_route",
+    "cli",
+    "routers",
+    "forwarding",
+    "http_protocol",
+    "export",
+}
 ENGINES = {"storage.sqlite", "storage.postgres", "storage.postgres_schema", "storage.postgres_lease"}
 DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
 FOREIGN = DRIVERS | {"fastapi", "starlette"}
 
 
 def modules() -> dict[str, Path]:
-    return {str(p.relative_to(ROOT).with_suffix("")).replace("/", ".").removesuffix("__init__").rstrip(".") or "app": p
-            for p in ROOT.rglob("*.py")}
+    return {
+        str(p.relative_to(ROOT).with_suffix("")).replace("/", ".").removesuffix("__init__").rstrip(".") or "app": p
+        for p in ROOT.rglob("*.py")
+    }
 
 
 def imported(path: Path) -> set[str]:
@@ -64,16 +77,37 @@ def test_the_layers_are_where_expected() -> None:
     found = {layer(m) for m in modules()}
     assert found == {"http", "engine", "core"}
     core = {m for m in modules() if layer(m) == "core"}
-    assert {"node", "hosting", "group_commit", "admission", "reads", "registry", "learning", "prequential",
-            "scoring", "score_tables", "storage", "storage.base"} <= core
+    assert {
+        "node",
+        "hosting",
+        "group_commit",
+        "admission",
+        "reads",
+        "registry",
+        "learning",
+        "prequential",
+        "scoring",
+        "score_tables",
+        "storage",
+        "storage.base",
+    } <= core
 
 
 @pytest.mark.parametrize("module", sorted(m for m in modules() if layer(m) == "core"))
 def test_core_modules_name_no_driver_or_http_type(module: str) -> None:
     path = modules()[module]
     assert not imported(path) & FOREIGN
-    assert not names(path) & (FOREIGN | {"HTTPException", "RequestValidationError", "IntegrityError",
-                                         "OperationalError", "UniqueViolation", "PoolTimeout"})
+    assert not names(path) & (
+        FOREIGN
+        | {
+            "HTTPException",
+            "RequestValidationError",
+            "IntegrityError",
+            "OperationalError",
+            "UniqueViolation",
+            "PoolTimeout",
+        }
+    )
 
 
 def test_drivers_are_only_in_their_engines_and_http_types_only_in_the_http_layer() -> None:
@@ -111,8 +145,13 @@ def test_the_core_raises_only_its_own_exceptions(tmp_path: Path) -> None:
         host = registry.get("default")
         assert host is not None
         with pytest.raises(InvalidInput) as info:
-            await host.learn([SimpleNamespace(features={"a": 1.0}, label="x", id=None),
-                              SimpleNamespace(features={"a": 1.0}, label=3, id=None)], batch=True)
+            await host.learn(
+                [
+                    SimpleNamespace(features={"a": 1.0}, label="x", id=None),
+                    SimpleNamespace(features={"a": 1.0}, label=3, id=None),
+                ],
+                batch=True,
+            )
         assert info.value.errors()[0]["loc"] == ("body", "events", 1, "label")
         with pytest.raises(InvalidInput):
             registry.build_config({"no_such_parameter": 1})

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from streamtree import ProbabilityTree
-from streamtree.exceptions import InputError
 
 from app.learning import REPLAY_PAGE, bad_row, encode_event, learn_scored, restore, split_config
 from app.prequential import Prequential
 from app.settings import Settings
 from app.storage import open_store
+from streamtree import ProbabilityTree
+from streamtree.exceptions import InputError
 from tests.app.conftest import make_stream
 
 
@@ -85,8 +85,13 @@ def test_restore_with_costs_replays_the_cost_metrics(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     store.create_model("m", "{}")
     store.append("m", 1, [encode_event(x, y) for x, y in events])
-    restored = restore(store, "m", {"grace_period": 20, "costs": COSTS}, ProbabilityTree,
-                       Settings(data_dir=tmp_path, metrics_window=100))
+    restored = restore(
+        store,
+        "m",
+        {"grace_period": 20, "costs": COSTS},
+        ProbabilityTree,
+        Settings(data_dir=tmp_path, metrics_window=100),
+    )
     model, preq = ProbabilityTree(grace_period=20), Prequential(100, 10, costs=COSTS)
     for x, y in events:
         preq.update(model.predict_proba_one(x), y)

@@ -32,7 +32,7 @@ def local_config(ports: list[int], listen: int) -> str:
     assert len(servers) >= len(ports)
     for (prefix, _, address), port in zip(servers, ports, strict=False):
         config = config.replace(prefix + address, prefix + f"127.0.0.1:{port}")
-    for prefix, _, address in servers[len(ports):]:
+    for prefix, _, address in servers[len(ports) :]:
         config = config.replace(prefix + address + "\n", "")
     config = config.replace("bind :8000", f"bind 127.0.0.1:{listen}")
     config = re.sub(r"^resolvers docker\n([ \t]+.*\n)+", "", config, flags=re.M)

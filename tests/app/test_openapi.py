@@ -74,8 +74,9 @@ def test_no_server_errors(server: str, headers: dict[str, str]) -> None:
         label = f"{operation.method.upper()} {operation.path}"
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+        )
         def check(case: schemathesis.Case) -> None:
             name = (case.path_parameters or {}).get("name")
             if name is not None and case.method != "DELETE" and len(name) % 2:
@@ -104,17 +105,38 @@ COSTS = {"act": {"low": 5, "mid": 1.5, "high": 0}, "wait": {"low": 0, "mid": -1,
 #: Each route that takes a body, with valid bodies to spoil at one place, so the hostile value
 #: gets past the parser's and the schema's checks to the service's own.
 BODIES: dict[tuple[str, str], list[Any]] = {
-    ("POST", "/learn"): [{"features": {"a": 1.0, "colour": "red"}, "label": "low", "id": "i1"},
-                         {"events": [{"features": {"a": 1.0}, "label": "low"}, {"id": "q", "label": "mid"}]}],
-    ("POST", "/predict_proba"): [{"features": {"a": 1.0, "colour": "red"}, "id": "p1"},
-                                 {"instances": [{"a": 1.0}, {"colour": "red"}]}],
+    ("POST", "/learn"): [
+        {"features": {"a": 1.0, "colour": "red"}, "label": "low", "id": "i1"},
+        {"events": [{"features": {"a": 1.0}, "label": "low"}, {"id": "q", "label": "mid"}]},
+    ],
+    ("POST", "/predict_proba"): [
+        {"features": {"a": 1.0, "colour": "red"}, "id": "p1"},
+        {"instances": [{"a": 1.0}, {"colour": "red"}]},
+    ],
     ("POST", "/models/default/explain"): [{"features": {"a": 1.0, "colour": "red"}}],
-    ("POST", "/decide"): [{"features": {"a": 1.0, "colour": "red"}, "id": "d1", "costs": COSTS},
-                          {"instances": [{"a": 1.0}, {"colour": "red"}], "costs": COSTS}],
-    ("PUT", "/models/fuzzed"): [{"grace_period": 30, "tau": 0.1, "max_depth": 5, "max_nodes": 100,
-                                 "max_features": 100, "nominal_features": ["colour", 3], "smoothing": "hgs",
-                                 "half_life": 100, "m": 1.0, "delta": 0.1, "refit_every": 10,
-                                 "drift_patience": 10, "n_split_points": 5, "refit_steps": 2, "costs": COSTS}],
+    ("POST", "/decide"): [
+        {"features": {"a": 1.0, "colour": "red"}, "id": "d1", "costs": COSTS},
+        {"instances": [{"a": 1.0}, {"colour": "red"}], "costs": COSTS},
+    ],
+    ("PUT", "/models/fuzzed"): [
+        {
+            "grace_period": 30,
+            "tau": 0.1,
+            "max_depth": 5,
+            "max_nodes": 100,
+            "max_features": 100,
+            "nominal_features": ["colour", 3],
+            "smoothing": "hgs",
+            "half_life": 100,
+            "m": 1.0,
+            "delta": 0.1,
+            "refit_every": 10,
+            "drift_patience": 10,
+            "n_split_points": 5,
+            "refit_steps": 2,
+            "costs": COSTS,
+        }
+    ],
 }
 
 
@@ -152,12 +174,14 @@ def encode(value: Any) -> str:
 
 def spoiled(templates: list[Any]) -> st.SearchStrategy[str]:
     """A valid body with one value or key made hostile (a lone surrogate or a huge number)."""
+
     def spoil_at(body: Any, path: tuple[Any, ...]) -> st.SearchStrategy[str]:
         bad = LONE if path and isinstance(path[-1], tuple) else st.one_of(LONE, HUGE)  # keys are strings
         return bad.map(lambda b: encode(spoil(body, path, b)))
 
     return st.sampled_from([(body, path) for body in templates for path in places(body)]).flatmap(
-        lambda choice: spoil_at(*choice))
+        lambda choice: spoil_at(*choice)
+    )
 
 
 @pytest.mark.parametrize("headers", [{}, AUTH], ids=["anonymous", "with-key"])
@@ -168,8 +192,9 @@ def test_hostile_unicode_and_huge_numbers_never_get_a_5xx_or_non_json(server: st
     for (method, path), templates in BODIES.items():
 
         @given(text=spoiled(templates))
-        @settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+        )
         def check(text: str) -> None:
             conn.request(method, path, body=text.encode(), headers={"Content-Type": "application/json"} | headers)  # noqa: B023
             r = conn.getresponse()

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from streamtree.estimators import ESTIMATORS
-from streamtree.exceptions import InputError
 
 from app.history import History
 from app.learning import learn_scored
 from app.pacing import learn_in_stretches, stretch_events
 from app.prequential import Prequential
+from streamtree.estimators import ESTIMATORS
+from streamtree.exceptions import InputError
 from tests.app.conftest import make_stream
 from tests.app.test_process import free_port, request, start
 
@@ -28,8 +28,9 @@ def fresh(config: dict[str, Any]) -> tuple[Any, Prequential]:
     return ESTIMATORS(**config), Prequential(100, 10, History(50, 30.0, 100))
 
 
-@pytest.mark.parametrize("config", [{}, {"estimator": "forest", "n_trees": 3, "method": "bt+", "seed": 4}],
-                         ids=["tree", "forest"])
+@pytest.mark.parametrize(
+    "config", [{}, {"estimator": "forest", "n_trees": 3, "method": "bt+", "seed": 4}], ids=["tree", "forest"]
+)
 def test_stretches_learn_the_same_model_bit_for_bit(config: dict[str, Any]) -> None:
     events = make_stream(1_500, seed=9)
     xs, ys = [x for x, _ in events], [y for _, y in events]
@@ -75,7 +76,9 @@ def test_health_answers_while_a_100_tree_forest_learns_a_large_batch(tmp_path: P
     try:
         status, out = request(port, "PUT", "/models/big", {"estimator": "forest", "n_trees": 100})
         assert status == 201, out
-        body = json.dumps({"events": [{"features": x, "label": y} for x, y in make_stream(10_000, seed=6)]})  # max_batch
+        body = json.dumps(
+            {"events": [{"features": x, "label": y} for x, y in make_stream(10_000, seed=6)]}
+        )  # max_batch
         answer: list[int] = []
 
         def learn() -> None:

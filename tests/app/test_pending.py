@@ -112,8 +112,7 @@ class PendingRules(RuleBasedStateMachine):
         """Drop the trusted ids that expired or that a trusted put pushed out."""
         self.trusted_alive = {k: v for k, v in self.trusted_alive.items() if self.p.get(k) is not None}
 
-    @rule(key=st.sampled_from(["k0", "k1", "k2", "k3", "k4", "k5", 1, 2]), trusted=st.booleans(),
-          n=st.integers(0, 3))
+    @rule(key=st.sampled_from(["k0", "k1", "k2", "k3", "k4", "k5", 1, 2]), trusted=st.booleans(), n=st.integers(0, 3))
     def put(self, key: Any, trusted: bool, n: int) -> None:
         x = {f"f{i}": float(i) for i in range(n)}
         before = self.p.get(key)

@@ -88,7 +88,7 @@ class Reference:
         self.count[b] += 1
         self.conf[b] += conf
         self.correct[b] += correct
-        self.recent = (self.recent + [(ll, br, correct, conf)])[-self.window:]
+        self.recent = (self.recent + [(ll, br, correct, conf)])[-self.window :]
 
 
 def stream(n: int, seed: int = 0) -> tuple[list[dict[str, float]], list[str]]:
@@ -122,7 +122,12 @@ def test_batches_score_as_the_obvious_per_event_loop() -> None:
     got.update_many(*as_batch(probas, labels))
     s = got.state()
     assert (s["n"], s["unscored"], s["n_correct"], s["bin_count"], s["bin_correct"]) == (
-        ref.n, ref.unscored, ref.nc, ref.count, ref.correct)
+        ref.n,
+        ref.unscored,
+        ref.nc,
+        ref.count,
+        ref.correct,
+    )
     assert s["sum_log_loss"] == ref.ll  # math.log and left-to-right sums, as the loop does
     assert s["sum_brier"] == pytest.approx(ref.br, rel=1e-14)
     assert s["bin_conf"] == ref.conf
@@ -181,7 +186,10 @@ def test_cost_metrics_before_any_costed_event_are_null() -> None:
     p = Prequential(window=3, bins=2, costs=FRAUD)
     p.update({"other": 1.0}, "other")
     assert {k: p.report()["all"][k] for k in ("costed", "improved_squared_error", "decision_cost")} == {
-        "costed": 0, "improved_squared_error": None, "decision_cost": None}
+        "costed": 0,
+        "improved_squared_error": None,
+        "decision_cost": None,
+    }
 
 
 def test_cost_state_round_trip_and_snapshots_without_costs() -> None:
@@ -198,8 +206,11 @@ def test_cost_state_round_trip_and_snapshots_without_costs() -> None:
     assert "costs" not in old and Prequential.from_state(old).costs is None
 
 
-COSTS_A_TO_D = {"cheap": {"a": 0, "b": 1, "c": 4, "d": 9}, "mid": {"a": 2, "b": 2, "c": 2, "d": 2},
-                "safe": {"a": 5, "b": 3, "c": 1, "d": -1}}  # "e" arrives later: from then on nothing is costed
+COSTS_A_TO_D = {
+    "cheap": {"a": 0, "b": 1, "c": 4, "d": 9},
+    "mid": {"a": 2, "b": 2, "c": 2, "d": 2},
+    "safe": {"a": 5, "b": 3, "c": 1, "d": -1},
+}  # "e" arrives later: from then on nothing is costed
 
 
 @pytest.mark.parametrize("cuts", [[1], [100, 101, 350, 699], list(range(1, 700, 13))])
@@ -221,6 +232,7 @@ def test_cost_metrics_do_not_depend_on_batch_boundaries(cuts: list[int]) -> None
 
 
 # -- the batch implementation against a plain per-event one ---------------------------------
+
 
 class FullReference:
     """Everything :class:`Prequential` keeps, one event at a time in plain Python: the window a
@@ -260,7 +272,7 @@ class FullReference:
         self.bin_count[b] += 1
         self.bin_conf[b] += conf
         self.bin_correct[b] += correct
-        self.recent = (self.recent + [(log_loss, brier, correct, conf)])[-self.window:] if self.window else []
+        self.recent = (self.recent + [(log_loss, brier, correct, conf)])[-self.window :] if self.window else []
         if self.costs is not None:
             row, known, column, classes = one_row(proba, label)
             ise, cost = (float(v[0]) for v in self.costs.scores(row, known, column, classes))
@@ -268,7 +280,7 @@ class FullReference:
                 self.costed += 1
                 self.sum_ise += ise
                 self.sum_cost += cost
-            self.recent_costs = (self.recent_costs + [(ise, cost)])[-self.window:] if self.window else []
+            self.recent_costs = (self.recent_costs + [(ise, cost)])[-self.window :] if self.window else []
 
     def recent_summary(self) -> dict[str, Any]:
         log_loss = brier = 0.0
@@ -295,24 +307,40 @@ class FullReference:
         return {"costed": n, "improved_squared_error": ise / n if n else None, "decision_cost": cost / n if n else None}
 
     def report(self) -> dict[str, Any]:
-        every = self.format(self.n, self.sum_log_loss, self.sum_brier, self.n_correct, self.bin_count,
-                            self.bin_conf, self.bin_correct)
+        every = self.format(
+            self.n, self.sum_log_loss, self.sum_brier, self.n_correct, self.bin_count, self.bin_conf, self.bin_correct
+        )
         if self.costs is not None:
             every |= self.cost_summary(self.costed, self.sum_ise, self.sum_cost)
         return {"unscored": self.unscored, "all": every, "recent": self.recent_summary() | {"window": self.window}}
 
     def state(self) -> dict[str, Any]:
         state = {
-            "window": self.window, "bins": self.bins, "n": self.n, "unscored": self.unscored,
-            "sum_log_loss": self.sum_log_loss, "sum_brier": self.sum_brier, "n_correct": self.n_correct,
-            "bin_count": self.bin_count, "bin_conf": self.bin_conf, "bin_correct": self.bin_correct,
-            "recent": [list(r) for r in self.recent], "history": self.history.state(),
+            "window": self.window,
+            "bins": self.bins,
+            "n": self.n,
+            "unscored": self.unscored,
+            "sum_log_loss": self.sum_log_loss,
+            "sum_brier": self.sum_brier,
+            "n_correct": self.n_correct,
+            "bin_count": self.bin_count,
+            "bin_conf": self.bin_conf,
+            "bin_correct": self.bin_correct,
+            "recent": [list(r) for r in self.recent],
+            "history": self.history.state(),
         }
         if self.costs is None:
             return state
         recent = [[None if math.isnan(i) else i, None if math.isnan(c) else c] for i, c in self.recent_costs]
-        return state | {"costs": {"costs": self.costs.costs.to_dict(), "n": self.costed, "sum_ise": self.sum_ise,
-                                  "sum_cost": self.sum_cost, "recent": recent}}
+        return state | {
+            "costs": {
+                "costs": self.costs.costs.to_dict(),
+                "n": self.costed,
+                "sum_ise": self.sum_ise,
+                "sum_cost": self.sum_cost,
+                "recent": recent,
+            }
+        }
 
 
 def bits(data: Any) -> bytes:
@@ -320,15 +348,19 @@ def bits(data: Any) -> bytes:
     return orjson.dumps(data)
 
 
-@pytest.mark.parametrize(("window", "bins", "every", "seconds", "costs"), [
-    (40, 7, 25, 3.0, None),  # the window wraps many times, inside batches too
-    (300, 10, 100, 30.0, COSTS_A_TO_D),  # longer than most batches; cost metrics, "e" not costed
-    (1, 3, 1, 30.0, None),  # a window of one, a point at every event
-    (5000, 4, 64, 1.5, None),  # never full
-])
+@pytest.mark.parametrize(
+    ("window", "bins", "every", "seconds", "costs"),
+    [
+        (40, 7, 25, 3.0, None),  # the window wraps many times, inside batches too
+        (300, 10, 100, 30.0, COSTS_A_TO_D),  # longer than most batches; cost metrics, "e" not costed
+        (1, 3, 1, 30.0, None),  # a window of one, a point at every event
+        (5000, 4, 64, 1.5, None),  # never full
+    ],
+)
 @pytest.mark.parametrize("seed", [4, 5])
-def test_any_batching_gives_the_per_event_reference_to_the_bit(window: int, bins: int, every: int, seconds: float,
-                                                               costs: Any, seed: int) -> None:
+def test_any_batching_gives_the_per_event_reference_to_the_bit(
+    window: int, bins: int, every: int, seconds: float, costs: Any, seed: int
+) -> None:
     """Every number, the window and the history points as the plain loop gives them, whether
     events come one by one (:meth:`Prequential.update`) or in batches of any size, with classes
     appearing inside batches, unscored events in the middle and points taken by time."""
@@ -372,12 +404,14 @@ def test_a_few_rows_are_scored_as_a_batch_scores_them() -> None:
     label = rng.integers(0, k, size=n)  # sometimes not among the known classes
     for i in range(n):
         assert score_row(proba[i].tolist(), int(known[i]) or 1, int(label[i])) == tuple(
-            float(v) for v in np.array(scores(proba[i:i + 1], np.array([known[i] or 1]), label[i:i + 1]))[[0, 1, 3, 2], 0])
+            float(v)
+            for v in np.array(scores(proba[i : i + 1], np.array([known[i] or 1]), label[i : i + 1]))[[0, 1, 3, 2], 0]
+        )
     batch = Prequential(window=25, history=History(every=7, seconds=1e9))
     assert n > FEW
     batch.update_many(proba, known, label)
     few = Prequential(window=25, history=History(every=7, seconds=1e9))
     for a in range(0, n, 3):
-        few.update_many(proba[a:a + 3], known[a:a + 3], label[a:a + 3])
+        few.update_many(proba[a : a + 3], known[a : a + 3], label[a : a + 3])
     assert bits(few.state()) == bits(batch.state()) and bits(few.report()) == bits(batch.report())
     assert bits(few.history.report()) == bits(batch.history.report()) and few.history.points

@@ -27,9 +27,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from streamtree import ProbabilityTree
 
 from app.storage import DB_NAME
+from streamtree import ProbabilityTree
 from tests.app.conftest import batch_proba, make_stream
 
 pytestmark = pytest.mark.slow
@@ -48,10 +48,21 @@ def free_port() -> int:
 
 def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    proc = subprocess.Popen([str(EXE), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"],
-                            env=os.environ | {"PYTHONPATH": path}
-                            | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()})
+    proc = subprocess.Popen(
+        [
+            str(EXE),
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=os.environ | {"PYTHONPATH": path} | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()},
+    )
     # /health answers once the kernels are warm: a cold compile takes 45-65 s on 2 busy cores
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -66,8 +77,9 @@ def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
     raise AssertionError("server did not become healthy")
 
 
-def request(port: int, method: str, path: str, body: Any = None,
-            conn: http.client.HTTPConnection | None = None) -> tuple[int, Any]:
+def request(
+    port: int, method: str, path: str, body: Any = None, conn: http.client.HTTPConnection | None = None
+) -> tuple[int, Any]:
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     payload = None if body is None else json.dumps(body)
     c.request(method, path, body=payload, headers={"Content-Type": "application/json"})
@@ -106,10 +118,13 @@ class Client(threading.Thread):
                     self.statuses.append(status)
                     continue
                 n = 5 if step % 2 else 1
-                chunk = self.events[i:i + n]
+                chunk = self.events[i : i + n]
                 i += n
-                body = ({"events": [{"features": x, "label": y} for x, y in chunk]} if n > 1
-                        else {"features": chunk[0][0], "label": chunk[0][1]})
+                body = (
+                    {"events": [{"features": x, "label": y} for x, y in chunk]}
+                    if n > 1
+                    else {"features": chunk[0][0], "label": chunk[0][1]}
+                )
                 self.sent.extend(chunk)
                 status, out = request(self.port, "POST", "/learn", body, conn)
                 self.statuses.append(status)
@@ -161,8 +176,9 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     return Engine(tmp_path / "data", url)
 
 
-def assert_log_holds(log: list[tuple[int, dict[str, Any]]], seq: int,
-                     acked: dict[int, tuple[dict[str, Any], Any]]) -> None:
+def assert_log_holds(
+    log: list[tuple[int, dict[str, Any]]], seq: int, acked: dict[int, tuple[dict[str, Any], Any]]
+) -> None:
     """The log is numbered 1 to ``seq`` without a gap, with every acknowledged event under its seq."""
     assert [s for s, _ in log] == list(range(1, seq + 1)), "gap or extra event in the log"
     for s, (x, y) in acked.items():
@@ -234,13 +250,15 @@ def test_a_new_instance_restores_from_postgresql_alone(tmp_path: Path, pg_url: s
     proc = start(tmp_path / "first", port, database_url=pg_url, snapshot_every="300")
     try:
         for i in range(0, 500, 100):
-            body = {"events": [{"features": x, "label": y} for x, y in events[i:i + 100]]}
+            body = {"events": [{"features": x, "label": y} for x, y in events[i : i + 100]]}
             assert request(port, "POST", "/learn", body)[0] == 200
         assert request(port, "PUT", "/models/other", {"max_depth": 4})[0] == 201
         body = {"events": [{"features": x, "label": y} for x, y in events[500:]]}
         assert request(port, "POST", "/models/other/learn", body)[0] == 200
-        before = {name: request(port, "POST", f"/models/{name}/predict_proba", {"instances": probes})[1]
-                  for name in ("default", "other")}
+        before = {
+            name: request(port, "POST", f"/models/{name}/predict_proba", {"instances": probes})[1]
+            for name in ("default", "other")
+        }
         models = request(port, "GET", "/models")[1]
     finally:
         proc.kill()  # not even a snapshot at exit: the database has every acknowledged event already

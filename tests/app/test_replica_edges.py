@@ -28,6 +28,7 @@ LIMIT = 4096
 
 def chunked_learn(port: int, size: int) -> tuple[int, str, bytes]:
     """POST /learn with a chunked body of about ``size`` bytes: status, content type, body."""
+
     def chunks() -> Iterator[bytes]:
         yield b'{"events": ['
         for i in range(size // 40):
@@ -35,8 +36,7 @@ def chunked_learn(port: int, size: int) -> tuple[int, str, bytes]:
         yield b'{"features": {"a": 0}, "label": "x"}]}'
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("POST", "/learn", body=chunks(), headers={"Content-Type": "application/json"},
-                 encode_chunked=True)
+    conn.request("POST", "/learn", body=chunks(), headers={"Content-Type": "application/json"}, encode_chunked=True)
     r = conn.getresponse()
     data = r.read()
     conn.close()

@@ -62,10 +62,12 @@ def store_url(settings: dict[str, Any], tmp_path: Path) -> Any:
     return settings.get("database_url") or tmp_path / "data"
 
 
-@pytest.mark.parametrize("damage", ["newest piece corrupt", "every piece corrupt", "bytes the library refuses",
-                                    "pieces gone"])
+@pytest.mark.parametrize(
+    "damage", ["newest piece corrupt", "every piece corrupt", "bytes the library refuses", "pieces gone"]
+)
 def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
-        running: Running, db: tuple[dict[str, Any], Callable[..., Any]], tmp_path: Path, damage: str) -> None:
+    running: Running, db: tuple[dict[str, Any], Callable[..., Any]], tmp_path: Path, damage: str
+) -> None:
     settings, sql = db
     stream = make_stream(300, seed=8)
     with running(snapshot_every=100, **settings) as client:
@@ -95,7 +97,8 @@ def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
 
 
 def test_a_model_that_cannot_be_rebuilt_answers_503_saying_why_and_the_others_serve(
-        running: Running, db: tuple[dict[str, Any], Callable[..., Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    running: Running, db: tuple[dict[str, Any], Callable[..., Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings, sql = db
     stream = make_stream(200, seed=9)
     with running(**settings) as client:
@@ -115,11 +118,14 @@ def test_a_model_that_cannot_be_rebuilt_answers_503_saying_why_and_the_others_se
         metrics = client.get("/metrics").text
         assert 'streamtree_model_unavailable{model="default"} 1.0' in metrics
         assert 'streamtree_model_unavailable{model="other"} 0.0' in metrics
-        for method, path, body in [("POST", "/predict_proba", {"features": stream[0][0]}),
-                                   ("POST", "/models/default/predict_proba", {"instances": [stream[0][0]]}),
-                                   ("POST", "/learn", {"features": stream[0][0], "label": stream[0][1]}),
-                                   ("GET", "/models/default", None), ("GET", "/models/default/metrics", None),
-                                   ("GET", "/models/default/tree", None)]:
+        for method, path, body in [
+            ("POST", "/predict_proba", {"features": stream[0][0]}),
+            ("POST", "/models/default/predict_proba", {"instances": [stream[0][0]]}),
+            ("POST", "/learn", {"features": stream[0][0], "label": stream[0][1]}),
+            ("GET", "/models/default", None),
+            ("GET", "/models/default/metrics", None),
+            ("GET", "/models/default/tree", None),
+        ]:
             r = client.request(method, path, json=body)
             assert r.status_code == 503, (path, r.text)
             assert r.headers["content-type"] == "application/json"

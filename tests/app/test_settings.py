@@ -29,8 +29,17 @@ def test_api_keys_from_comma_separated_environment(monkeypatch: pytest.MonkeyPat
     assert s.max_batch == 7
 
 
-@pytest.mark.parametrize("field, value", [("api_keys", "short"), ("max_batch", 0), ("port", 70000),
-                                          ("sync", "off"), ("max_body_bytes", 10), ("pending_ttl_seconds", 0)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("api_keys", "short"),
+        ("max_batch", 0),
+        ("port", 70000),
+        ("sync", "off"),
+        ("max_body_bytes", 10),
+        ("pending_ttl_seconds", 0),
+    ],
+)
 def test_invalid_settings_are_refused(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as info:
         Settings(**{field: value})

@@ -7,9 +7,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 def routes(client) -> set[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
     text = client.get("/metrics").text
-    return {(s.labels["method"], s.labels["route"], s.labels["status"])
-            for f in text_string_to_metric_families(text) if f.name == "streamtree_http_requests"
-            for s in f.samples if s.name.endswith("_total")}
+    return {
+        (s.labels["method"], s.labels["route"], s.labels["status"])
+        for f in text_string_to_metric_families(text)
+        if f.name == "streamtree_http_requests"
+        for s in f.samples
+        if s.name.endswith("_total")
+    }
 
 
 def test_unmatched_paths_share_one_label(client) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,14 @@ import pytest
 
 from app.exceptions import InvalidInput
 from app.validation import (
-    MAX_DECISIONS, Limits, check_costs, check_event, check_features, check_id, check_label, check_length,
+    MAX_DECISIONS,
+    Limits,
+    check_costs,
+    check_event,
+    check_features,
+    check_id,
+    check_label,
+    check_length,
 )
 
 LIMITS = Limits(max_batch=3, max_features=4, max_string_length=5, max_labels=2)
@@ -26,16 +33,19 @@ def test_valid_features_pass(x) -> None:  # type: ignore[no-untyped-def]
     check_features(x, ("f",), LIMITS)
 
 
-@pytest.mark.parametrize("x, loc, kind", [
-    ({"a": math.nan}, ("f", "a"), "finite_number"),
-    ({"a": -math.inf}, ("f", "a"), "finite_number"),
-    ({"a": {"b": 1}}, ("f", "a"), "feature_type"),
-    ({"a": [1]}, ("f", "a"), "feature_type"),
-    ({"a": "abcdef"}, ("f", "a"), "string_too_long"),
-    ({"abcdef": 1}, ("f", "abcdef"), "string_too_long"),
-    ({"a": 2**63}, ("f", "a"), "int_out_of_range"),
-    ({k: 1 for k in "abcde"}, ("f",), "too_many_features"),
-])
+@pytest.mark.parametrize(
+    "x, loc, kind",
+    [
+        ({"a": math.nan}, ("f", "a"), "finite_number"),
+        ({"a": -math.inf}, ("f", "a"), "finite_number"),
+        ({"a": {"b": 1}}, ("f", "a"), "feature_type"),
+        ({"a": [1]}, ("f", "a"), "feature_type"),
+        ({"a": "abcdef"}, ("f", "a"), "string_too_long"),
+        ({"abcdef": 1}, ("f", "abcdef"), "string_too_long"),
+        ({"a": 2**63}, ("f", "a"), "int_out_of_range"),
+        ({k: 1 for k in "abcde"}, ("f",), "too_many_features"),
+    ],
+)
 def test_invalid_features_name_the_field(x, loc, kind) -> None:  # type: ignore[no-untyped-def]
     assert error(check_features, x, ("f",), LIMITS) == (loc, kind)
 
@@ -53,18 +63,21 @@ def test_labels_ids_and_batch_length() -> None:
     assert error(check_length, [1, 2, 3, 4], ("b",), LIMITS) == (("b",), "too_long")
 
 
-@pytest.mark.parametrize("costs, loc, kind", [
-    ({}, ("c",), "costs"),
-    ([], ("c",), "costs"),
-    ({"a": {}}, ("c", "a"), "costs"),
-    ({"a": 1}, ("c", "a"), "costs"),
-    ({"a": {"x": math.inf}}, ("c", "a", "x"), "costs"),
-    ({"a": {"x": 1}, "b": {"x": False}}, ("c", "b", "x"), "costs"),
-    ({"a": {"x": 1, "y": 1, "z": 1}}, ("c", "a"), "too_many_labels"),
-    ({"abcdef": {"x": 1}}, ("c", "abcdef"), "string_too_long"),
-    ({"a": {"xxxxxx": 1}}, ("c", "a", "xxxxxx"), "string_too_long"),
-    ({f"d{i}": {"x": 1} for i in range(MAX_DECISIONS + 1)}, ("c",), "too_many_decisions"),
-])
+@pytest.mark.parametrize(
+    "costs, loc, kind",
+    [
+        ({}, ("c",), "costs"),
+        ([], ("c",), "costs"),
+        ({"a": {}}, ("c", "a"), "costs"),
+        ({"a": 1}, ("c", "a"), "costs"),
+        ({"a": {"x": math.inf}}, ("c", "a", "x"), "costs"),
+        ({"a": {"x": 1}, "b": {"x": False}}, ("c", "b", "x"), "costs"),
+        ({"a": {"x": 1, "y": 1, "z": 1}}, ("c", "a"), "too_many_labels"),
+        ({"abcdef": {"x": 1}}, ("c", "abcdef"), "string_too_long"),
+        ({"a": {"xxxxxx": 1}}, ("c", "a", "xxxxxx"), "string_too_long"),
+        ({f"d{i}": {"x": 1} for i in range(MAX_DECISIONS + 1)}, ("c",), "too_many_decisions"),
+    ],
+)
 def test_bad_costs_are_named_down_to_the_decision_and_label(costs, loc, kind) -> None:  # type: ignore[no-untyped-def]
     assert error(check_costs, costs, ("c",), LIMITS) == (loc, kind)
 
@@ -75,11 +88,14 @@ def test_valid_costs_give_the_librarys_cost_matrix() -> None:
     assert matrix.to_dict() == {"a": {"x": 1.0, "y": -2.5}, "b": {"x": 0.0}}
 
 
-@pytest.mark.parametrize("event, loc, kind", [
-    ([1], ("e",), "dict_type"),
-    ({"features": {}, "label": "y", "other": 1}, ("e", "other"), "extra_forbidden"),
-    ({"features": {}}, ("e", "label"), "missing"),
-    ({"features": [1], "label": "y"}, ("e", "features"), "dict_type"),
-])
+@pytest.mark.parametrize(
+    "event, loc, kind",
+    [
+        ([1], ("e",), "dict_type"),
+        ({"features": {}, "label": "y", "other": 1}, ("e", "other"), "extra_forbidden"),
+        ({"features": {}}, ("e", "label"), "missing"),
+        ({"features": [1], "label": "y"}, ("e", "features"), "dict_type"),
+    ],
+)
 def test_check_event_names_the_field(event, loc, kind) -> None:  # type: ignore[no-untyped-def]
     assert error(check_event, event, ("e",)) == (loc, kind)

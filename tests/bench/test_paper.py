@@ -28,7 +28,9 @@ def test_win_draw_loss_rounds_to_the_papers_four_decimals_and_sign_tests() -> No
 
 
 def test_nominal_attributes_are_one_hot_with_missing_as_a_value() -> None:
-    ds = parse_arff("@relation r\n@attribute x numeric\n@attribute c {a,b}\n@attribute y {p,q}\n@data\n1,a,p\n?,?,q\n2,b,p\n")
+    ds = parse_arff(
+        "@relation r\n@attribute x numeric\n@attribute c {a,b}\n@attribute y {p,q}\n@data\n1,a,p\n?,?,q\n2,b,p\n"
+    )
     X = encode(ds)
     np.testing.assert_array_equal(X[:, 1:], [[1, 0, 0], [0, 0, 1], [0, 1, 0]])
     assert np.isnan(X[1, 0]) and X[2, 0] == 2.0

@@ -20,8 +20,21 @@ DOCKER = Path(__file__).resolve().parents[2] / "docker"
 BOARD = DOCKER / "grafana" / "dashboards" / "streamtree.json"
 
 # PromQL words that are not metric names
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or",
-             "unless", "inf", "nan"}
+_KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "offset",
+    "and",
+    "or",
+    "unless",
+    "inf",
+    "nan",
+}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -40,7 +53,7 @@ def metric_names(expr: str) -> set[str]:
     text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
     names = set()
     for m in re.finditer(r"(?<![\w.$])[A-Za-z_:][\w:]*", text):
-        rest = text[m.end():].lstrip()
+        rest = text[m.end() :].lstrip()
         if rest.startswith("(") or m.group().lower() in _KEYWORDS:
             continue
         names.add(m.group())
@@ -48,8 +61,9 @@ def metric_names(expr: str) -> set[str]:
 
 
 def test_metric_names_parser() -> None:
-    assert metric_names('histogram_quantile(0.99, sum by (le, route) (rate(a_bucket{x=~"$m"}[$__rate_interval])))') \
-        == {"a_bucket"}
+    assert metric_names('histogram_quantile(0.99, sum by (le, route) (rate(a_bucket{x=~"$m"}[$__rate_interval])))') == {
+        "a_bucket"
+    }
     assert metric_names("rate(a_sum[5m]) / rate(a_count[5m])") == {"a_sum", "a_count"}
     assert metric_names('changes(b_total{model=~"$model"}[1m]) > 0') == {"b_total"}
     assert metric_names("label_values(c_seq, model)") == {"c_seq"}
@@ -58,6 +72,7 @@ def test_metric_names_parser() -> None:
 
 def queries(board: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """``(where, expr)`` for every query of the board: panels, annotations, template variables."""
+
     def panels(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for p in items:
             yield p
@@ -106,11 +121,18 @@ def test_every_query_uses_metrics_the_service_exposes(exposed: set[str]) -> None
         assert names <= exposed, f"{where}: {sorted(names - exposed)} not exposed by /metrics"
         used |= names
     # what the board is for: requests, latency, learning, commits, quality, calibration, drift
-    assert {"streamtree_http_requests_total", "streamtree_http_request_duration_seconds_bucket",
-            "streamtree_events_learned_total", "streamtree_commit_duration_seconds_bucket",
-            "streamtree_model_log_loss", "streamtree_model_ece", "streamtree_model_brier",
-            "streamtree_model_accuracy", "streamtree_model_drift_detections_total",
-            "streamtree_model_drift_swaps_total"} <= used
+    assert {
+        "streamtree_http_requests_total",
+        "streamtree_http_request_duration_seconds_bucket",
+        "streamtree_events_learned_total",
+        "streamtree_commit_duration_seconds_bucket",
+        "streamtree_model_log_loss",
+        "streamtree_model_ece",
+        "streamtree_model_brier",
+        "streamtree_model_accuracy",
+        "streamtree_model_drift_detections_total",
+        "streamtree_model_drift_swaps_total",
+    } <= used
 
 
 def test_every_panel_uses_the_provisioned_prometheus() -> None:
@@ -139,12 +161,15 @@ def test_compose_runs_prometheus_and_grafana_with_the_board() -> None:
     prometheus = yaml.safe_load((DOCKER / "prometheus.yml").read_text())
     (job,) = prometheus["scrape_configs"]
     assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == [
-        f"{name}:8000" for name in sorted(services) if name.startswith("streamtree-")]
+        f"{name}:8000" for name in sorted(services) if name.startswith("streamtree-")
+    ]
     grafana_mounts = dict((target, source) for source, target, *_ in mounts["grafana"])
     provider = yaml.safe_load((DOCKER / "grafana" / "provisioning" / "dashboards" / "streamtree.yaml").read_text())
     path = provider["providers"][0]["options"]["path"]
-    assert grafana_mounts[path] == "./grafana/dashboards" and grafana_mounts["/etc/grafana/provisioning"] == \
-        "./grafana/provisioning"
+    assert (
+        grafana_mounts[path] == "./grafana/dashboards"
+        and grafana_mounts["/etc/grafana/provisioning"] == "./grafana/provisioning"
+    )
     assert all(p.startswith("127.0.0.1:") for s in services.values() for p in s.get("ports", []))
 
 
@@ -176,6 +201,5 @@ def test_haproxy_accepts_its_config() -> None:
     exe = shutil.which("haproxy")
     if exe is None:
         pytest.skip("haproxy is not installed")
-    result = subprocess.run([exe, "-c", "-f", str(DOCKER / "haproxy.cfg")], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([exe, "-c", "-f", str(DOCKER / "haproxy.cfg")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr

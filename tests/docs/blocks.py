@@ -149,7 +149,9 @@ def calls(block: Block) -> list[Call]:
             i += 1
             continue
         if not line.startswith("$ "):
-            raise ValueError(f"{block.page.relative_to(REPO)}:{block.line + 1 + i}: an answer without a command: {line!r}")
+            raise ValueError(
+                f"{block.page.relative_to(REPO)}:{block.line + 1 + i}: an answer without a command: {line!r}"
+            )
         where = f"{block.page.relative_to(REPO)}:{block.line + 1 + i}"
         command = line[2:]
         while command.endswith("\\") or not _complete(command):  # a continued line, or an open quote
@@ -201,5 +203,8 @@ ANSWER_IN_SHELL = re.compile(r'^\s*(\{"|\[\{|\[")|#\s*(\{"|\[\{|\[")')
 
 def shell_answers(block: Block) -> list[str]:
     """Lines of a shell block that look like an answer (JSON), which nothing would check."""
-    return [f"{block.where}+{i + 1}: {line.strip()}" for i, line in enumerate(block.body.splitlines())
-            if ANSWER_IN_SHELL.search(line)]
+    return [
+        f"{block.where}+{i + 1}: {line.strip()}"
+        for i, line in enumerate(block.body.splitlines())
+        if ANSWER_IN_SHELL.search(line)
+    ]

@@ -38,11 +38,11 @@ class Answers:
 
 
 def test_a_console_block_with_a_wrong_answer_fails_and_a_right_one_passes() -> None:
-    session = block("console", "$ curl -s localhost:8000/learn --json '{\"a\": 1}'\n{\"learned\":1,\"seq\":1}")
+    session = block("console", '$ curl -s localhost:8000/learn --json \'{"a": 1}\'\n{"learned":1,"seq":1}')
     assert run_console(Answers(200, '{"learned":1,"seq":1}'), [session]) == []
     assert run_console(Answers(200, '{"learned":1,"seq":2}'), [session])
     assert run_console(Answers(200, '{"learned":1,"seq":1,"more":true}'), [session])
-    elided = block("console", "$ curl -s localhost:8000/health\n{\"status\":\"ok\",...}")
+    elided = block("console", '$ curl -s localhost:8000/health\n{"status":"ok",...}')
     assert run_console(Answers(200, '{"status":"ok","seq":{}}'), [elided]) == []
 
 
@@ -53,8 +53,11 @@ def test_a_command_shown_without_an_answer_must_succeed() -> None:
 
 
 def test_curl_commands_are_read_as_a_shell_would() -> None:
-    session = block("console", "$ curl -s localhost:8000/learn -H 'Content-Type: application/json' \\\n"
-                               "    -d '{\"events\": [1,\n                2]}'\n{\"learned\":2,\"seq\":2}")
+    session = block(
+        "console",
+        "$ curl -s localhost:8000/learn -H 'Content-Type: application/json' \\\n"
+        '    -d \'{"events": [1,\n                2]}\'\n{"learned":2,"seq":2}',
+    )
     (call,) = calls(session)
     assert (call.method, call.path, call.headers) == ("POST", "/learn", {"Content-Type": "application/json"})
     assert call.body == '{"events": [1,\n                2]}' and call.want == '{"learned":2,"seq":2}'

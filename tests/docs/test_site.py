@@ -32,8 +32,14 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """``mkdocs build --strict``: a broken link, anchor or docstring reference, or a page left
     out of the nav, fails it."""
     env = os.environ | {"NO_MKDOCS_2_WARNING": "1"}
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                         cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     site = tmp_path / "site"
     for page in ("architecture/learn-trace", "reference/models", "getting-started", "bench/results/speed"):
@@ -47,8 +53,14 @@ def test_the_nav_lists_every_page_and_at_least_eight() -> None:
     found = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
     assert sorted(listed) == found
     assert len(listed) >= 8
-    assert {"architecture/index.md", "reference/index.md", "getting-started.md", "known-limits.md",
-            "contributing.md", "benchmarks/index.md"} <= set(listed)
+    assert {
+        "architecture/index.md",
+        "reference/index.md",
+        "getting-started.md",
+        "known-limits.md",
+        "contributing.md",
+        "benchmarks/index.md",
+    } <= set(listed)
 
 
 def test_the_readme_is_a_front_door() -> None:
@@ -62,7 +74,7 @@ def test_the_readme_is_a_front_door() -> None:
 def test_make_serve_takes_a_port() -> None:
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^PORT \?= 8000$", makefile, re.M)
-    serve = makefile[makefile.index("\nserve:"):]
+    serve = makefile[makefile.index("\nserve:") :]
     assert "--port $(PORT)" in serve.split("\n\n")[0]
 
 
@@ -75,8 +87,11 @@ def test_cited_code_exists() -> None:
             path, name = REPO / m[1], m[2]
             if not path.is_file():
                 missing.append(f"{page.relative_to(REPO)}: {m[1]}")
-            elif name and not re.search(rf"^\s*(async def|def|class) {re.escape(name.split('.')[-1])}\b|^{re.escape(name)}\b",
-                                        path.read_text(), re.M):
+            elif name and not re.search(
+                rf"^\s*(async def|def|class) {re.escape(name.split('.')[-1])}\b|^{re.escape(name)}\b",
+                path.read_text(),
+                re.M,
+            ):
                 missing.append(f"{page.relative_to(REPO)}: {m[1]}:{name}")
     assert not missing, "cited, but not in the code:\n" + "\n".join(missing)
 
@@ -90,10 +105,19 @@ def test_every_setting_is_documented() -> None:
 
 
 def _own_files() -> list[Path]:
-    files = [REPO / "README.md", REPO / "mkdocs.yml", REPO / "Makefile", REPO / "docker" / "test-image.sh",
-             *DOCS.rglob("*.md"), *DOCS.rglob("*.py")]
-    files += [p for p in (REPO / "bench").rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".sh")
-              and "paper" not in p.parent.name]
+    files = [
+        REPO / "README.md",
+        REPO / "mkdocs.yml",
+        REPO / "Makefile",
+        REPO / "docker" / "test-image.sh",
+        *DOCS.rglob("*.md"),
+        *DOCS.rglob("*.py"),
+    ]
+    files += [
+        p
+        for p in (REPO / "bench").rglob("*")
+        if p.is_file() and p.suffix in (".py", ".md", ".sh") and "paper" not in p.parent.name
+    ]
     return files
 
 

@@ -13,8 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.reference import adwin as drift
-from tests.reference.adwin import Adwin
 from streamtree.kernels.adwin import MIN_PART, adwin_from_state, adwin_to_state, adwin_update, new_adwin
 from streamtree.state import (
     A_CHANGE,
@@ -31,6 +29,8 @@ from streamtree.state import (
     ADWIN_ROWS,
     ADWIN_SCALARS,
 )
+from tests.reference import adwin as drift
+from tests.reference.adwin import Adwin
 
 
 def bernoulli(rng: np.random.Generator, segments: list[tuple[int, float]]) -> np.ndarray:
@@ -51,14 +51,22 @@ STREAMS = {
     "uniform-far-from-zero": lambda rng: np.concatenate([1e6 + rng.random(3000), 1e6 + 0.5 + rng.random(3000)]),
     "bernoulli-rise-and-back": lambda rng: bernoulli(rng, [(3000, 0.1), (3000, 0.5), (3000, 0.1)]),
     "bernoulli-rise-then-rise": lambda rng: bernoulli(rng, [(3000, 0.1), (200, 0.4), (3000, 0.8)]),
-    "bernoulli-ramp": lambda rng: (rng.random(7000) < np.concatenate(
-        [np.full(3000, 0.1), np.linspace(0.1, 0.5, 1000), np.full(3000, 0.5)])).astype(np.float64),
+    "bernoulli-ramp": lambda rng: (
+        rng.random(7000) < np.concatenate([np.full(3000, 0.1), np.linspace(0.1, 0.5, 1000), np.full(3000, 0.5)])
+    ).astype(np.float64),
 }
 
 
 def scalars(detector: Adwin) -> tuple[float, ...]:
-    return (detector.width, detector.total, detector.variance, detector.time, detector.n_detections, detector.change,
-            detector.detected_at)
+    return (
+        detector.width,
+        detector.total,
+        detector.variance,
+        detector.time,
+        detector.n_detections,
+        detector.change,
+        detector.detected_at,
+    )
 
 
 def kernel_scalars(s: np.ndarray) -> tuple[float, ...]:
@@ -79,7 +87,10 @@ def assert_same_state(kernel: tuple[np.ndarray, np.ndarray, np.ndarray], detecto
 
 
 def run_both(
-    values: np.ndarray, detector: Adwin, kernel: tuple[np.ndarray, np.ndarray, np.ndarray], replaced: list[int] | None = None
+    values: np.ndarray,
+    detector: Adwin,
+    kernel: tuple[np.ndarray, np.ndarray, np.ndarray],
+    replaced: list[int] | None = None,
 ) -> list[int]:
     """Feed both; check every step; return the steps that fired (and append to ``replaced`` the
     steps whose cut only re-placed the last detected change: the window shrank, no alarm)."""
@@ -134,8 +145,11 @@ def test_matches_the_oracle_with_other_clocks_and_bucket_counts(clock: int, max_
     run_both(values, Adwin(0.01, clock, max_buckets), new_adwin(0.01, clock, max_buckets))
 
 
-ONE_CHANGE = {"0.05-to-0.95": [(4000, 0.05), (4000, 0.95)], "0.1-to-0.5": [(3000, 0.1), (3000, 0.5)],
-              "0.4-to-0.1": [(3000, 0.4), (3000, 0.1)]}
+ONE_CHANGE = {
+    "0.05-to-0.95": [(4000, 0.05), (4000, 0.95)],
+    "0.1-to-0.5": [(3000, 0.1), (3000, 0.5)],
+    "0.4-to-0.1": [(3000, 0.4), (3000, 0.1)],
+}
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -226,7 +240,9 @@ def test_malformed_states_are_refused() -> None:
     with pytest.raises(ValueError):
         adwin_from_state({**state, "row_sizes": np.array([1], dtype=np.int64)})  # no bucket for it
     with pytest.raises(ValueError):
-        adwin_from_state({**state, "row_sizes": np.array([7], dtype=np.int64), "totals": np.zeros(7), "variances": np.zeros(7)})
+        adwin_from_state(
+            {**state, "row_sizes": np.array([7], dtype=np.int64), "totals": np.zeros(7), "variances": np.zeros(7)}
+        )
     with pytest.raises(ValueError):
         adwin_from_state({**state, "row_sizes": np.zeros(ADWIN_ROWS + 1, dtype=np.int64)})
     with pytest.raises(ValueError):

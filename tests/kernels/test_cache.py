@@ -38,8 +38,9 @@ print(json.dumps({"cache_dir": kernels.CACHE_DIR, "hits": sum(sum(s.cache_hits.v
 def _run(root: Path, cache: Path) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "STREAMTREE_KERNEL_CACHE")}
     env |= {"PYTHONPATH": str(root), "STREAMTREE_KERNEL_CACHE": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
-    result = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, cwd=root,
-                            timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, cwd=root, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     answer: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
     return answer
@@ -74,8 +75,10 @@ def test_a_changed_kernel_source_compiles_afresh_and_nothing_is_cached_in_the_pa
 def test_the_package_imports_every_kernel_module_under_the_hashed_directory() -> None:
     """A kernel module imported only after ``streamtree.kernels`` would be defined, and cached,
     outside the hashed directory (numba reads its cache setting when a function is defined)."""
-    program = ("import sys, pathlib, streamtree.kernels as k; here = pathlib.Path(k.__file__).parent; "
-               "print(sorted(p.stem for p in here.glob('*.py') if p.stem != '__init__' "
-               "and 'streamtree.kernels.' + p.stem not in sys.modules))")
+    program = (
+        "import sys, pathlib, streamtree.kernels as k; here = pathlib.Path(k.__file__).parent; "
+        "print(sorted(p.stem for p in here.glob('*.py') if p.stem != '__init__' "
+        "and 'streamtree.kernels.' + p.stem not in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=300)
     assert result.stdout.strip() == "[]"

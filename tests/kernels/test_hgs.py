@@ -57,7 +57,9 @@ def test_loocv_matches_the_oracle(seed: int, alpha0: float) -> None:
     else:
         assert cost == pytest.approx(expected_cost, rel=RTOL)
     close(grad, expected_grad)
-    assert grad0 == pytest.approx(expected_grad0, rel=RTOL, abs=1e-12 * max(1.0, float(np.abs(expected_grad).max(initial=0))))
+    assert grad0 == pytest.approx(
+        expected_grad0, rel=RTOL, abs=1e-12 * max(1.0, float(np.abs(expected_grad).max(initial=0)))
+    )
     assert np.all(grad[~tree.internal] == 0.0)
 
 

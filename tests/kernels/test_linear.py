@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from streamtree.kernels.linear import (
-    MIX_SETTLE, lr_learn, lr_proba, mix_fit, mix_pool, mix_score, refit_due, standardise, uncertainty,
+    MIX_SETTLE,
+    lr_learn,
+    lr_proba,
+    mix_fit,
+    mix_pool,
+    mix_score,
+    refit_due,
+    standardise,
+    uncertainty,
 )
 from streamtree.state import LOG_MIN_PROBA, WINDOW
 from tests.reference.linear import LinearComponent
@@ -67,8 +75,17 @@ def test_the_kernels_follow_the_reference_bit_for_bit(n_numeric: int, n_classes:
         mix_score(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored, p_tree, p_lr, n_classes, y)
         arrays.n_scored += 1
         if refit_due(arrays.n_scored):
-            arrays.a, arrays.b, arrays.c = mix_fit(arrays.mix_a, arrays.mix_b, arrays.mix_y, arrays.mix_u, arrays.n_scored,
-                                                   n_classes, arrays.a, arrays.b, arrays.c)
+            arrays.a, arrays.b, arrays.c = mix_fit(
+                arrays.mix_a,
+                arrays.mix_b,
+                arrays.mix_y,
+                arrays.mix_u,
+                arrays.n_scored,
+                n_classes,
+                arrays.a,
+                arrays.b,
+                arrays.c,
+            )
         oracle.score(p_tree.tolist(), p_lr.tolist(), y)
         assert (arrays.a, arrays.b, arrays.c) == (oracle.a, oracle.b, oracle.c)
         lr_learn(arrays.w, arrays.bias, arrays.scale, z, row, n_numeric, n_classes, y, p_lr, acc)

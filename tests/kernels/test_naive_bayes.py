@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from tests.reference import naive_bayes as oracle_module
 from streamtree import state
 from streamtree.kernels import naive_bayes as kernels
 from streamtree.kernels.naive_bayes import (
@@ -28,9 +27,10 @@ from streamtree.kernels.naive_bayes import (
     nb_score,
     nb_temper,
 )
-from tests.reference.naive_bayes import NaiveBayesFactor
-from tests.kernels.exact import assert_close
 from streamtree.state import MAX, MIN, N_, Q_, S_, SEEN
+from tests.kernels.exact import assert_close
+from tests.reference import naive_bayes as oracle_module
+from tests.reference.naive_bayes import NaiveBayesFactor
 
 LOG_FLOOR = math.log(1e-15)
 
@@ -85,14 +85,46 @@ class Arrays:
         self.nb_seen[0, SEEN] += 1.0
 
     def refresh(self, n_classes: int, n_numeric: int, n_nominal: int, n_values: int) -> None:
-        nb_refresh(self.nb_num, self.nb_nom, self.shift, n_classes, n_numeric, n_nominal, n_values,
-                   self.nb_mean, self.nb_inv2var, self.nb_const, self.nb_table)
+        nb_refresh(
+            self.nb_num,
+            self.nb_nom,
+            self.shift,
+            n_classes,
+            n_numeric,
+            n_nominal,
+            n_values,
+            self.nb_mean,
+            self.nb_inv2var,
+            self.nb_const,
+            self.nb_table,
+        )
 
-    def loglik(self, nb_classes: int, n_numeric: int, n_nominal: int, n_values: int, num: np.ndarray,
-               nom: np.ndarray, n_classes: int) -> np.ndarray:
+    def loglik(
+        self,
+        nb_classes: int,
+        n_numeric: int,
+        n_nominal: int,
+        n_values: int,
+        num: np.ndarray,
+        nom: np.ndarray,
+        n_classes: int,
+    ) -> np.ndarray:
         out = np.full(n_classes + 2, 99.0)
-        nb_loglik(self.nb_mean, self.nb_inv2var, self.nb_const, self.nb_table, self.shift, nb_classes, n_numeric,
-                  n_nominal, n_values, num, nom, n_classes, out)
+        nb_loglik(
+            self.nb_mean,
+            self.nb_inv2var,
+            self.nb_const,
+            self.nb_table,
+            self.shift,
+            nb_classes,
+            n_numeric,
+            n_nominal,
+            n_values,
+            num,
+            nom,
+            n_classes,
+            out,
+        )
         assert (out[n_classes:] == 99.0).all(), "nothing past n_classes is written"
         return out[:n_classes]
 
@@ -112,7 +144,10 @@ class Stream:
     def __post_init__(self) -> None:
         rng = np.random.default_rng(self.seed)
         self.rng = rng
-        self.means = rng.normal(0.0, 1.5, size=(self.n_numeric, self.n_classes)) + 1e3 * (rng.random(self.n_numeric) < 0.3)[:, None]
+        self.means = (
+            rng.normal(0.0, 1.5, size=(self.n_numeric, self.n_classes))
+            + 1e3 * (rng.random(self.n_numeric) < 0.3)[:, None]
+        )
         self.scales = rng.uniform(0.3, 2.0, size=(self.n_numeric, self.n_classes))
         self.freqs = rng.dirichlet(np.ones(self.n_values), size=(self.n_nominal, self.n_classes))
 
@@ -234,7 +269,9 @@ def test_refresh_refuses_sizes_beyond_the_capacities() -> None:
 
 
 # -- log likelihoods ------------------------------------------------------------------------
-def query_rows(stream: Stream, rng: np.random.Generator, n: int, numeric: int, nominal: int) -> tuple[np.ndarray, np.ndarray]:
+def query_rows(
+    stream: Stream, rng: np.random.Generator, n: int, numeric: int, nominal: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows to score: missing values, codes seen and never seen, wild numeric values."""
     num = rng.normal(0.0, 3.0, size=(n, numeric)) + stream.means[:numeric, 0]
     num[rng.random((n, numeric)) < 0.2] = np.nan
@@ -258,7 +295,9 @@ def test_loglik_matches_row_loglik(classes: int, late: int, seed: int) -> None:
     got = np.array([arrays.loglik(classes, f, c, v, num[i], nom[i], classes + late) for i in range(len(num))])
     assert_close(got, expected)
     if late:
-        np.testing.assert_array_equal(got[:, classes:], np.repeat(got[:, :classes].max(axis=1, keepdims=True), late, axis=1))
+        np.testing.assert_array_equal(
+            got[:, classes:], np.repeat(got[:, :classes].max(axis=1, keepdims=True), late, axis=1)
+        )
 
     # with the oracle's own parameters it is the same arithmetic: equal, on any platform
     oracle_params_into(nb, arrays)
@@ -267,8 +306,21 @@ def test_loglik_matches_row_loglik(classes: int, late: int, seed: int) -> None:
 
     # the batch: row by row exactly, the oracle's vectorised loglik up to rounding
     out = np.full((len(num), classes + late + 1), 99.0)
-    nb_loglik_rows(arrays.nb_mean, arrays.nb_inv2var, arrays.nb_const, arrays.nb_table, arrays.shift, classes, f, c, v,
-                   num, nom, classes + late, out)
+    nb_loglik_rows(
+        arrays.nb_mean,
+        arrays.nb_inv2var,
+        arrays.nb_const,
+        arrays.nb_table,
+        arrays.shift,
+        classes,
+        f,
+        c,
+        v,
+        num,
+        nom,
+        classes + late,
+        out,
+    )
     np.testing.assert_array_equal(out[:, : classes + late], got)
     assert (out[:, classes + late :] == 99.0).all()
     batch = nb.loglik(num, nom, classes + late)
@@ -354,7 +406,9 @@ def test_temper_with_no_classes_writes_nothing() -> None:
 
 
 # -- scoring and fitting gamma --------------------------------------------------------------
-def scored_pair(classes_over_time: list[int], n: int, seed: int, signal: float = 1.0) -> tuple[NaiveBayesFactor, Arrays, int]:
+def scored_pair(
+    classes_over_time: list[int], n: int, seed: int, signal: float = 1.0
+) -> tuple[NaiveBayesFactor, Arrays, int]:
     """Oracle and arrays after scoring ``n`` examples (class count growing as listed), each
     with tree probabilities and log likelihoods that carry some information about ``y``."""
     rng = np.random.default_rng(seed)

@@ -123,8 +123,9 @@ def _sums_either(a, c):  # type: ignore[no-untyped-def]
     return b.sum()
 
 
-@pytest.mark.parametrize("kernel", [_returns_borrowed, _returns_borrowed_view, _returns_either,
-                                    _returns_either_owned_first])
+@pytest.mark.parametrize(
+    "kernel", [_returns_borrowed, _returns_borrowed_view, _returns_either, _returns_either_owned_first]
+)
 def test_a_kernel_returning_a_borrowed_array_does_not_compile(kernel) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Exception, match="borrowed array"):
         kernel(np.zeros(3), True) if kernel.py_func.__code__.co_argcount == 2 else kernel(np.zeros(3))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from streamtree.kernels import smoothing as ks
-from streamtree.smoothing import HGS, MLE, Laplace, MBranch, MEstimate, Smoother
 from streamtree.kernels.hgs import sync_alpha
+from streamtree.smoothing import HGS, MLE, Laplace, MBranch, MEstimate, Smoother
 from streamtree.state import HGS_COLUMNS, THETA
 from streamtree.topology import Topology
 from tests.kernels.trees import RandomTree, random_tree
@@ -27,8 +27,15 @@ def hgs_arrays(rng: np.random.Generator, tree: RandomTree) -> tuple[np.ndarray, 
     theta0 = float(rng.uniform(-3.0, 3.0))
     smoother = HGS()
     smoother.set_state(
-        {"theta": hgs[: tree.n, 0], "step": hgs[: tree.n, 1], "grad": hgs[: tree.n, 2], "theta0": theta0,
-         "step0": 0.1, "grad0": 0.0, "n_refits": 0}
+        {
+            "theta": hgs[: tree.n, 0],
+            "step": hgs[: tree.n, 1],
+            "grad": hgs[: tree.n, 2],
+            "theta0": theta0,
+            "step0": 0.1,
+            "grad0": 0.0,
+            "n_refits": 0,
+        }
     )
     return hgs, theta0, smoother
 
@@ -114,4 +121,6 @@ def test_hgs_ancestors_without_counts_get_no_weight() -> None:
 
 def test_unknown_smoother_code_raises() -> None:
     with pytest.raises(ValueError, match="unknown smoother"):
-        ks.path_proba(99, 1.0, np.ones((1, 2)), np.zeros((1, HGS_COLUMNS)), 0.0, np.zeros(1, dtype=np.int64), 1, 2, np.empty(2))
+        ks.path_proba(
+            99, 1.0, np.ones((1, 2)), np.zeros((1, HGS_COLUMNS)), 0.0, np.zeros(1, dtype=np.int64), 1, 2, np.empty(2)
+        )

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamtree.kernels import split as ks
+from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN, new_arrays
 from tests.kernels.exact import assert_close
 from tests.reference import criteria
-from streamtree.kernels import split as ks
 from tests.reference.observers import LeafStats
-from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN, new_arrays
 
 CRITERIA = ("info_gain", "gini", "hellinger")
 NOISE = 1e-12  # merits this close to 0 are rounding noise of a merit that is exactly 0
@@ -63,7 +63,11 @@ def _random_leaves(
 ) -> tuple[LeafStats, object, list[int]]:
     """The same random rows added to the oracle (in one batch) and to the arrays (one by one)."""
     y = rng.choice(n_classes, size=n_rows, p=rng.dirichlet(np.ones(n_classes)))
-    num = np.column_stack([_numeric_column(rng, y, n_classes) for _ in range(n_numeric)]) if n_numeric else np.empty((n_rows, 0))
+    num = (
+        np.column_stack([_numeric_column(rng, y, n_classes) for _ in range(n_numeric)])
+        if n_numeric
+        else np.empty((n_rows, 0))
+    )
     nom = (
         np.column_stack([_nominal_column(rng, y, n_classes, n_values) for _ in range(n_nominal)]).astype(np.int64)
         if n_nominal
@@ -84,13 +88,24 @@ def _random_leaves(
 
     # capacities larger than the logical sizes, as a grown tree has them
     arrays = new_arrays(
-        slots=oracle.seen.shape[0], classes=n_classes + 1, numeric=n_numeric + 1, nominal=n_nominal + 1, values=n_values + 2
+        slots=oracle.seen.shape[0],
+        classes=n_classes + 1,
+        numeric=n_numeric + 1,
+        nominal=n_nominal + 1,
+        values=n_values + 2,
     )
     arrays.shift[:n_numeric] = shift
     for i in range(n_rows):
         ks.update_stats(
-            arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.slot_seen, arrays.shift,
-            int(row_slot[i]), int(y[i]), num[i], nom[i],
+            arrays.num_stats,
+            arrays.num_range,
+            arrays.nom_stats,
+            arrays.slot_seen,
+            arrays.shift,
+            int(row_slot[i]),
+            int(y[i]),
+            num[i],
+            nom[i],
         )
     return oracle, arrays, slots
 
@@ -124,9 +139,21 @@ def _check_best_split(oracle, arrays, slot, dims, criterion, n_split_points, mbf
     left = np.full(n_classes + 1, 7.0)
     right = np.full(n_classes + 1, 7.0)
     found, kind, col, thr, merit, second = ks.best_split(
-        arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, slot, n_classes, n_numeric, n_nominal,
-        n_values, ks.CRITERION_CODES[criterion], n_split_points, mbf, np.ones(n_numeric + n_nominal, dtype=np.bool_),
-        left, right,
+        arrays.num_stats,
+        arrays.num_range,
+        arrays.nom_stats,
+        arrays.shift,
+        slot,
+        n_classes,
+        n_numeric,
+        n_nominal,
+        n_values,
+        ks.CRITERION_CODES[criterion],
+        n_split_points,
+        mbf,
+        np.ones(n_numeric + n_nominal, dtype=np.bool_),
+        left,
+        right,
     )
     assert left[n_classes] == 7.0 and right[n_classes] == 7.0  # only [:n_classes] written
     if expected is None:
@@ -167,7 +194,14 @@ def test_update_stats_one_example() -> None:
     arrays.shift[:] = [1.0, 0.0, 10.0]
     row = np.array([3.0, np.nan, 7.0])
     ks.update_stats(
-        arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.slot_seen, arrays.shift, 1, 2, row,
+        arrays.num_stats,
+        arrays.num_range,
+        arrays.nom_stats,
+        arrays.slot_seen,
+        arrays.shift,
+        1,
+        2,
+        row,
         np.array([3, -1], dtype=np.int64),
     )
     assert arrays.num_stats[1, 0, 2].tolist() == [1.0, 2.0, 4.0]
@@ -189,7 +223,14 @@ def test_update_stats_row_shorter_than_capacity_and_signed_zeros() -> None:
     arrays = new_arrays(slots=1, classes=2, numeric=4, nominal=1, values=1)
     for row, k in zip(rows, [0, 1, 0]):
         ks.update_stats(
-            arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.slot_seen, arrays.shift, 0, k, row,
+            arrays.num_stats,
+            arrays.num_range,
+            arrays.nom_stats,
+            arrays.slot_seen,
+            arrays.shift,
+            0,
+            k,
+            row,
             np.empty(0, dtype=np.int64),
         )
     assert _bits(arrays.num_range[0, :2, MIN]) == _bits(oracle.num_min[s, :2])
@@ -359,7 +400,14 @@ def _leaf(rows: list[list[float]], ys: list[int], n_classes: int, shift: list[fl
         arrays.shift[:] = shift
     for row, k in zip(num, ys):
         ks.update_stats(
-            arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.slot_seen, arrays.shift, 0, k, row,
+            arrays.num_stats,
+            arrays.num_range,
+            arrays.nom_stats,
+            arrays.slot_seen,
+            arrays.shift,
+            0,
+            k,
+            row,
             np.empty(0, dtype=np.int64),
         )
     return arrays
@@ -370,8 +418,21 @@ def _split(arrays, n_classes, criterion="info_gain", n_split_points=3, mbf=0.0, 
     if allowed is None:
         allowed = np.ones(arrays.shift.size + n_nominal, dtype=np.bool_)
     result = ks.best_split(
-        arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, 0, n_classes, arrays.shift.size,
-        n_nominal, n_values, ks.CRITERION_CODES[criterion], n_split_points, mbf, allowed, left, right,
+        arrays.num_stats,
+        arrays.num_range,
+        arrays.nom_stats,
+        arrays.shift,
+        0,
+        n_classes,
+        arrays.shift.size,
+        n_nominal,
+        n_values,
+        ks.CRITERION_CODES[criterion],
+        n_split_points,
+        mbf,
+        allowed,
+        left,
+        right,
     )
     return result, left, right
 
@@ -415,9 +476,21 @@ def test_classes_seen_and_a_leaf_of_one_class_never_splits() -> None:
                 continue
             for criterion in CRITERIA:
                 found, *_, merit, _second = ks.best_split(
-                    arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, slot, n_classes, n_numeric,
-                    n_nominal, n_values, ks.CRITERION_CODES[criterion], 10, 0.0,
-                    np.ones(n_numeric + n_nominal, dtype=np.bool_), np.empty(n_classes), np.empty(n_classes),
+                    arrays.num_stats,
+                    arrays.num_range,
+                    arrays.nom_stats,
+                    arrays.shift,
+                    slot,
+                    n_classes,
+                    n_numeric,
+                    n_nominal,
+                    n_values,
+                    ks.CRITERION_CODES[criterion],
+                    10,
+                    0.0,
+                    np.ones(n_numeric + n_nominal, dtype=np.bool_),
+                    np.empty(n_classes),
+                    np.empty(n_classes),
                 )
                 assert not found or merit <= NOISE, (criterion, dims, merit)
     assert min(outcomes.values()) > 50, outcomes
@@ -455,20 +528,45 @@ def test_random_split_matches_its_reference(seed: int) -> None:
         num_row = rng.normal(size=n_numeric)
         num_row[rng.random(n_numeric) < 0.5 * (seed % 2)] = np.nan  # some columns never seen
         nom_row = rng.integers(0, 2 if seed % 3 else n_values, size=n_nominal)
-        ks.update_stats(arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.slot_seen, arrays.shift, 0,
-                        int(rng.integers(0, n_classes)), num_row, nom_row)
+        ks.update_stats(
+            arrays.num_stats,
+            arrays.num_range,
+            arrays.nom_stats,
+            arrays.slot_seen,
+            arrays.shift,
+            0,
+            int(rng.integers(0, n_classes)),
+            num_row,
+            nom_row,
+        )
     draws = rng.integers(0, 2**63, size=n_numeric + n_nominal).astype(np.uint64)
     u = float(rng.random())
     left, right = np.zeros(n_classes), np.zeros(n_classes)
-    found, kind, col, thr = ks.random_split(arrays.num_stats, arrays.num_range, arrays.nom_stats, arrays.shift, 0,
-                                            n_classes, n_numeric, n_nominal, n_values, draws, u, left, right)
+    found, kind, col, thr = ks.random_split(
+        arrays.num_stats,
+        arrays.num_range,
+        arrays.nom_stats,
+        arrays.shift,
+        0,
+        n_classes,
+        n_numeric,
+        n_nominal,
+        n_values,
+        draws,
+        u,
+        left,
+        right,
+    )
     expected = _random_reference(arrays, n_classes, n_numeric, n_nominal, n_values, draws, u)
     if expected is None:
         assert not found
         return
     assert found and (kind, col) == expected[:2] and thr == pytest.approx(expected[2], rel=1e-15)
-    totals = (arrays.num_stats[0, col, :n_classes, 0] if kind == NUMERIC
-              else arrays.nom_stats[0, col, :n_values, :n_classes].sum(axis=0))
+    totals = (
+        arrays.num_stats[0, col, :n_classes, 0]
+        if kind == NUMERIC
+        else arrays.nom_stats[0, col, :n_values, :n_classes].sum(axis=0)
+    )
     assert left + right == pytest.approx(totals)  # every example goes one way
     if kind == NOMINAL:
         assert left.tolist() == arrays.nom_stats[0, col, int(thr), :n_classes].tolist()

@@ -249,5 +249,7 @@ class Adwin:
         detector.detected_at = int(state.get("detected_at", 0))  # absent before it existed: none on record
         cuts = np.cumsum(np.asarray(state["row_sizes"], dtype=np.int64))[:-1]
         detector._totals = [part.tolist() for part in np.split(np.asarray(state["totals"], dtype=np.float64), cuts)]
-        detector._variances = [part.tolist() for part in np.split(np.asarray(state["variances"], dtype=np.float64), cuts)]
+        detector._variances = [
+            part.tolist() for part in np.split(np.asarray(state["variances"], dtype=np.float64), cuts)
+        ]
         return detector

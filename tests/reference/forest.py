@@ -29,8 +29,9 @@ class LoopForest(ProbabilityForest):
         if self._sampling == "all":
             return np.ones((self.n_trees, n), dtype=np.int64)
         if self._sampling == "disjoint":
-            owner = np.minimum((uniforms(self.seed, 0, first, n, DISJOINT_STREAM) * self.n_trees).astype(np.int64),
-                               self.n_trees - 1)
+            owner = np.minimum(
+                (uniforms(self.seed, 0, first, n, DISJOINT_STREAM) * self.n_trees).astype(np.int64), self.n_trees - 1
+            )
             return (owner[None, :] == np.arange(self.n_trees)[:, None]).astype(np.int64)
         reps = np.empty((self.n_trees, n), dtype=np.int64)
         for t in range(self.n_trees):
@@ -45,8 +46,14 @@ class LoopForest(ProbabilityForest):
             total += w
         return weights, total
 
-    def _learn(self, num: np.ndarray, nom: np.ndarray, labels: list[ClassLabel], first_values: dict[int, float],
-               want_proba: bool) -> FloatArray | None:
+    def _learn(
+        self,
+        num: np.ndarray,
+        nom: np.ndarray,
+        labels: list[ClassLabel],
+        first_values: dict[int, float],
+        want_proba: bool,
+    ) -> FloatArray | None:
         reps = self._reps(len(labels))
         probas = []
         for member, member_reps in zip(self.members, reps):

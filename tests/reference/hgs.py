@@ -82,7 +82,9 @@ class LoocvProblem:
         return cost, grad, grad_prior
 
 
-def loocv(parent: np.ndarray, counts: FloatArray, alpha: FloatArray, prior_weight: float) -> tuple[float, FloatArray, float]:
+def loocv(
+    parent: np.ndarray, counts: FloatArray, alpha: FloatArray, prior_weight: float
+) -> tuple[float, FloatArray, float]:
     """Cost, gradient per node (node order) and gradient w.r.t. ``prior_weight``."""
     topology = Topology.from_parent(parent)
     problem = LoocvProblem(topology, counts)
@@ -91,8 +93,15 @@ def loocv(parent: np.ndarray, counts: FloatArray, alpha: FloatArray, prior_weigh
 
 
 def refit_online(
-    parent: np.ndarray, counts: FloatArray, theta: FloatArray, step: FloatArray, grad: FloatArray,
-    theta0: float, step0: float, grad0: float, steps: int,
+    parent: np.ndarray,
+    counts: FloatArray,
+    theta: FloatArray,
+    step: FloatArray,
+    grad: FloatArray,
+    theta0: float,
+    step0: float,
+    grad0: float,
+    steps: int,
 ) -> tuple[FloatArray, FloatArray, FloatArray, float, float, float, float]:
     """``steps`` iRprop- steps on log-weights: new (theta, step, grad, theta0, step0, grad0, cost)."""
     topology = Topology.from_parent(parent)
@@ -112,8 +121,13 @@ def refit_online(
         th = np.clip(th - np.sign(g) * st, _LOG_ALPHA_MIN, _LOG_ALPHA_MAX)
         previous = g
     return (
-        topology.from_preorder(th[:-1]), topology.from_preorder(st[:-1]), topology.from_preorder(previous[:-1]),
-        float(th[-1]), float(st[-1]), float(previous[-1]), cost,
+        topology.from_preorder(th[:-1]),
+        topology.from_preorder(st[:-1]),
+        topology.from_preorder(previous[:-1]),
+        float(th[-1]),
+        float(st[-1]),
+        float(previous[-1]),
+        cost,
     )
 
 

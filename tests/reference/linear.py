@@ -26,7 +26,17 @@ from __future__ import annotations
 
 import math
 
-from streamtree.kernels.linear import CLIP, ETA, L2, MIX_EVERY, MIX_EVERY_SETTLED, MIX_SETTLE, NEWTON_STEPS, PRIOR, RIDGE
+from streamtree.kernels.linear import (
+    CLIP,
+    ETA,
+    L2,
+    MIX_EVERY,
+    MIX_EVERY_SETTLED,
+    MIX_SETTLE,
+    NEWTON_STEPS,
+    PRIOR,
+    RIDGE,
+)
 from streamtree.state import WINDOW
 
 
@@ -113,8 +123,12 @@ class LinearComponent:
     def score(self, p_tree: list[float], p_lr: list[float], y: int) -> None:
         """Keep a prequential example in the window; refit every ``MIX_EVERY`` for the first
         ``MIX_SETTLE``, then every ``MIX_EVERY_SETTLED``."""
-        self.window[self.n_scored % WINDOW] = ([math.log(max(p, 1e-15)) for p in p_tree],
-                                               [math.log(max(p, 1e-15)) for p in p_lr], y, self.uncertainty(p_tree))
+        self.window[self.n_scored % WINDOW] = (
+            [math.log(max(p, 1e-15)) for p in p_tree],
+            [math.log(max(p, 1e-15)) for p in p_lr],
+            y,
+            self.uncertainty(p_tree),
+        )
         self.n_scored += 1
         every = MIX_EVERY if self.n_scored <= MIX_SETTLE else MIX_EVERY_SETTLED
         if self.n_scored % every == 0:

@@ -55,8 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from tests.reference.observers import LeafStats
 from streamtree.typing import FloatArray, IntArray
+from tests.reference.observers import LeafStats
 
 __all__ = ["NaiveBayesFactor"]
 
@@ -108,8 +108,9 @@ class NaiveBayesFactor:
         s = stats.num_s[0, :f, :k]
         q = stats.num_q[0, :f, :k]
         total_n, total_s, total_q = n.sum(axis=1), s.sum(axis=1), q.sum(axis=1)
-        pooled = np.divide(total_q - total_s * total_s / np.maximum(total_n, 1.0), total_n - 1.0,
-                           out=np.zeros(f), where=total_n > 1)
+        pooled = np.divide(
+            total_q - total_s * total_s / np.maximum(total_n, 1.0), total_n - 1.0, out=np.zeros(f), where=total_n > 1
+        )
         mean = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
         spread = np.maximum(q - s * mean, 0.0)  # (n - 1) * the class's variance
         var = (spread + NU * pooled[:, None]) / np.maximum(n - 1.0 + NU, 1e-12)
@@ -134,7 +135,13 @@ class NaiveBayesFactor:
         """The parameters as plain lists, for scoring one example without numpy overhead."""
         usable = np.flatnonzero(self.inv2var.any(axis=1)) if self.inv2var.size else np.zeros(0, dtype=np.int64)
         self._numeric = [
-            (int(col), float(self.shift[col]), self.mean[col].tolist(), self.inv2var[col].tolist(), self.const[col].tolist())
+            (
+                int(col),
+                float(self.shift[col]),
+                self.mean[col].tolist(),
+                self.inv2var[col].tolist(),
+                self.const[col].tolist(),
+            )
             for col in usable
         ]
         self._nominal = [(col, rows) for col, rows in enumerate(self.table.tolist()) if rows[-1][0] == rows[-1][0]]
@@ -262,7 +269,9 @@ class NaiveBayesFactor:
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> NaiveBayesFactor:
         nb = cls()
-        nb.stats = LeafStats.from_state({key[len("stats.") :]: v for key, v in state.items() if key.startswith("stats.")})
+        nb.stats = LeafStats.from_state(
+            {key[len("stats.") :]: v for key, v in state.items() if key.startswith("stats.")}
+        )
         nb.gamma = float(state["gamma"])
         nb.n_scored = int(state["n_scored"])
         a, b = np.asarray(state["a"], dtype=np.float64), np.asarray(state["b"], dtype=np.float64)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from tests.reference.criteria import CRITERIA
 from streamtree.features import NOMINAL, NUMERIC
 from streamtree.typing import FloatArray
+from tests.reference.criteria import CRITERIA
 
 __all__ = ["LeafStats", "SplitSuggestion"]
 
@@ -188,7 +188,9 @@ class LeafStats:
             var = np.divide(q - s * mean, n_u - 1.0, out=np.zeros_like(s), where=n_u > 1)
             std = np.sqrt(np.maximum(var, 0.0))[:, None, :]
             mean = (mean + self.shift[cols, None])[:, None, :]
-            t = lo[cols, None] + (hi[cols] - lo[cols])[:, None] * (np.arange(1, n_split_points + 1) / (n_split_points + 1))
+            t = lo[cols, None] + (hi[cols] - lo[cols])[:, None] * (
+                np.arange(1, n_split_points + 1) / (n_split_points + 1)
+            )
             tt = t[:, :, None]
             # each class's share left of t under its Gaussian; a class with one value is a step
             share = np.where(std > 0, ndtr((tt - mean) / np.where(std > 0, std, 1.0)), (tt >= mean) * 1.0)
@@ -223,7 +225,13 @@ class LeafStats:
         for kind, cols, thresholds, lefts, rights, m in picks:
             if best < cols.size:
                 return SplitSuggestion(
-                    kind, int(cols[best]), float(thresholds[best]), float(m[best]), second, lefts[best].copy(), rights[best].copy()
+                    kind,
+                    int(cols[best]),
+                    float(thresholds[best]),
+                    float(m[best]),
+                    second,
+                    lefts[best].copy(),
+                    rights[best].copy(),
                 )
             best -= cols.size
         raise AssertionError("unreachable: best indexes one of the picks")

@@ -26,9 +26,11 @@ counts = arrays(np.float64, (3, 4), elements=st.integers(0, 40).map(float))
 def test_info_gain_is_the_entropy_decrease(total: np.ndarray, fraction: float) -> None:
     left = np.floor(total * fraction)
     n, n_left = total.sum(-1), left.sum(-1)
-    expected = entropy(total) - np.divide(n_left, n, out=np.zeros_like(n), where=n > 0) * entropy(left) - np.divide(
-        n - n_left, n, out=np.zeros_like(n), where=n > 0
-    ) * entropy(total - left)
+    expected = (
+        entropy(total)
+        - np.divide(n_left, n, out=np.zeros_like(n), where=n > 0) * entropy(left)
+        - np.divide(n - n_left, n, out=np.zeros_like(n), where=n > 0) * entropy(total - left)
+    )
     np.testing.assert_allclose(info_gain(left, total), expected, atol=1e-12)
     assert np.all(info_gain(left, total) >= -1e-12)
 

@@ -16,7 +16,9 @@ from streamtree.topology import Topology
 def _log_polya(n: np.ndarray, a: np.ndarray) -> float:
     """Log-probability of one ordered sequence with class counts ``n`` under Dirichlet(``a``)."""
     return float(
-        special.gammaln(a.sum()) - special.gammaln(a.sum() + n.sum()) + np.sum(special.gammaln(a + n) - special.gammaln(a))
+        special.gammaln(a.sum())
+        - special.gammaln(a.sum() + n.sum())
+        + np.sum(special.gammaln(a + n) - special.gammaln(a))
     )
 
 
@@ -121,7 +123,9 @@ def test_crt_matches_the_antoniak_distribution() -> None:
     for n in range(1, m + 1):
         for k in range(1, n + 1):
             stirling[n, k] = stirling[n - 1, k - 1] + (n - 1) * stirling[n - 1, k]
-    exact = np.array([stirling[m, t] * a**t for t in range(m + 1)]) * math.exp(special.gammaln(a) - special.gammaln(a + m))
+    exact = np.array([stirling[m, t] * a**t for t in range(m + 1)]) * math.exp(
+        special.gammaln(a) - special.gammaln(a + m)
+    )
     draws = crt(np.full(200_000, m), np.full(200_000, a), np.random.default_rng(0))
     freq = np.bincount(draws, minlength=m + 1) / draws.size
     np.testing.assert_allclose(freq, exact, atol=4e-3)

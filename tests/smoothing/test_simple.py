@@ -49,4 +49,6 @@ def test_laplace_and_mestimate_by_hand() -> None:
     topology = Topology.from_parent(np.array([-1]))
     counts = np.array([[3.0, 1.0, 0.0]])
     assert SMOOTHERS["laplace"]().node_proba(topology, counts).tolist() == [[4 / 7, 2 / 7, 1 / 7]]
-    np.testing.assert_allclose(SMOOTHERS["mestimate"]().node_proba(topology, counts), [[(3 + 1 / 3) / 5, (1 + 1 / 3) / 5, (1 / 3) / 5]])
+    np.testing.assert_allclose(
+        SMOOTHERS["mestimate"]().node_proba(topology, counts), [[(3 + 1 / 3) / 5, (1 + 1 / 3) / 5, (1 / 3) / 5]]
+    )

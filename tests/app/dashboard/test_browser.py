@@ -29,8 +29,16 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("STREAMTREE_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags Chromium opens connections of its own at start.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 KEY = "browser-test-key-0123456789"
 N, DRIFT_AT = 20_000, 10_000
 
@@ -87,12 +95,18 @@ class Watched:
         self.context.close()
 
 
-def post_events(port: int, model: str, chunk: list[tuple[dict[str, float], int]], batch: int,
-                pause: float = 0.0, token: str | None = None) -> None:
+def post_events(
+    port: int,
+    model: str,
+    chunk: list[tuple[dict[str, float], int]],
+    batch: int,
+    pause: float = 0.0,
+    token: str | None = None,
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
     for i in range(0, len(chunk), batch):
-        body = {"events": [{"features": x, "label": y} for x, y in chunk[i:i + batch]]}
+        body = {"events": [{"features": x, "label": y} for x, y in chunk[i : i + batch]]}
         conn.request("POST", f"/models/{model}/learn", body=json.dumps(body), headers=headers)
         r = conn.getresponse()
         assert r.status == 200, r.read()
@@ -137,13 +151,17 @@ def test_the_dashboard_follows_a_drifting_stream(browser: Any, tmp_path: Path) -
         page = watched.page
         response = page.goto(f"{origin}/dashboard")
         assert response is not None and response.status == 200
-        page.wait_for_function("() => Number(document.querySelector('#loss-chart').dataset.points) >= 100",
-                               timeout=20_000)
+        page.wait_for_function(
+            "() => Number(document.querySelector('#loss-chart').dataset.points) >= 100", timeout=20_000
+        )
         page.evaluate("() => { window.notReloaded = true; }")
 
         # every model in the picker; the busiest shown
         assert page.eval_on_selector_all("#model option", "os => os.map(o => o.value)") == [
-            "default", "drift-demo", "quiet"]
+            "default",
+            "drift-demo",
+            "quiet",
+        ]
         assert page.input_value("#model") == "drift-demo"
         assert text(page, "#seq") == "10,000"
         for field in ("#nodes", "#leaves", "#depth", "#classes", "#w-log-loss"):
@@ -167,9 +185,11 @@ def test_the_dashboard_follows_a_drifting_stream(browser: Any, tmp_path: Path) -
             page.wait_for_timeout(250)
         poster.join(timeout=60)
         assert not poster.is_alive()
-        page.wait_for_function("() => document.querySelector('#seq').textContent === '20,000' && "
-                               "Number(document.querySelector('#loss-chart').dataset.points) === 200",
-                               timeout=20_000)
+        page.wait_for_function(
+            "() => document.querySelector('#seq').textContent === '20,000' && "
+            "Number(document.querySelector('#loss-chart').dataset.points) === 200",
+            timeout=20_000,
+        )
         assert len(seen - {"10,000", "20,000"}) >= 2, seen  # intermediate states were shown
         assert page.evaluate("() => window.notReloaded") is True
         assert int(page.get_attribute("#loss-chart", "data-drifts") or 0) >= 2  # a detection and a swap
@@ -212,8 +232,9 @@ def test_with_protected_reads_the_page_needs_the_key(browser: Any, tmp_path: Pat
         page.click("button[type=submit]")
         page.wait_for_url(f"{origin}/dashboard")
         watched.errors.clear()  # the 401 and 403 answers above are logged as failed loads
-        page.wait_for_function("() => Number(document.querySelector('#loss-chart').dataset.points) >= 3",
-                               timeout=20_000)
+        page.wait_for_function(
+            "() => Number(document.querySelector('#loss-chart').dataset.points) >= 3", timeout=20_000
+        )
         assert text(page, "#seq") == "300"
         for name, (width, height, painted) in chart_sizes(page).items():
             assert width > 200 and height > 200 and painted > 1000, name

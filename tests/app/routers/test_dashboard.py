@@ -63,8 +63,13 @@ def test_signing_in_gives_a_read_only_cookie(protected) -> None:  # type: ignore
     protected.cookies.set(COOKIE, session_value(KEY))
     assert protected.get("/dashboard").status_code == 200
     assert protected.get("/dashboard/assets/dashboard.js").status_code == 200
-    for path in ("/models", "/models/default", "/models/default/metrics", "/models/default/metrics/history",
-                 "/metrics"):
+    for path in (
+        "/models",
+        "/models/default",
+        "/models/default/metrics",
+        "/models/default/metrics/history",
+        "/metrics",
+    ):
         assert protected.get(path).status_code == 200, path
     # reads by POST, and every write, still need the bearer key
     assert protected.post("/predict_proba", json={"features": {"a": 1}}).status_code == 401
@@ -79,15 +84,22 @@ def test_a_wrong_key_is_refused_with_the_form_again(protected) -> None:  # type:
     assert r.status_code == 403 and "Invalid API key." in r.text and "set-cookie" not in r.headers
 
 
-@pytest.mark.parametrize("body, content_type, loc", [
-    ("", "application/x-www-form-urlencoded", ["body", "token"]),
-    ("token=", "application/x-www-form-urlencoded", ["body", "token"]),
-    ("other=1", "application/x-www-form-urlencoded", ["body", "token"]),
-    ('{"token": "x"}', "application/json", ["body"]),
-    ("token=%ff%fe", "application/x-www-form-urlencoded", ["body", "token"]),
-])
-def test_a_bad_sign_in_form_is_a_422_naming_the_field(protected, body: str, content_type: str,  # type: ignore[no-untyped-def]
-                                                       loc: list[str]) -> None:
+@pytest.mark.parametrize(
+    "body, content_type, loc",
+    [
+        ("", "application/x-www-form-urlencoded", ["body", "token"]),
+        ("token=", "application/x-www-form-urlencoded", ["body", "token"]),
+        ("other=1", "application/x-www-form-urlencoded", ["body", "token"]),
+        ('{"token": "x"}', "application/json", ["body"]),
+        ("token=%ff%fe", "application/x-www-form-urlencoded", ["body", "token"]),
+    ],
+)
+def test_a_bad_sign_in_form_is_a_422_naming_the_field(
+    protected,
+    body: str,
+    content_type: str,  # type: ignore[no-untyped-def]
+    loc: list[str],
+) -> None:
     r = protected.post("/dashboard/login", content=body, headers={"Content-Type": content_type})
     assert r.status_code in (403, 422), r.text
     if r.status_code == 422:
@@ -97,8 +109,10 @@ def test_a_bad_sign_in_form_is_a_422_naming_the_field(protected, body: str, cont
 def test_wrong_keys_are_throttled_per_client(protected) -> None:  # type: ignore[no-untyped-def]
     """300 wrong keys at once: the first 10 are answered 403, then 429 JSON with Retry-After,
     the right key too (the answer tells nothing about the key); another client is not held up."""
-    statuses = [protected.post("/dashboard/login", data={"token": f"wrong-key-{i:010d}"},
-                               follow_redirects=False).status_code for i in range(300)]
+    statuses = [
+        protected.post("/dashboard/login", data={"token": f"wrong-key-{i:010d}"}, follow_redirects=False).status_code
+        for i in range(300)
+    ]
     assert statuses[:10] == [403] * 10 and set(statuses[10:]) == {429}
     r = protected.post("/dashboard/login", data={"token": KEY}, follow_redirects=False)
     assert r.status_code == 429 and r.headers["content-type"] == "application/json"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from streamtree import ProbabilityTree, decide
 
+from streamtree import ProbabilityTree, decide
 from tests.app.conftest import learn_all
 
-COSTS = {"act": {"low": 5, "mid": 1, "high": 0}, "wait": {"low": 0, "mid": 1, "high": 8},
-         "ask": {"low": 2, "mid": 2, "high": 2}}
+COSTS = {
+    "act": {"low": 5, "mid": 1, "high": 0},
+    "wait": {"low": 0, "mid": 1, "high": 8},
+    "ask": {"low": 2, "mid": 2, "high": 2},
+}
 PATHS = ["/decide", "/models/default/decide"]
 
 
@@ -38,8 +41,12 @@ def test_single_decision_is_the_least_expected_cost(client, stream, path) -> Non
         decision, expected = by_hand(p)
         assert body["decision"] == decision and list(body["expected_costs"]) == list(COSTS)
         assert body["expected_costs"] == pytest.approx(expected, rel=1e-12)
-        assert body == {"decision": (d := decide(p, COSTS)).decision, "expected_costs": d.expected_costs,
-                        "probabilities": p, "seq": len(stream)}
+        assert body == {
+            "decision": (d := decide(p, COSTS)).decision,
+            "expected_costs": d.expected_costs,
+            "probabilities": p,
+            "seq": len(stream),
+        }
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -78,28 +85,33 @@ def test_labels_are_keys_as_in_probabilities(client) -> None:  # type: ignore[no
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "costs", "block"]
 
 
-@pytest.mark.parametrize("raw, loc", [
-    (b'{"features": {"a": 1}}', ["body", "costs"]),
-    (b'{"features": {"a": 1}, "costs": {}}', ["body", "costs"]),
-    (b'{"features": {"a": 1}, "costs": [1]}', ["body", "costs"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {}}}', ["body", "costs", "act"]),
-    (b'{"features": {"a": 1}, "costs": {"act": 3}}', ["body", "costs", "act"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": "1"}}}', ["body", "costs", "act", "low"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": NaN}}}', ["body", "costs", "act", "low"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": 1e400}}}', ["body", "costs", "act", "low"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": 1e301}}}', ["body", "costs", "act", "low"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": 1' + b"0" * 400 + b'}}}', ["body", "costs", "act", "low"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": true}}}', ["body", "costs", "act", "low"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": 1, "mid": 1, "high": 1}, "wait": {"low": 1}}}',
-     ["body", "costs", "wait"]),  # no cost for the model's labels mid and high
-    (b'{"features": {"a": NaN}, "costs": {"act": {"low": 1}}}', ["body", "features", "a"]),
-    (b'{"instances": [{"a": 1}, {"a": {"n": 1}}], "costs": {"act": {"low": 1}}}', ["body", "instances", 1, "a"]),
-    (b'{"instances": [], "costs": {"act": {"low": 1}}}', ["body", "instances"]),
-    (b'{"features": {"a": 1}, "instances": [{"a": 1}], "costs": {"act": {"low": 1}}}', ["body"]),
-    (b'{"instances": [{"a": 1}], "id": "x", "costs": {"act": {"low": 1}}}', ["body"]),
-    (b'{"features": {"a": 1}, "id": true, "costs": {"act": {"low": 1, "mid": 1, "high": 1}}}', ["body", "id"]),
-    (b'{"features": {"a": 1}, "costs": {"act": {"low": 1}}, "extra": 1}', ["body", "extra"]),
-])
+@pytest.mark.parametrize(
+    "raw, loc",
+    [
+        (b'{"features": {"a": 1}}', ["body", "costs"]),
+        (b'{"features": {"a": 1}, "costs": {}}', ["body", "costs"]),
+        (b'{"features": {"a": 1}, "costs": [1]}', ["body", "costs"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {}}}', ["body", "costs", "act"]),
+        (b'{"features": {"a": 1}, "costs": {"act": 3}}', ["body", "costs", "act"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": "1"}}}', ["body", "costs", "act", "low"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": NaN}}}', ["body", "costs", "act", "low"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": 1e400}}}', ["body", "costs", "act", "low"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": 1e301}}}', ["body", "costs", "act", "low"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": 1' + b"0" * 400 + b"}}}", ["body", "costs", "act", "low"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": true}}}', ["body", "costs", "act", "low"]),
+        (
+            b'{"features": {"a": 1}, "costs": {"act": {"low": 1, "mid": 1, "high": 1}, "wait": {"low": 1}}}',
+            ["body", "costs", "wait"],
+        ),  # no cost for the model's labels mid and high
+        (b'{"features": {"a": NaN}, "costs": {"act": {"low": 1}}}', ["body", "features", "a"]),
+        (b'{"instances": [{"a": 1}, {"a": {"n": 1}}], "costs": {"act": {"low": 1}}}', ["body", "instances", 1, "a"]),
+        (b'{"instances": [], "costs": {"act": {"low": 1}}}', ["body", "instances"]),
+        (b'{"features": {"a": 1}, "instances": [{"a": 1}], "costs": {"act": {"low": 1}}}', ["body"]),
+        (b'{"instances": [{"a": 1}], "id": "x", "costs": {"act": {"low": 1}}}', ["body"]),
+        (b'{"features": {"a": 1}, "id": true, "costs": {"act": {"low": 1, "mid": 1, "high": 1}}}', ["body", "id"]),
+        (b'{"features": {"a": 1}, "costs": {"act": {"low": 1}}, "extra": 1}', ["body", "extra"]),
+    ],
+)
 @pytest.mark.parametrize("path", PATHS)
 def test_bad_input_is_422_naming_the_field(client, stream, raw, loc, path) -> None:  # type: ignore[no-untyped-def]
     learn_all(client, stream[:50])
@@ -119,16 +131,22 @@ def test_cost_limits(running, stream) -> None:  # type: ignore[no-untyped-def]
     with running(max_batch=2, max_string_length=8, max_labels=3) as client:
         learn_all(client, stream[:50], batch=2)
         three = {"low": 1, "mid": 1, "high": 1}
-        for costs, loc in [({f"d{i}": three for i in range(101)}, ["body", "costs"]),
-                           ({"act": three | {"more": 1}}, ["body", "costs", "act"]),
-                           ({"x" * 9: three}, ["body", "costs", "x" * 9]),
-                           ({"act": {"low": 1, "y" * 9: 1}}, ["body", "costs", "act", "y" * 9])]:
+        for costs, loc in [
+            ({f"d{i}": three for i in range(101)}, ["body", "costs"]),
+            ({"act": three | {"more": 1}}, ["body", "costs", "act"]),
+            ({"x" * 9: three}, ["body", "costs", "x" * 9]),
+            ({"act": {"low": 1, "y" * 9: 1}}, ["body", "costs", "act", "y" * 9]),
+        ]:
             r = client.post("/decide", json={"features": {}, "costs": costs})
             assert r.status_code == 422 and r.json()["detail"][0]["loc"] == loc, (costs, r.text)
         r = client.post("/decide", json={"instances": [{}] * 3, "costs": {"act": three}})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "instances"]
-        assert client.post("/decide", json={"features": {}, "costs": {f"d{i}": three for i in range(100)}}).json()[
-            "decision"] == "d0"
+        assert (
+            client.post("/decide", json={"features": {}, "costs": {f"d{i}": three for i in range(100)}}).json()[
+                "decision"
+            ]
+            == "d0"
+        )
 
 
 def test_body_size_limit(running) -> None:  # type: ignore[no-untyped-def]

@@ -47,10 +47,18 @@ def test_pages_through_the_log_in_order(running: Running, engine: dict[str, Any]
         assert client.get("/models/other/events").json() == {"events": []}
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("after", -1), ("after", "x"), ("after", 2**63), ("after", 1.5),
-    ("limit", 0), ("limit", EVENTS_MAX + 1), ("limit", "ten"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("after", -1),
+        ("after", "x"),
+        ("after", 2**63),
+        ("after", 1.5),
+        ("limit", 0),
+        ("limit", EVENTS_MAX + 1),
+        ("limit", "ten"),
+    ],
+)
 def test_bad_queries_are_422_naming_the_field(client: TestClient, field: str, value: Any) -> None:
     r = client.get("/models/default/events", params={field: value})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", field], r.text
@@ -69,8 +77,10 @@ def test_reads_need_a_key_only_when_reads_are_protected(running: Running) -> Non
         assert client.get("/models/default/events").status_code == 200
     with running(api_keys=[KEY], protect_reads=True) as client:
         assert client.get("/models/default/events").status_code == 401
-        assert client.get("/models/default/events", headers={"Authorization": "Bearer wrong-key-0123456789"}
-                          ).status_code == 403
+        assert (
+            client.get("/models/default/events", headers={"Authorization": "Bearer wrong-key-0123456789"}).status_code
+            == 403
+        )
         assert client.get("/models/default/events", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
 
 
@@ -104,18 +114,28 @@ def test_a_streamed_answer_is_read_a_page_at_a_time_and_equals_the_log(client: T
         asked.append(limit)
         return real(name, after, limit)
 
-    stream = [({"a": i, "pad": i % 7 * 40} | ({f"f{j}": j for j in range(60)} if i % 3 == 0 else {}), "y")
-              for i in range(2_500)]
+    stream = [
+        ({"a": i, "pad": i % 7 * 40} | ({f"f{j}": j for j in range(60)} if i % 3 == 0 else {}), "y")
+        for i in range(2_500)
+    ]
     learn_all(client, stream, batch=500)
     logged = [{"seq": i, "features": x, "label": y} for i, (x, y) in enumerate(stream, start=1)]
     store.read_events = counting
     try:
-        for after, limit in [(0, EVENTS_MAX), (0, 1), (17, FIRST_PAGE), (17, FIRST_PAGE + 1), (2_400, 333),
-                             (2_499, 10), (2_500, 10), (0, 2_500)]:
+        for after, limit in [
+            (0, EVENTS_MAX),
+            (0, 1),
+            (17, FIRST_PAGE),
+            (17, FIRST_PAGE + 1),
+            (2_400, 333),
+            (2_499, 10),
+            (2_500, 10),
+            (0, 2_500),
+        ]:
             asked.clear()
             r = client.get("/models/default/events", params={"after": after, "limit": limit})
             assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-            assert r.json() == {"events": logged[after:after + limit]}, (after, limit)
+            assert r.json() == {"events": logged[after : after + limit]}, (after, limit)
             assert sum(asked) <= limit + FIRST_PAGE and max(asked) <= max(FIRST_PAGE, 1_000)
         asked.clear()
         body = client.get("/models/default/events", params={"limit": EVENTS_MAX}).content

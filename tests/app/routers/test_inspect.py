@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from streamtree import ProbabilityTree
 
 from app.scoring import EPS
+from streamtree import ProbabilityTree
 from tests.app.conftest import learn_all
 
 
@@ -67,9 +67,9 @@ def test_metrics_history_route(running, stream) -> None:  # type: ignore[no-unty
         point = history["points"][-1]
         recent = client.get("/models/default/metrics").json()["recent"]
         assert {k: point[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")} == {
-            k: recent[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")}
-        assert set(point) == {"seq", "time", "events_per_s", "n", "log_loss", "brier", "accuracy", "ece",
-                              "reliability"}
+            k: recent[k] for k in ("n", "log_loss", "brier", "accuracy", "ece", "reliability")
+        }
+        assert set(point) == {"seq", "time", "events_per_s", "n", "log_loss", "brier", "accuracy", "ece", "reliability"}
         after = client.get("/models/default/metrics/history", params={"after": 120}).json()
         assert [p["seq"] for p in after["points"]] == [160, 200]
         for bad in ("-1", "x", "1.5"):

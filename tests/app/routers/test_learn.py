@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streamtree import ProbabilityTree
 
+from streamtree import ProbabilityTree
 from tests.app.conftest import learn_all, make_stream, same_predictions
 
 
@@ -87,8 +87,10 @@ BAD_BODIES = [
     (b'{"features": {"a": 1}, "label": "x", "extra": 1}', ["body", "extra"]),
     (b'{"events": []}', ["body", "events"]),
     (b'{"events": [{"features": {"a": 1}, "label": "x"}], "label": "x"}', ["body"]),
-    (b'{"events": [{"features": {"a": 1}, "label": "x"}, {"features": {"a": NaN}, "label": "x"}]}',
-     ["body", "events", 1, "features", "a"]),
+    (
+        b'{"events": [{"features": {"a": 1}, "label": "x"}, {"features": {"a": NaN}, "label": "x"}]}',
+        ["body", "events", 1, "features", "a"],
+    ),
     (b'{"events": [{"label": "x"}]}', ["body", "events", 0]),
     # a batch's events are checked by hand (pydantic skips them), naming the same fields
     (b'{"events": [{"features": {"a": 1}, "label": "x"}, [1]]}', ["body", "events", 1]),
@@ -99,7 +101,7 @@ BAD_BODIES = [
     (b'{"events": [{"features": {"a": 1}, "label": null}]}', ["body", "events", 0, "label"]),
     (b'{"events": [{"features": {"a": 1}, "label": "x", "id": 1.5}]}', ["body", "events", 0, "id"]),
     (b'{"events": {"a": 1}}', ["body", "events"]),
-    (b'[1, 2]', ["body"]),
+    (b"[1, 2]", ["body"]),
     (b'{"features": ', ["body", 13]),  # JSON decode error at character 13
 ]
 
@@ -114,14 +116,17 @@ def test_bad_input_is_422_naming_the_field_and_loses_nothing(client, stream, raw
     assert state(client) == before
 
 
-@pytest.mark.parametrize("limit, body, loc", [
-    ({"max_string_length": 8}, {"features": {"a": "x" * 9}, "label": "l"}, ["body", "features", "a"]),
-    ({"max_string_length": 8}, {"features": {"a" * 9: 1}, "label": "l"}, ["body", "features", "aaaaaaaaa"]),
-    ({"max_string_length": 8}, {"features": {"a": 1}, "label": "l" * 9}, ["body", "label"]),
-    ({"max_string_length": 8}, {"features": {"a": 1}, "label": "l", "id": "i" * 9}, ["body", "id"]),
-    ({"max_features": 3}, {"features": {"a": 1, "b": 2, "c": 3, "d": 4}, "label": "l"}, ["body", "features"]),
-    ({"max_batch": 2}, {"events": [{"features": {"a": 1}, "label": "l"}] * 3}, ["body", "events"]),
-])
+@pytest.mark.parametrize(
+    "limit, body, loc",
+    [
+        ({"max_string_length": 8}, {"features": {"a": "x" * 9}, "label": "l"}, ["body", "features", "a"]),
+        ({"max_string_length": 8}, {"features": {"a" * 9: 1}, "label": "l"}, ["body", "features", "aaaaaaaaa"]),
+        ({"max_string_length": 8}, {"features": {"a": 1}, "label": "l" * 9}, ["body", "label"]),
+        ({"max_string_length": 8}, {"features": {"a": 1}, "label": "l", "id": "i" * 9}, ["body", "id"]),
+        ({"max_features": 3}, {"features": {"a": 1, "b": 2, "c": 3, "d": 4}, "label": "l"}, ["body", "features"]),
+        ({"max_batch": 2}, {"events": [{"features": {"a": 1}, "label": "l"}] * 3}, ["body", "events"]),
+    ],
+)
 def test_limits_are_422_naming_the_field(running, limit, body, loc) -> None:  # type: ignore[no-untyped-def]
     with running(**limit) as client:
         client.post("/learn", json={"features": {"a": 0}, "label": "l"})
@@ -172,9 +177,13 @@ def test_max_features_refuses_events_that_would_pass_it_naming_the_limit(client)
     client.put("/models/m", json={"max_features": 5})
     learn_all(client, make_stream(50), "/models/m/learn")  # 5 features: a, b, c, colour, flag
     before = state(client, "m")
-    for body, loc in [({"features": {"a": 1.0, "new": 1.0}, "label": "low"}, ["body", "features"]),
-                      ({"events": [{"features": {"a": 1.0}, "label": "low"},
-                                   {"features": {"zz": "q"}, "label": "low"}]}, ["body", "events", 1, "features"])]:
+    for body, loc in [
+        ({"features": {"a": 1.0, "new": 1.0}, "label": "low"}, ["body", "features"]),
+        (
+            {"events": [{"features": {"a": 1.0}, "label": "low"}, {"features": {"zz": "q"}, "label": "low"}]},
+            ["body", "events", 1, "features"],
+        ),
+    ]:
         r = client.post("/models/m/learn", json=body)
         assert r.status_code == 422, r.text
         err = r.json()["detail"][0]
@@ -186,8 +195,14 @@ def test_max_features_refuses_events_that_would_pass_it_naming_the_limit(client)
 def test_thirty_thousand_new_feature_names_are_refused_by_the_default_limit(client) -> None:  # type: ignore[no-untyped-def]
     names = [f"n{i}" for i in range(30_000)]
     before = state(client)
-    r = client.post("/learn", json={"events": [{"features": {k: 1.0 for k in names[i:i + 1000]}, "label": "y"}
-                                               for i in range(0, 30_000, 1000)]})
+    r = client.post(
+        "/learn",
+        json={
+            "events": [
+                {"features": {k: 1.0 for k in names[i : i + 1000]}, "label": "y"} for i in range(0, 30_000, 1000)
+            ]
+        },
+    )
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "events", 10, "features"]
     assert "max_features=10000" in r.json()["detail"][0]["msg"]
     assert state(client) == before
@@ -197,20 +212,39 @@ def test_a_batch_naming_one_id_twice_is_refused(client, stream) -> None:  # type
     learn_all(client, stream[:50])
     client.post("/predict_proba", json={"features": stream[50][0], "id": "p"})
     before = state(client)
-    r = client.post("/learn", json={"events": [{"id": "p", "label": "low"}, {"features": {"a": 1}, "label": "low"},
-                                               {"id": "p", "label": "low"}]})
+    r = client.post(
+        "/learn",
+        json={
+            "events": [{"id": "p", "label": "low"}, {"features": {"a": 1}, "label": "low"}, {"id": "p", "label": "low"}]
+        },
+    )
     assert r.status_code == 422
-    assert r.json()["detail"] == [{"type": "duplicate_id", "loc": ["body", "events", 2, "id"],
-                                   "msg": "This id is also at events[0]; a batch names each id at most once"}]
+    assert r.json()["detail"] == [
+        {
+            "type": "duplicate_id",
+            "loc": ["body", "events", 2, "id"],
+            "msg": "This id is also at events[0]; a batch names each id at most once",
+        }
+    ]
     assert state(client) == before
-    assert client.post("/learn", json={"events": [{"id": "p", "label": "low"}, {"id": "p2", "label": "low",
-                                                   "features": {"a": 1}}]}).json()["seq"] == 52
+    assert (
+        client.post(
+            "/learn", json={"events": [{"id": "p", "label": "low"}, {"id": "p2", "label": "low", "features": {"a": 1}}]}
+        ).json()["seq"]
+        == 52
+    )
 
 
-OPS = st.lists(st.one_of(
-    st.tuples(st.just("predict"), st.integers(0, 4), st.integers(0, 49)),  # (op, id, which features)
-    st.tuples(st.just("label"), st.lists(st.integers(0, 4), min_size=1, max_size=3), st.sampled_from(["low", "mid"])),
-), min_size=1, max_size=12)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("predict"), st.integers(0, 4), st.integers(0, 49)),  # (op, id, which features)
+        st.tuples(
+            st.just("label"), st.lists(st.integers(0, 4), min_size=1, max_size=3), st.sampled_from(["low", "mid"])
+        ),
+    ),
+    min_size=1,
+    max_size=12,
+)
 
 
 def test_delayed_label_rules_hold_for_any_sequence_of_predictions_and_labels(running) -> None:  # type: ignore[no-untyped-def]
@@ -285,12 +319,19 @@ def test_an_idempotency_key_with_another_body_is_422_and_learns_nothing(client, 
     x, y = stream[20]
     assert client.post("/learn", json={"features": x, "label": y}, headers=key).json() == {"learned": 1, "seq": 21}
     before = state(client)
-    for body in ({"features": stream[21][0], "label": stream[21][1]},
-                 {"events": [{"features": x, "label": y}]}):  # the same event, as a batch: another body
+    for body in (
+        {"features": stream[21][0], "label": stream[21][1]},
+        {"events": [{"features": x, "label": y}]},
+    ):  # the same event, as a batch: another body
         r = client.post("/learn", json=body, headers=key)
         assert r.status_code == 422
-        assert r.json()["detail"] == [{"type": "idempotency_key_reused", "loc": ["header", "Idempotency-Key"],
-                                       "msg": r.json()["detail"][0]["msg"]}]
+        assert r.json()["detail"] == [
+            {
+                "type": "idempotency_key_reused",
+                "loc": ["header", "Idempotency-Key"],
+                "msg": r.json()["detail"][0]["msg"],
+            }
+        ]
         assert "Idempotency-Key" in r.json()["detail"][0]["msg"]
     assert state(client) == before
 
@@ -299,14 +340,16 @@ def test_an_idempotency_key_with_another_body_is_422_and_learns_nothing(client, 
 def test_a_malformed_idempotency_key_is_422_and_learns_nothing(client, stream, key) -> None:  # type: ignore[no-untyped-def]
     learn_all(client, stream[:20])
     before = state(client)
-    r = client.post("/learn", json={"features": stream[20][0], "label": stream[20][1]},
-                    headers={"Idempotency-Key": key})
+    r = client.post(
+        "/learn", json={"features": stream[20][0], "label": stream[20][1]}, headers={"Idempotency-Key": key}
+    )
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
     assert r.json()["detail"][0]["type"] == "idempotency_key"
     assert state(client) == before
-    ok = client.post("/learn", json={"features": stream[20][0], "label": stream[20][1]},
-                     headers={"Idempotency-Key": "k" * 255})
+    ok = client.post(
+        "/learn", json={"features": stream[20][0], "label": stream[20][1]}, headers={"Idempotency-Key": "k" * 255}
+    )
     assert ok.json() == {"learned": 1, "seq": 21}
 
 

@@ -15,8 +15,11 @@ def test_other_values_memory_and_budget_stops_are_exported(client) -> None:  # t
     summary = client.get("/models/ids").json()["summary"]
     assert summary["other_values"] == {"order_id": 1180} and summary["growth_stop"] == "max_bytes"
     assert any("order_id" in line for line in summary["notes"])
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(client.get("/metrics").text)
+        for s in f.samples
+    }
     assert samples[("streamtree_model_other_values", (("model", "ids"),))] == 1180
     assert samples[("streamtree_model_budget_stops", (("model", "ids"),))] == 1
     assert samples[("streamtree_model_memory_bytes", (("model", "ids"),))] == summary["memory_bytes"]

@@ -6,11 +6,10 @@ import json
 import sqlite3
 
 import pytest
-from streamtree import ProbabilityTree, decide
-from streamtree.metrics import improved_squared_error
 
 from app.storage import DB_NAME
-
+from streamtree import ProbabilityTree, decide
+from streamtree.metrics import improved_squared_error
 from tests.app.conftest import batch_proba, learn_all, make_stream
 
 
@@ -55,11 +54,19 @@ def test_invalid_and_unknown_parameters_are_named(client) -> None:  # type: igno
 def test_invalid_name_is_422_and_missing_is_404(client) -> None:  # type: ignore[no-untyped-def]
     assert client.put("/models/bad name!", json={}).status_code == 422
     assert client.put("/models/" + "x" * 65, json={}).status_code == 422
-    for method, path in [("GET", "/models/nope"), ("DELETE", "/models/nope"), ("POST", "/models/nope/learn"),
-                         ("POST", "/models/nope/predict_proba"), ("GET", "/models/nope/metrics"),
-                         ("GET", "/models/nope/tree")]:
-        body = {"features": {"a": 1}, "label": "x"} if path.endswith("learn") else (
-            {"features": {"a": 1}} if method == "POST" else None)
+    for method, path in [
+        ("GET", "/models/nope"),
+        ("DELETE", "/models/nope"),
+        ("POST", "/models/nope/learn"),
+        ("POST", "/models/nope/predict_proba"),
+        ("GET", "/models/nope/metrics"),
+        ("GET", "/models/nope/tree"),
+    ]:
+        body = (
+            {"features": {"a": 1}, "label": "x"}
+            if path.endswith("learn")
+            else ({"features": {"a": 1}} if method == "POST" else None)
+        )
         r = client.request(method, path, json=body)
         assert r.status_code == 404, path
         assert r.json() == {"detail": "Model not found."}
@@ -102,26 +109,32 @@ HUGE = 2**70
 
 
 def test_every_config_field_refuses_huge_numbers_with_a_json_422_naming_it(client) -> None:  # type: ignore[no-untyped-def]
-    fields = [k for k, v in client.get("/models/default").json()["config"].items() if k != "nominal_features"
-              and (v is None or type(v) in (int, float))]
+    fields = [
+        k
+        for k, v in client.get("/models/default").json()["config"].items()
+        if k != "nominal_features" and (v is None or type(v) in (int, float))
+    ]
     assert {"grace_period", "max_depth", "max_nodes", "max_features", "tau", "m", "half_life"} <= set(fields)
     for field in fields:
         for value in (HUGE, -HUGE, 10**400, 2**63):
-            r = client.request("PUT", "/models/m", content=f'{{"{field}": {value}}}',
-                               headers={"content-type": "application/json"})
+            r = client.request(
+                "PUT", "/models/m", content=f'{{"{field}": {value}}}', headers={"content-type": "application/json"}
+            )
             assert r.status_code == 422, (field, value, r.text)
             assert r.json()["detail"][0]["loc"] == ["body", field]
     assert client.get("/models/m").status_code == 404
 
 
 def test_nominal_features_must_be_a_bounded_list_of_bounded_names(client) -> None:  # type: ignore[no-untyped-def]
-    for body, loc in [({"nominal_features": "abc"}, ["body", "nominal_features"]),
-                      ({"nominal_features": {"a": 1}}, ["body", "nominal_features"]),
-                      ({"nominal_features": ["a", 1.5]}, ["body", "nominal_features"]),
-                      ({"nominal_features": [f"f{i}" for i in range(100_000)]}, ["body", "nominal_features"]),
-                      ({"nominal_features": ["a", "x" * 257]}, ["body", "nominal_features", 1]),
-                      ({"nominal_features": [HUGE]}, ["body", "nominal_features", 0]),
-                      ({"nominal_features": ["a", "b"], "max_features": 1}, ["body", "nominal_features"])]:
+    for body, loc in [
+        ({"nominal_features": "abc"}, ["body", "nominal_features"]),
+        ({"nominal_features": {"a": 1}}, ["body", "nominal_features"]),
+        ({"nominal_features": ["a", 1.5]}, ["body", "nominal_features"]),
+        ({"nominal_features": [f"f{i}" for i in range(100_000)]}, ["body", "nominal_features"]),
+        ({"nominal_features": ["a", "x" * 257]}, ["body", "nominal_features", 1]),
+        ({"nominal_features": [HUGE]}, ["body", "nominal_features", 0]),
+        ({"nominal_features": ["a", "b"], "max_features": 1}, ["body", "nominal_features"]),
+    ]:
         r = client.put("/models/m", json=body)
         assert r.status_code == 422, (body, r.text)
         assert r.json()["detail"][0]["loc"] == loc
@@ -181,17 +194,21 @@ def test_a_cost_matrix_in_the_config_adds_cost_metrics(running) -> None:  # type
         assert client.get("/models/c/metrics").json() == metrics
 
 
-@pytest.mark.parametrize("costs, loc", [
-    ({}, ["body", "costs"]),
-    ("act", ["body", "costs"]),
-    ({"act": {}}, ["body", "costs", "act"]),
-    ({"act": {"low": "1"}}, ["body", "costs", "act", "low"]),
-    ({"act": {"low": 10**400}}, ["body", "costs", "act", "low"]),
-    ({f"d{i}": {"low": 1} for i in range(101)}, ["body", "costs"]),
-])
+@pytest.mark.parametrize(
+    "costs, loc",
+    [
+        ({}, ["body", "costs"]),
+        ("act", ["body", "costs"]),
+        ({"act": {}}, ["body", "costs", "act"]),
+        ({"act": {"low": "1"}}, ["body", "costs", "act", "low"]),
+        ({"act": {"low": 10**400}}, ["body", "costs", "act", "low"]),
+        ({f"d{i}": {"low": 1} for i in range(101)}, ["body", "costs"]),
+    ],
+)
 def test_a_bad_cost_matrix_is_422_naming_costs(client, costs, loc) -> None:  # type: ignore[no-untyped-def]
-    r = client.request("PUT", "/models/c", content=json.dumps({"costs": costs}),
-                       headers={"content-type": "application/json"})
+    r = client.request(
+        "PUT", "/models/c", content=json.dumps({"costs": costs}), headers={"content-type": "application/json"}
+    )
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == loc
     assert client.get("/models/c").status_code == 404
@@ -203,16 +220,21 @@ def test_costs_are_stored_as_the_floats_the_metrics_use(client) -> None:  # type
     assert r.json()["config"]["costs"] == {"act": {"low": float(2**64), "mid": 1.0}, "wait": {"low": 0.0, "mid": 3.0}}
 
 
-@pytest.mark.parametrize("config, loc, words", [
-    ({"estimator": "forest", "n_trees": 1_000}, ["body", "n_trees"], ["100", "max_trees", "1,000"]),
-    ({"estimator": "forest", "n_trees": 101}, ["body", "n_trees"], ["100", "max_trees", "101"]),
-    ({"max_nodes": 10_000_000}, ["body", "max_nodes"], ["1,000,000", "max_tree_nodes", "10,000,000"]),
-    ({"max_features": 1_000_000}, ["body", "max_features"], ["10,000", "max_model_features", "1,000,000"]),
-    ({"estimator": "forest", "n_trees": 3, "tree": {"max_nodes": 2_000_000}}, ["body", "tree", "max_nodes"],
-     ["1,000,000", "max_tree_nodes", "2,000,000"]),
-])
-def test_sizes_over_the_operators_bounds_are_422_naming_parameter_bound_and_value(
-        client, config, loc, words) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "config, loc, words",
+    [
+        ({"estimator": "forest", "n_trees": 1_000}, ["body", "n_trees"], ["100", "max_trees", "1,000"]),
+        ({"estimator": "forest", "n_trees": 101}, ["body", "n_trees"], ["100", "max_trees", "101"]),
+        ({"max_nodes": 10_000_000}, ["body", "max_nodes"], ["1,000,000", "max_tree_nodes", "10,000,000"]),
+        ({"max_features": 1_000_000}, ["body", "max_features"], ["10,000", "max_model_features", "1,000,000"]),
+        (
+            {"estimator": "forest", "n_trees": 3, "tree": {"max_nodes": 2_000_000}},
+            ["body", "tree", "max_nodes"],
+            ["1,000,000", "max_tree_nodes", "2,000,000"],
+        ),
+    ],
+)
+def test_sizes_over_the_operators_bounds_are_422_naming_parameter_bound_and_value(client, config, loc, words) -> None:  # type: ignore[no-untyped-def]
     r = client.put("/models/big", json=config)
     assert r.status_code == 422, r.text
     error = r.json()["detail"][0]
@@ -223,13 +245,18 @@ def test_sizes_over_the_operators_bounds_are_422_naming_parameter_bound_and_valu
 
 def test_the_memory_budget_and_category_bound_are_bounded_too(client) -> None:  # type: ignore[no-untyped-def]
     defaults = client.get("/models/default").json()["config"]
-    for name, value, setting in [("max_bytes", 2**40, "max_tree_bytes"), ("max_bytes", None, "max_tree_bytes"),
-                                 ("max_categories", 10**6, "max_model_categories"),
-                                 ("max_categories", None, "max_model_categories")]:
+    for name, value, setting in [
+        ("max_bytes", 2**40, "max_tree_bytes"),
+        ("max_bytes", None, "max_tree_bytes"),
+        ("max_categories", 10**6, "max_model_categories"),
+        ("max_categories", None, "max_model_categories"),
+    ]:
         if name not in defaults:  # a library without the parameter
             continue
-        for config, loc in [({name: value}, ["body", name]),
-                            ({"estimator": "forest", "n_trees": 2, "tree": {name: value}}, ["body", "tree", name])]:
+        for config, loc in [
+            ({name: value}, ["body", name]),
+            ({"estimator": "forest", "n_trees": 2, "tree": {name: value}}, ["body", "tree", name]),
+        ]:
             r = client.put("/models/big", json=config)
             assert r.status_code == 422 and r.json()["detail"][0]["loc"] == loc, r.text
             assert setting in r.json()["detail"][0]["msg"]
@@ -240,8 +267,10 @@ def test_bounds_are_settings_and_the_defaults_fit(running) -> None:  # type: ign
         r = client.put("/models/forest", json={"estimator": "forest", "n_trees": 100})
         assert r.status_code == 201, r.text  # the largest forest, the library's tree defaults
     with running(max_trees=5, max_tree_nodes=500) as client:
-        assert client.put("/models/f5", json={"estimator": "forest", "n_trees": 5, "tree": {"max_nodes": 500}}
-                          ).status_code == 201
+        assert (
+            client.put("/models/f5", json={"estimator": "forest", "n_trees": 5, "tree": {"max_nodes": 500}}).status_code
+            == 201
+        )
         r = client.put("/models/f6", json={"estimator": "forest", "n_trees": 6})
         assert r.status_code == 422 and "max_trees" in r.text
         r = client.put("/models/t", json={})  # the library's default max_nodes (20,000) is over 500

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from streamtree import ProbabilityTree
 
+from streamtree import ProbabilityTree
 from tests.app.conftest import learn_all, same_predictions
 
 
@@ -30,8 +30,10 @@ def test_min_seq_reached_answers_at_once_and_past_the_bound_is_a_503(running, st
             assert r.status_code == 200 and r.json()["seq"] == seq
         r = client.post("/models/default/predict_proba", json={"instances": [stream[0][0]], "min_seq": seq + 1})
         assert r.status_code == 503
-        assert r.json() == {"detail": "This instance has applied model 'default' up to seq 100, not min_seq 101, "
-                                      "within 0.2 s; retry later, or without min_seq"}
+        assert r.json() == {
+            "detail": "This instance has applied model 'default' up to seq 100, not min_seq 101, "
+            "within 0.2 s; retry later, or without min_seq"
+        }
 
 
 @pytest.mark.parametrize("bad", ["5", 1.5, True, -1, 2**63, [1]])
@@ -56,15 +58,18 @@ def test_missing_and_new_features_are_accepted(client, stream) -> None:  # type:
         assert r.status_code == 200 and len(r.json()["probabilities"]) == 3
 
 
-@pytest.mark.parametrize("raw, loc", [
-    (b'{"features": {"a": NaN}}', ["body", "features", "a"]),
-    (b'{"instances": [{"a": 1}, {"a": {"n": 1}}]}', ["body", "instances", 1, "a"]),
-    (b'{"instances": []}', ["body", "instances"]),
-    (b'{"features": {"a": 1}, "instances": [{"a": 1}]}', ["body"]),
-    (b'{"instances": [{"a": 1}], "id": "x"}', ["body"]),
-    (b'{}', ["body"]),
-    (b'{"features": {"a": 1}, "id": true}', ["body", "id"]),
-])
+@pytest.mark.parametrize(
+    "raw, loc",
+    [
+        (b'{"features": {"a": NaN}}', ["body", "features", "a"]),
+        (b'{"instances": [{"a": 1}, {"a": {"n": 1}}]}', ["body", "instances", 1, "a"]),
+        (b'{"instances": []}', ["body", "instances"]),
+        (b'{"features": {"a": 1}, "instances": [{"a": 1}]}', ["body"]),
+        (b'{"instances": [{"a": 1}], "id": "x"}', ["body"]),
+        (b"{}", ["body"]),
+        (b'{"features": {"a": 1}, "id": true}', ["body", "id"]),
+    ],
+)
 def test_bad_input_is_422_naming_the_field(client, raw, loc) -> None:  # type: ignore[no-untyped-def]
     r = client.post("/predict_proba", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
@@ -100,17 +105,25 @@ def test_callers_without_a_key_cannot_evict_pending_ids_of_callers_with_one(runn
     with running(api_keys=KEY, pending_max=3) as client:
         client.post("/learn", json={"features": {"a": 1.0}, "label": "y"}, headers=auth)
         for i in range(2):
-            assert client.post("/predict_proba", json={"features": {"a": i}, "id": f"t{i}"}, headers=auth).status_code == 200
-        codes = [client.post("/predict_proba", json={"features": {"a": 0}, "id": f"u{i}"}).status_code
-                 for i in range(50)]  # an anonymous flood (reads are open)
+            assert (
+                client.post("/predict_proba", json={"features": {"a": i}, "id": f"t{i}"}, headers=auth).status_code
+                == 200
+            )
+        codes = [
+            client.post("/predict_proba", json={"features": {"a": 0}, "id": f"u{i}"}).status_code for i in range(50)
+        ]  # an anonymous flood (reads are open)
         assert set(codes) == {200}  # it pushes out its own ids only
         forged = {"Authorization": "Bearer " + "x" * 16}  # a wrong key is no key
         assert client.post("/predict_proba", json={"features": {}, "id": "f"}, headers=forged).status_code == 200
-        r = client.post("/learn", json={"events": [{"id": "t0", "label": "y"}, {"id": "t1", "label": "y"}]}, headers=auth)
+        r = client.post(
+            "/learn", json={"events": [{"id": "t0", "label": "y"}, {"id": "t1", "label": "y"}]}, headers=auth
+        )
         assert r.status_code == 200, r.text
         assert client.post("/learn", json={"id": "u48", "label": "y"}, headers=auth).status_code == 422  # pushed out
         for i in range(3):
-            assert client.post("/predict_proba", json={"features": {}, "id": f"t{i + 2}"}, headers=auth).status_code == 200
+            assert (
+                client.post("/predict_proba", json={"features": {}, "id": f"t{i + 2}"}, headers=auth).status_code == 200
+            )
         r = client.post("/predict_proba", json={"features": {}, "id": "u-late"})  # full of trusted ids
         assert r.status_code == 429
         assert r.json() == {"detail": "No room for another pending id; label or let expire earlier ones."}

@@ -13,14 +13,22 @@ def test_requests_latencies_events_and_model_size(client, stream) -> None:  # ty
     client.get("/models/nope")
     r = client.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(r.text) for s in f.samples}
-    assert samples[("streamtree_http_requests_total",
-                    (("method", "POST"), ("route", "/learn"), ("status", "200")))] == 3
-    assert samples[("streamtree_http_requests_total",
-                    (("method", "GET"), ("route", "/models/{name}"), ("status", "404")))] == 1
-    assert samples[("streamtree_http_request_duration_seconds_count",
-                    (("method", "POST"), ("route", "/predict_proba")))] == 1
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(r.text)
+        for s in f.samples
+    }
+    assert (
+        samples[("streamtree_http_requests_total", (("method", "POST"), ("route", "/learn"), ("status", "200")))] == 3
+    )
+    assert (
+        samples[("streamtree_http_requests_total", (("method", "GET"), ("route", "/models/{name}"), ("status", "404")))]
+        == 1
+    )
+    assert (
+        samples[("streamtree_http_request_duration_seconds_count", (("method", "POST"), ("route", "/predict_proba")))]
+        == 1
+    )
     assert samples[("streamtree_events_learned_total", (("model", "default"),))] == 120
     assert samples[("streamtree_model_examples", (("model", "default"),))] == 120
     assert samples[("streamtree_model_seq", (("model", "default"),))] == 120
@@ -38,8 +46,11 @@ def test_drift_detections_and_swaps_are_exported(client) -> None:  # type: ignor
     drift = client.get("/models/m").json()["summary"]["drift"]
     assert drift["n_detections"] >= 1 and drift["n_swaps"] >= 1
     assert any(e["event"] == "swap" and e["at"] > 1500 for e in drift["events"])
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(client.get("/metrics").text)
+        for s in f.samples
+    }
     assert samples[("streamtree_model_drift_detections_total", (("model", "m"),))] == drift["n_detections"]
     assert samples[("streamtree_model_drift_swaps_total", (("model", "m"),))] == drift["n_swaps"]
     assert samples[("streamtree_model_drift_detections_total", (("model", "default"),))] == 0
@@ -51,10 +62,18 @@ def test_window_metrics_per_model(client, stream) -> None:  # type: ignore[no-un
     assert client.put("/models/empty", json={}).status_code == 201
     learn_all(client, stream[:200], batch=50)
     recent = client.get("/models/default/metrics").json()["recent"]
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
-    for key, name in [("n", "window_events"), ("log_loss", "log_loss"), ("brier", "brier"),
-                      ("accuracy", "accuracy"), ("ece", "ece")]:
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(client.get("/metrics").text)
+        for s in f.samples
+    }
+    for key, name in [
+        ("n", "window_events"),
+        ("log_loss", "log_loss"),
+        ("brier", "brier"),
+        ("accuracy", "accuracy"),
+        ("ece", "ece"),
+    ]:
         assert samples[(f"streamtree_model_{name}", (("model", "default"),))] == recent[key]
         assert (f"streamtree_model_{name}", (("model", "empty"),)) not in samples or name == "window_events"
 
@@ -65,8 +84,11 @@ def test_cost_metrics_per_model_with_a_cost_matrix(client, stream) -> None:  # t
     learn_all(client, stream[:100], path="/models/c/learn", batch=50)
     learn_all(client, stream[:100], batch=50)
     recent = client.get("/models/c/metrics").json()["recent"]
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(client.get("/metrics").text)
+        for s in f.samples
+    }
     for key in ("improved_squared_error", "decision_cost"):
         assert samples[(f"streamtree_model_{key}", (("model", "c"),))] == recent[key]
         assert (f"streamtree_model_{key}", (("model", "default"),)) not in samples  # no cost matrix
@@ -77,8 +99,12 @@ def test_snapshot_size_gauge(running, stream) -> None:  # type: ignore[no-untype
 
     def gauge(client) -> float:  # type: ignore[no-untyped-def]
         text = client.get("/metrics").text
-        return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                    if s.name == "streamtree_model_snapshot_bytes" and s.labels == {"model": "default"})
+        return next(
+            s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "streamtree_model_snapshot_bytes" and s.labels == {"model": "default"}
+        )
 
     with running(snapshot_every=100) as client:
         assert gauge(client) == 0

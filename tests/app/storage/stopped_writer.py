@@ -64,8 +64,7 @@ class Trap:
 
         psycopg.Connection.wait = wait  # type: ignore[method-assign]
 
-    def arm(self, k: int, when: str, thread: str = "MainThread",
-            condition: Callable[[], bool] = lambda: True) -> None:
+    def arm(self, k: int, when: str, thread: str = "MainThread", condition: Callable[[], bool] = lambda: True) -> None:
         self.k, self.when, self.thread, self.count, self.stopped = k, when, thread, 0, False
         self.condition = condition
         self.armed = True
@@ -149,8 +148,9 @@ def main() -> None:
                 if op == "append1":
                     store.append("m", seq, [f"e{seq}"])
                 elif op == "append_keys":
-                    store.append("m", seq, [f"e{seq}", f"e{seq + 1}"],
-                                 [IdempotentAnswer(f"key{trial}", "h", 2, seq + 1)])
+                    store.append(
+                        "m", seq, [f"e{seq}", f"e{seq + 1}"], [IdempotentAnswer(f"key{trial}", "h", 2, seq + 1)]
+                    )
                 elif op == "append_copy":
                     store.append("m", seq, [f"e{seq + i}" for i in range(100)])
                 elif op == "create":

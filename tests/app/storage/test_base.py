@@ -148,8 +148,10 @@ def test_snapshots_newest_first_and_pruned(store: EventStore) -> None:
     store.create_model("m", "{}")
     for seq in (10, 20, 30):
         store.save_snapshot("m", Snapshot(seq, bytes([seq, 0, 255]), f'{{"s": {seq}}}'), keep=2)
-    assert store.snapshots("m") == [Snapshot(30, bytes([30, 0, 255]), '{"s": 30}'),
-                                    Snapshot(20, bytes([20, 0, 255]), '{"s": 20}')]
+    assert store.snapshots("m") == [
+        Snapshot(30, bytes([30, 0, 255]), '{"s": 30}'),
+        Snapshot(20, bytes([20, 0, 255]), '{"s": 20}'),
+    ]
     store.save_snapshot("m", Snapshot(30, b"again", "{}"), keep=2)  # the same seq again replaces it
     assert [(s.seq, s.model_bytes) for s in store.snapshots("m")] == [(30, b"again"), (20, bytes([20, 0, 255]))]
     assert store.snapshots("other") == []
@@ -185,7 +187,8 @@ def test_snapshots_larger_than_a_piece_are_stored_in_pieces_and_read_back_whole(
 
 
 def test_a_corrupt_or_missing_piece_is_a_storage_error_and_older_snapshots_still_read(
-        url: str, store: EventStore) -> None:
+    url: str, store: EventStore
+) -> None:
     store.piece_bytes = 4
     store.create_model("m", "{}")
     store.save_snapshot("m", Snapshot(1, b"older snapshot", "{}"), keep=3)
@@ -243,7 +246,12 @@ def test_engine_failures_are_storage_errors(store: EventStore) -> None:
     """Whatever the engine's driver raises leaves the store as a StorageError."""
     store.create_model("m", "{}")
     store.close()
-    for call in (store.models, lambda: store.append("m", 1, ["e"]), lambda: store.read_events("m", 0, 1),
-                 lambda: store.create_model("n", "{}"), lambda: store.snapshots("m")):
+    for call in (
+        store.models,
+        lambda: store.append("m", 1, ["e"]),
+        lambda: store.read_events("m", 0, 1),
+        lambda: store.create_model("n", "{}"),
+        lambda: store.snapshots("m"),
+    ):
         with pytest.raises(StorageError):
             call()

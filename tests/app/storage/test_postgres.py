@@ -56,9 +56,11 @@ def test_a_lost_connection_is_a_storage_error_then_the_pool_reconnects(pg_url: s
     s = open_store(pg_url)
     s.create_model("m", "{}")
     with psycopg.connect(pg_url, autocommit=True) as admin:
-        killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE application_name = %s AND datname = current_database()",
-                               (s.sessions,)).fetchall()  # type: ignore[attr-defined]
+        killed = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            (s.sessions,),
+        ).fetchall()  # type: ignore[attr-defined]
     assert killed and all(ok for (ok,) in killed)
     try:
         s.append("m", 1, ["e1"])  # on the dead pooled connection: fails, as the store's own error

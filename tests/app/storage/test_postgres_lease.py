@@ -63,7 +63,8 @@ def test_a_store_with_its_coordinator_out_writes_only_under_the_lease(stores: Ca
 
 
 def test_the_lease_passes_when_the_holders_session_ends_and_fences_the_old_holder(
-        stores: Callable[[], EventStore]) -> None:
+    stores: Callable[[], EventStore],
+) -> None:
     a, b = stores(), stores()
     ca, cb = coordinator(a, "a"), coordinator(b, "b")
     first = ca.try_acquire()
@@ -86,7 +87,8 @@ def test_the_lease_passes_when_the_holders_session_ends_and_fences_the_old_holde
 
 
 def test_a_stopped_holder_keeps_its_session_and_loses_the_lease_when_it_expires(
-        stores: Callable[[], EventStore]) -> None:
+    stores: Callable[[], EventStore],
+) -> None:
     a, b = stores(), stores()
     ca, cb = coordinator(a, "a", lease_s=0.6), coordinator(b, "b", lease_s=0.6)
     assert ca.try_acquire() is not None  # never renewed: as if stopped
@@ -101,8 +103,9 @@ def test_a_stopped_holder_keeps_its_session_and_loses_the_lease_when_it_expires(
     cb.close()
 
 
-def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(pg_url: str,
-                                                                  stores: Callable[[], EventStore]) -> None:
+def test_the_takeover_waits_for_a_write_in_flight_under_the_fence(
+    pg_url: str, stores: Callable[[], EventStore]
+) -> None:
     """A write under the fence by a session the taker does not end (not one of the holder's
     store sessions): each attempt waits a short while for the row, then gives up until the
     next poll; once the write commits the lease is taken and the write is seen."""
@@ -203,7 +206,8 @@ def test_an_instance_that_is_not_eligible_leaves_a_free_lease_to_one_that_is(sto
 
 
 def test_a_replica_polling_for_the_lease_does_not_make_the_holder_renew_at_every_attempt(
-        pg_url: str, stores: Callable[[], EventStore]) -> None:
+    pg_url: str, stores: Callable[[], EventStore]
+) -> None:
     """Each attempt to take the lease used to send the lease's notice (a statement-level trigger
     fires on zero rows too), which woke the attempting instance at once: it tried again about a
     hundred times a second, and the holder, woken too, renewed as often. The notice now comes

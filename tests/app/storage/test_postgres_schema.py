@@ -12,8 +12,9 @@ from app.storage.postgres_schema import MIGRATIONS, migrate, schema_version
 
 
 def columns(conn: psycopg.Connection, table: str) -> dict[str, str]:  # type: ignore[type-arg]
-    rows = conn.execute("SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = %s",
-                        (table,)).fetchall()
+    rows = conn.execute(
+        "SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = %s", (table,)
+    ).fetchall()
     return dict(rows)
 
 
@@ -23,8 +24,13 @@ def test_a_new_database_gets_the_newest_schema(pg_url: str) -> None:
     open_store(pg_url).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert schema_version(conn) == len(MIGRATIONS) == 5
-        assert columns(conn, "streamtree_events") == {"model": "NO", "seq": "NO", "event": "NO",
-                                                      "logged_at": "NO", "idempotency_key": "YES"}
+        assert columns(conn, "streamtree_events") == {
+            "model": "NO",
+            "seq": "NO",
+            "event": "NO",
+            "logged_at": "NO",
+            "idempotency_key": "YES",
+        }
         assert migrate(conn) == (5, 5)  # already there: nothing to do
         assert conn.execute("SELECT count(*) FROM streamtree_schema_version").fetchone() == (1,)
 
@@ -36,8 +42,9 @@ def test_a_version_1_database_is_migrated_with_its_data(pg_url: str) -> None:
         # what a version-1 service wrote
         conn.execute("INSERT INTO streamtree_models (name, config) VALUES ('m', '{\"a\": 1}')")
         conn.execute("INSERT INTO streamtree_events (model, seq, event) VALUES ('m', 1, 'e1'), ('m', 2, 'e2')")
-        conn.execute("INSERT INTO streamtree_snapshots (model, seq, model_bytes, state) "
-                     "VALUES ('m', 2, '\\x00ff'::bytea, '{}')")
+        conn.execute(
+            "INSERT INTO streamtree_snapshots (model, seq, model_bytes, state) VALUES ('m', 2, '\\x00ff'::bytea, '{}')"
+        )
     s = open_store(pg_url)
     assert [(m.name, m.config, m.last_seq) for m in s.models()] == [("m", '{"a": 1}', 2)]
     assert s.read_events("m", 0, 10) == [(1, "e1"), (2, "e2")]
@@ -49,7 +56,10 @@ def test_a_version_1_database_is_migrated_with_its_data(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert schema_version(conn) == 5
         assert conn.execute("SELECT seq, idempotency_key FROM streamtree_events ORDER BY seq").fetchall() == [
-            (1, None), (2, None), (3, None)]
+            (1, None),
+            (2, None),
+            (3, None),
+        ]
 
 
 def test_a_newer_schema_is_refused(pg_url: str) -> None:

@@ -54,10 +54,12 @@ def test_a_failed_commit_leaves_no_open_transaction(tmp_path: Path) -> None:
 
 def test_a_database_made_before_idempotency_keys_opens_and_keeps_its_log(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "db") as db:  # the schema of a service without the idempotency table
-        db.executescript("CREATE TABLE models (name TEXT PRIMARY KEY, config TEXT NOT NULL, created_at REAL NOT NULL);"
-                         "CREATE TABLE events (model TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, "
-                         "PRIMARY KEY (model, seq)) WITHOUT ROWID;"
-                         "INSERT INTO models VALUES ('m', '{}', 0); INSERT INTO events VALUES ('m', 1, 'e1');")
+        db.executescript(
+            "CREATE TABLE models (name TEXT PRIMARY KEY, config TEXT NOT NULL, created_at REAL NOT NULL);"
+            "CREATE TABLE events (model TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, "
+            "PRIMARY KEY (model, seq)) WITHOUT ROWID;"
+            "INSERT INTO models VALUES ('m', '{}', 0); INSERT INTO events VALUES ('m', 1, 'e1');"
+        )
     s = SQLiteStore(tmp_path / "db")
     try:
         assert s.read_events("m", 0, 10) == [(1, "e1")]

@@ -49,14 +49,17 @@ OPS = ["append1", "append_keys", "append_copy", "create", "delete", "snapshot", 
 def dump(url: str) -> dict[str, Any]:
     """Everything the store holds that a writer writes."""
     with psycopg.connect(url, autocommit=True) as conn:
+
         def rows(sql: str) -> list[tuple[Any, ...]]:
             return conn.execute(sql).fetchall()
 
-        return {"models": rows("SELECT name FROM streamtree_models ORDER BY name"),
-                "events": rows("SELECT model, seq, event FROM streamtree_events ORDER BY model, seq"),
-                "keys": rows("SELECT model, key, seq FROM streamtree_idempotency ORDER BY model, key"),
-                "snapshots": rows("SELECT model, seq, pieces, size FROM streamtree_snapshots ORDER BY model, seq"),
-                "pieces": rows("SELECT model, seq, piece, bytes FROM streamtree_snapshot_pieces ORDER BY 1, 2, 3")}
+        return {
+            "models": rows("SELECT name FROM streamtree_models ORDER BY name"),
+            "events": rows("SELECT model, seq, event FROM streamtree_events ORDER BY model, seq"),
+            "keys": rows("SELECT model, key, seq FROM streamtree_idempotency ORDER BY model, key"),
+            "snapshots": rows("SELECT model, seq, pieces, size FROM streamtree_snapshots ORDER BY model, seq"),
+            "pieces": rows("SELECT model, seq, piece, bytes FROM streamtree_snapshot_pieces ORDER BY 1, 2, 3"),
+        }
 
 
 def done(op: str, held: dict[str, Any], seq: int, trial: int) -> bool | None:
@@ -87,9 +90,14 @@ def process_state(pid: int) -> str:
 def writer(pg_url: str) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]]]:
     """The writer process on the test's database, and the queue of the JSON lines it prints."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.app.storage.stopped_writer", pg_url, str(LEASE)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=os.environ | {"PYTHONPATH": path})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.app.storage.stopped_writer", pg_url, str(LEASE)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": path},
+    )
     lines: queue.Queue[dict[str, Any]] = queue.Queue()
 
     def read() -> None:
@@ -109,15 +117,17 @@ def writer(pg_url: str) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[dic
 
 @pytest.mark.parametrize("op", OPS)
 def test_a_writer_stopped_in_the_middle_of_any_statement_is_replaced_within_the_bound(
-        pg_url: str, writer: tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]], op: str) -> None:
+    pg_url: str, writer: tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]], op: str
+) -> None:
     proc, lines = writer
     assert proc.stdin is not None
     store = PostgresStore(pg_url)
     taken: list[tuple[float, Lease]] = []  # (when, lease) each time the replica takes the lease
     replica = store.coordinator("replica", "http://replica", LEASE, 0.05)
     replica.set_eligible(False)  # while the writer holds the lease, let it take it back after each trial
-    replica.start(lambda lease: taken.append((time.time(), lease)) if lease is not None else None,
-                  lambda model, seq: None)
+    replica.start(
+        lambda lease: taken.append((time.time(), lease)) if lease is not None else None, lambda model, seq: None
+    )
     trials, delays = 0, []
     try:
         for when in ("before", "inside"):
@@ -140,8 +150,9 @@ def test_a_writer_stopped_in_the_middle_of_any_statement_is_replaced_within_the_
                 n = len(taken)
                 with psycopg.connect(pg_url, autocommit=True) as conn:
                     while True:
-                        row = conn.execute("SELECT holder, extract(epoch FROM expires_at)::float8 "
-                                           "FROM streamtree_lease").fetchone()
+                        row = conn.execute(
+                            "SELECT holder, extract(epoch FROM expires_at)::float8 FROM streamtree_lease"
+                        ).fetchone()
                         if row is not None and row[0] == "stopped":
                             expiry = float(row[1])  # the stopped writer's last renewal, as done on the server
                         if len(taken) > n:
