@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from app.exceptions import InvalidInput, Loc
-from app.pending import PendingIds
-from app.validation import event_loc, field_error
 from streamtree.typing import ClassLabel
+
+from .exceptions import InvalidInput, Loc
+from .pending import PendingIds
+from .validation import event_loc, field_error
 
 __all__ = ["LABEL_TYPES", "Admitted", "LearnEvent", "LearnRequest", "admit"]
 

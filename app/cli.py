@@ -1,5 +1,6 @@
-"""The ``streamtree`` console script: ``streamtree serve --data-dir DIR --host H --port P``, and
-``streamtree demo`` (a drifting stream for the dashboard, :mod:`app.demo_stream`)."""
+"""The service's commands of the ``streamtree`` console script (:mod:`streamtree.cli` hands
+them here): ``streamtree serve --data-dir DIR --host H --port P``, and ``streamtree demo`` (a
+drifting stream for the dashboard, :mod:`app.demo_stream`)."""
 
 from __future__ import annotations
 
@@ -50,14 +51,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and run the service until SIGINT/SIGTERM (which snapshot)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
-        from app.demo_stream import main as demo
+        from .demo_stream import main as demo
 
         demo(argv[1:])
         return
     args = _parser().parse_args(argv)
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
 
-    from app.settings import Settings
+    from .settings import Settings
 
     try:
         settings = Settings(**overrides)
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         problems = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False))
         raise SystemExit(f"streamtree serve: invalid settings:\n{problems}") from None
 
-    from app.main import create_app
+    from .main import create_app
 
     serve(create_app(settings), settings)
 
@@ -83,7 +84,7 @@ def serve(app: Any, settings: Any) -> None:
     """
     import uvicorn
 
-    from app.http_protocol import limited_protocol
+    from .http_protocol import limited_protocol
 
     try:
         import uvloop  # noqa: F401

@@ -29,12 +29,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.replication import Follower
-from app.settings import Settings
-from app.storage import Coordinator, EventStore, Lease
+from .replication import Follower
+from .settings import Settings
+from .storage import Coordinator, EventStore, Lease
 
 if TYPE_CHECKING:
-    from app.hosting import ModelHost
+    from .hosting import ModelHost
 
 __all__ = ["Cluster", "Role"]
 

@@ -16,12 +16,12 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Path, Request
 from fastapi.dependencies.models import Dependant
 
-from app.dashboard.session import COOKIE, valid_session
-from app.errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
-from app.hosting import ModelHost
-from app.node import Node
-from app.registry import DEFAULT_MODEL, Registry
-from app.settings import Settings
+from .dashboard.session import COOKIE, valid_session
+from .errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
+from .hosting import ModelHost
+from .node import Node
+from .registry import DEFAULT_MODEL, Registry
+from .settings import Settings
 
 __all__ = [
     "NamePath",

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from app.exceptions import (
+from .exceptions import (
     ConfigConflict,
     InvalidInput,
     LearnFailure,

@@ -32,8 +32,8 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from app.exceptions import LogUnavailable, NotAvailable
-from app.hosting import ModelHost
+from .exceptions import LogUnavailable, NotAvailable
+from .hosting import ModelHost
 
 __all__ = ["EXPORTS_BUSY", "ExportSlots", "EventExport", "PAGE_BYTES", "PAGE_EVENTS"]
 

@@ -27,11 +27,11 @@ from collections.abc import Callable
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.cluster import Cluster
-from app.coalescing import LOCAL, Coalescer, mergeable_events
-from app.errors import NOT_WRITER, NOT_WRITER_HEADER
-from app.http_client import Answer, HTTPPool, NoAnswer, NotSent
-from app.json_route import parse_json
+from .cluster import Cluster
+from .coalescing import LOCAL, Coalescer, mergeable_events
+from .errors import NOT_WRITER, NOT_WRITER_HEADER
+from .http_client import Answer, HTTPPool, NoAnswer, NotSent
+from .json_route import parse_json
 
 __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 

@@ -33,20 +33,21 @@ from typing import Any, Protocol
 
 import orjson
 
-from app.admission import LearnRequest, admit
-from app.exceptions import LearnFailure, Loc, NotWriter, StorageFailure
-from app.learning import bad_row, encode_event
-from app.pacing import learn_in_stretches, stretch_events
-from app.pending import PendingIds
-from app.prequential import Prequential
-from app.reads import input_error
-from app.settings import Settings
-from app.storage import EventStore, IdempotentAnswer, LeaseLost, Snapshot, StorageError
-from app.storage.thread import StoreThread
-from app.telemetry import Telemetry
-from app.validation import Limits, event_loc, field_error
 from streamtree.exceptions import InputError
 from streamtree.persistence import Capture
+
+from .admission import LearnRequest, admit
+from .exceptions import LearnFailure, Loc, NotWriter, StorageFailure
+from .learning import bad_row, encode_event
+from .pacing import learn_in_stretches, stretch_events
+from .pending import PendingIds
+from .prequential import Prequential
+from .reads import input_error
+from .settings import Settings
+from .storage import EventStore, IdempotentAnswer, LeaseLost, Snapshot, StorageError
+from .storage.thread import StoreThread
+from .telemetry import Telemetry
+from .validation import Limits, event_loc, field_error
 
 __all__ = ["APPLY_EVENTS", "KEY_LOC", "GroupCommit", "Written"]
 

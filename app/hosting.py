@@ -22,20 +22,21 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.admission import LearnEvent, LearnRequest
-from app.exceptions import LogUnavailable, ModelUnavailable, NotAvailable, Recovering, SeqNotReached
-from app.group_commit import GroupCommit
-from app.learning import Restored, apply_logged, logged_events, restore
-from app.pending import PendingIds
-from app.reads import decisions, explanation, labels_for, proba_matrix, proba_one, proba_rows
-from app.recovery import reason_of
-from app.settings import Settings
-from app.storage import StorageError
-from app.storage.thread import StoreThread
-from app.telemetry import Telemetry
-from app.validation import Limits
 from streamtree.decision import CostMatrix, decide
 from streamtree.inspection import limit_gauges
+
+from .admission import LearnEvent, LearnRequest
+from .exceptions import LogUnavailable, ModelUnavailable, NotAvailable, Recovering, SeqNotReached
+from .group_commit import GroupCommit
+from .learning import Restored, apply_logged, logged_events, restore
+from .pending import PendingIds
+from .reads import decisions, explanation, labels_for, proba_matrix, proba_one, proba_rows
+from .recovery import reason_of
+from .settings import Settings
+from .storage import StorageError
+from .storage.thread import StoreThread
+from .telemetry import Telemetry
+from .validation import Limits
 
 __all__ = ["ModelHost"]
 

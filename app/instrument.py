@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.telemetry import Telemetry
+from .telemetry import Telemetry
 
 __all__ = ["InstrumentMiddleware"]
 

@@ -26,7 +26,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.deps import access_of, check_access
+from .deps import access_of, check_access
 
 __all__ = ["JSONRoute", "SURROGATE", "parse_json", "surrogate_path"]
 

@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.history import History
-from app.prequential import Prequential
-from app.settings import Settings
-from app.storage import EventStore, StorageError
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
+
+from .history import History
+from .prequential import Prequential
+from .settings import Settings
+from .storage import EventStore, StorageError
 
 __all__ = [
     "REPLAY_PAGE",

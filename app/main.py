@@ -13,18 +13,19 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 import streamtree
-from app.body_limit import BodyLimitMiddleware
-from app.dashboard.throttle import LoginThrottle
-from app.errors import install_handlers
-from app.export import ExportSlots
-from app.forwarding import Forwarder, ForwardingMiddleware
-from app.instrument import InstrumentMiddleware
-from app.node import Node
-from app.routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
-from app.settings import Settings
-from app.storage import redact
-from app.telemetry import Telemetry
 from streamtree.kernels import CACHE_DIR
+
+from .body_limit import BodyLimitMiddleware
+from .dashboard.throttle import LoginThrottle
+from .errors import install_handlers
+from .export import ExportSlots
+from .forwarding import Forwarder, ForwardingMiddleware
+from .instrument import InstrumentMiddleware
+from .node import Node
+from .routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
+from .settings import Settings
+from .storage import redact
+from .telemetry import Telemetry
 
 __all__ = ["create_app"]
 

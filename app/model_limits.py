@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.exceptions import InvalidInput, Loc
-from app.settings import Settings
-from app.validation import field_error
+from .exceptions import InvalidInput, Loc
+from .settings import Settings
+from .validation import field_error
 
 __all__ = ["check_model_sizes", "check_tree_count"]
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.cluster import Cluster
-from app.recovery import Recovery
-from app.registry import DEFAULT_MODEL, Registry
-from app.replication import Follower
-from app.settings import Settings
-from app.storage import open_store
-from app.storage.thread import StoreThread
-from app.telemetry import Telemetry
+from .cluster import Cluster
+from .recovery import Recovery
+from .registry import DEFAULT_MODEL, Registry
+from .replication import Follower
+from .settings import Settings
+from .storage import open_store
+from .storage.thread import StoreThread
+from .telemetry import Telemetry
 
 __all__ = ["Node"]
 

@@ -23,11 +23,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from app.learning import learn_scored
-from app.prequential import Prequential
 from streamtree.classifier import check_labels
 from streamtree.encoding import encode_batch
 from streamtree.typing import ClassLabel
+
+from .learning import learn_scored
+from .prequential import Prequential
 
 __all__ = ["STRETCH_COST", "learn_in_stretches", "stretch_events"]
 

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from app.exceptions import PendingFull, PendingIdTaken
+from .exceptions import PendingFull, PendingIdTaken
 
 __all__ = ["ENTRY_OVERHEAD", "PendingIds", "entry_bytes"]
 

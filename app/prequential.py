@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from app.history import History
-from app.schemas import label_key
-from app.score_tables import CostTable, Ring, ScoreTable, Tables
-from app.scoring import BRIER, CONFIDENCE, CORRECT, LOG_LOSS, BoolArray, one_row, score_row, scores
 from streamtree.decision import CostMatrix, Costs, decide_many
 from streamtree.metrics import improved_squared_errors
 from streamtree.typing import ClassLabel, FloatArray, IntArray
+
+from .history import History
+from .schemas import label_key
+from .score_tables import CostTable, Ring, ScoreTable, Tables
+from .scoring import BRIER, CONFIDENCE, CORRECT, LOG_LOSS, BoolArray, one_row, score_row, scores
 
 __all__ = ["FEW", "CostScores", "Prequential"]
 

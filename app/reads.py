@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.exceptions import InvalidInput, Loc, NoLabels
-from app.schemas import label_key
-from app.validation import field_error
 from streamtree.decision import CostMatrix, decide_many
 from streamtree.exceptions import DecisionError, InputError
 from streamtree.typing import FloatArray
+
+from .exceptions import InvalidInput, Loc, NoLabels
+from .schemas import label_key
+from .validation import field_error
 
 __all__ = ["decisions", "explanation", "input_error", "labels_for", "proba_matrix", "proba_one", "proba_rows"]
 

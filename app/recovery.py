@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from app.background import LoopTask
-from app.history import History
-from app.learning import Restored, split_config
-from app.prequential import Prequential
-from app.settings import Settings
-from app.storage import StorageError
+from .background import LoopTask
+from .history import History
+from .learning import Restored, split_config
+from .prequential import Prequential
+from .settings import Settings
+from .storage import StorageError
 
 __all__ = ["FIRST_RETRY", "MAX_RETRY", "Rebuildable", "Recovery", "placeholder", "reason_of"]
 

@@ -16,16 +16,17 @@ from typing import Any
 
 import orjson
 
-from app.exceptions import ConfigConflict, NotWriter, TooManyModels
-from app.hosting import ModelHost
-from app.learning import SERVICE_FIELDS, restore, split_config
-from app.recovery import placeholder, reason_of
-from app.settings import Settings
-from app.storage import LeaseLost, ModelExists, StoredModel
-from app.storage.thread import StoreThread
-from app.telemetry import Telemetry
-from app.validation import Limits, check_costs, check_names, field_error
 from streamtree.exceptions import ConfigError, StreamtreeError
+
+from .exceptions import ConfigConflict, NotWriter, TooManyModels
+from .hosting import ModelHost
+from .learning import SERVICE_FIELDS, restore, split_config
+from .recovery import placeholder, reason_of
+from .settings import Settings
+from .storage import LeaseLost, ModelExists, StoredModel
+from .storage.thread import StoreThread
+from .telemetry import Telemetry
+from .validation import Limits, check_costs, check_names, field_error
 
 __all__ = ["DEFAULT_MODEL", "Registry"]
 

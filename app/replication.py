@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from app.background import LoopTask
-from app.learning import REPLAY_PAGE
-from app.storage import StorageError
-from app.storage.thread import StoreThread
+from .background import LoopTask
+from .learning import REPLAY_PAGE
+from .storage import StorageError
+from .storage.thread import StoreThread
 
 if TYPE_CHECKING:
-    from app.hosting import ModelHost
+    from .hosting import ModelHost
 
 __all__ = ["Follower", "Models"]
 

@@ -15,8 +15,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from app.scoring import BRIER, CONFIDENCE, CORRECT, LOG_LOSS
 from streamtree.typing import FloatArray, IntArray
+
+from .scoring import BRIER, CONFIDENCE, CORRECT, LOG_LOSS
 
 __all__ = ["CostTable", "Pending", "Ring", "ScoreTable", "Tables", "running_sums"]
 

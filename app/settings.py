@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.http_client import parse_url
-from app.storage import check_url
+from .http_client import parse_url
+from .storage import check_url
 
 __all__ = ["Settings"]
 

@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.exceptions import InvalidInput, Loc
-from app.schemas import INT_BOUND
-from app.settings import Settings
 from streamtree.decision import MAX_COST, CostMatrix
 from streamtree.exceptions import DecisionError
+
+from .exceptions import InvalidInput, Loc
+from .schemas import INT_BOUND
+from .settings import Settings
 
 __all__ = [
     "MAX_DECISIONS",

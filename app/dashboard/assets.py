@@ -27,7 +27,7 @@ ASSETS: dict[str, str] = {
 
 @cache
 def _read(name: str) -> bytes:
-    return resources.files("app.dashboard").joinpath("static", *name.split("/")).read_bytes()
+    return resources.files(__package__ or "app.dashboard").joinpath("static", *name.split("/")).read_bytes()
 
 
 def asset(name: str) -> tuple[bytes, str] | None:

@@ -20,13 +20,13 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.dashboard.assets import asset, page
-from app.dashboard.session import cookie_header
-from app.dashboard.throttle import LoginThrottle, client_key
-from app.deps import check_access
-from app.errors import INVALID_KEY
-from app.settings import Settings
-from app.validation import field_error
+from ..dashboard.assets import asset, page
+from ..dashboard.session import cookie_header
+from ..dashboard.throttle import LoginThrottle, client_key
+from ..deps import check_access
+from ..errors import INVALID_KEY
+from ..settings import Settings
+from ..validation import field_error
 
 __all__ = ["ASSET_NOT_FOUND", "SECURITY_HEADERS", "TOO_MANY_SIGN_INS", "router"]
 

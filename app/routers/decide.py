@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.deps import ReadDefaultModel, ReadModel, has_key
-from app.errors import NO_LABELS, FastJSON
-from app.hosting import ModelHost
-from app.json_route import JSONRoute
-from app.schemas import DecideBatchResult, DecideBody, DecideResult
-from app.validation import check_costs, check_features, check_id, check_length
+from ..deps import ReadDefaultModel, ReadModel, has_key
+from ..errors import NO_LABELS, FastJSON
+from ..hosting import ModelHost
+from ..json_route import JSONRoute
+from ..schemas import DecideBatchResult, DecideBody, DecideResult
+from ..validation import check_costs, check_features, check_id, check_length
 
 router = APIRouter(tags=["decide"], route_class=JSONRoute)
 

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from app.deps import ReadModel
-from app.export import EXPORTS_BUSY, EventExport, ExportSlots
-from app.json_route import JSONRoute
-from app.schemas import LoggedEvents
-from app.settings import Settings
+from ..deps import ReadModel
+from ..export import EXPORTS_BUSY, EventExport, ExportSlots
+from ..json_route import JSONRoute
+from ..schemas import LoggedEvents
+from ..settings import Settings
 
 __all__ = ["EVENTS_DEFAULT", "EVENTS_MAX", "router"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import NodeDep, RegistryDep
-from app.schemas import Health
+from ..deps import NodeDep, RegistryDep
+from ..schemas import Health
 
 router = APIRouter(tags=["health"])
 

@@ -6,11 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.deps import ReadModel
-from app.errors import FastJSON
-from app.json_route import JSONRoute
-from app.schemas import ExplainBody
-from app.validation import check_features
+from ..deps import ReadModel
+from ..errors import FastJSON
+from ..json_route import JSONRoute
+from ..schemas import ExplainBody
+from ..validation import check_features
 
 router = APIRouter(prefix="/models/{name}", tags=["inspect"], route_class=JSONRoute)
 

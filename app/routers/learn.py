@@ -8,15 +8,15 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Header
 
-from app.admission import LearnEvent
-from app.deps import WriteDefaultModel, WriteModel
-from app.errors import FastJSON
-from app.exceptions import Loc
-from app.group_commit import KEY_LOC
-from app.hosting import ModelHost
-from app.json_route import JSONRoute
-from app.schemas import LearnBody, LearnResult
-from app.validation import Limits, check_event, check_features, check_id, check_label, check_length, field_error
+from ..admission import LearnEvent
+from ..deps import WriteDefaultModel, WriteModel
+from ..errors import FastJSON
+from ..exceptions import Loc
+from ..group_commit import KEY_LOC
+from ..hosting import ModelHost
+from ..json_route import JSONRoute
+from ..schemas import LearnBody, LearnResult
+from ..validation import Limits, check_event, check_features, check_id, check_label, check_length, field_error
 
 router = APIRouter(tags=["learn"], route_class=JSONRoute)
 

@@ -6,12 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Response
 
-from app.deps import NamePath, ReadModel, ReadRegistry, WriteRegistry
-from app.errors import MODEL_NOT_FOUND
-from app.hosting import ModelHost
-from app.json_route import JSONRoute
-from app.model_limits import check_model_sizes, check_tree_count
-from app.schemas import ModelInfo, ModelList
+from ..deps import NamePath, ReadModel, ReadRegistry, WriteRegistry
+from ..errors import MODEL_NOT_FOUND
+from ..hosting import ModelHost
+from ..json_route import JSONRoute
+from ..model_limits import check_model_sizes, check_tree_count
+from ..schemas import ModelInfo, ModelList
 
 router = APIRouter(prefix="/models", tags=["models"], route_class=JSONRoute)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.deps import ReadDefaultModel, ReadModel, has_key
-from app.errors import FastJSON
-from app.hosting import ModelHost
-from app.json_route import JSONRoute
-from app.schemas import PredictBody, PredictResult
-from app.validation import check_features, check_id, check_length
+from ..deps import ReadDefaultModel, ReadModel, has_key
+from ..errors import FastJSON
+from ..hosting import ModelHost
+from ..json_route import JSONRoute
+from ..schemas import PredictBody, PredictResult
+from ..validation import check_features, check_id, check_length
 
 router = APIRouter(tags=["predict"], route_class=JSONRoute)
 

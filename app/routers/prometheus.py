@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.deps import ReadRegistry
+from ..deps import ReadRegistry
 
 router = APIRouter(tags=["metrics"])
 

@@ -12,7 +12,7 @@ import importlib
 import re
 from pathlib import Path
 
-from app.storage.base import (
+from .base import (
     Coordinator,
     EventStore,
     IdempotentAnswer,
@@ -45,11 +45,12 @@ __all__ = [
     "redact",
 ]
 
-#: URL scheme -> ``module:class`` of its engine.
+#: URL scheme -> ``module:class`` of its engine, the module relative to this package (the
+#: server is importable as ``app`` in the repo and as ``streamtree_server`` when installed).
 ENGINES = {
-    "sqlite": "app.storage.sqlite:SQLiteStore",
-    "postgresql": "app.storage.postgres:PostgresStore",
-    "postgres": "app.storage.postgres:PostgresStore",  # libpq accepts both
+    "sqlite": ".sqlite:SQLiteStore",
+    "postgresql": ".postgres:PostgresStore",
+    "postgres": ".postgres:PostgresStore",  # libpq accepts both
 }
 
 #: The SQLite database file's name under a data directory (``sqlite:///<data_dir>/streamtree.sqlite3``).
@@ -101,5 +102,5 @@ def open_store(target: str | Path, sync: Sync = "full") -> EventStore:
     """
     url = f"sqlite:///{Path(target) / DB_NAME}" if isinstance(target, Path) else check_url(target)
     module, _, name = ENGINES[url.partition("://")[0]].partition(":")
-    engine: type[EventStore] = getattr(importlib.import_module(module), name)
+    engine: type[EventStore] = getattr(importlib.import_module(module, __name__), name)
     return engine.from_url(url, sync)

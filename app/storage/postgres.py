@@ -51,8 +51,8 @@ import psycopg
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 
-from app.storage import redact
-from app.storage.base import (
+from . import redact
+from .base import (
     PIECE_BYTES,
     Coordinator,
     EventStore,
@@ -68,7 +68,7 @@ from app.storage.base import (
     pieces,
     read_pieces,
 )
-from app.storage.postgres_schema import migrate
+from .postgres_schema import migrate
 
 __all__ = ["PostgresStore"]
 
@@ -232,7 +232,7 @@ class PostgresStore(EventStore):
     def coordinator(self, holder: str, url: str, lease_s: float, poll_s: float) -> Coordinator:
         """The database's writer lease and log notices (:class:`~app.storage.postgres_lease.PostgresCoordinator`);
         from now on every write of this store needs the lease."""
-        from app.storage.postgres_lease import PostgresCoordinator
+        from .postgres_lease import PostgresCoordinator
 
         self._fenced = True
         return PostgresCoordinator(

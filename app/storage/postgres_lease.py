@@ -47,7 +47,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
-from app.storage.base import Coordinator, Lease
+from .base import Coordinator, Lease
 
 __all__ = ["PostgresCoordinator", "RESYNC_EVERY"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.storage.base import StorageError
+from .base import StorageError
 
 __all__ = ["LOCK_KEY", "MIGRATIONS", "migrate", "schema_version"]
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from app.storage.base import (
+from .base import (
     PIECE_BYTES,
     EventStore,
     IdempotentAnswer,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from app.storage.base import EventStore
+from .base import EventStore
 
 __all__ = ["StoreThread"]
 

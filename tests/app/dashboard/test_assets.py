@@ -50,7 +50,7 @@ def test_uplot_is_vendored_with_its_licence_and_version() -> None:
 
 def test_the_package_data_ships_every_file_the_dashboard_serves() -> None:
     pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
-    patterns = pyproject["tool"]["setuptools"]["package-data"]["app"]
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["streamtree_server"]
     for name in [*ASSETS, "index.html", "login.html"]:
         path = PurePosixPath("dashboard/static", name)  # setuptools' "*" stays inside one folder
         assert any(len(path.parts) == len(PurePosixPath(p).parts) and path.match(p) for p in patterns), name

@@ -1,0 +1,1 @@
+"""Bulk learning and scoring of files through the client: ``streamtree learn`` and ``streamtree predict``."""
