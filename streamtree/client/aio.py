@@ -1,0 +1,341 @@
+"""The asyncio client: :class:`AsyncClient` and :class:`AsyncRemoteModel`, the API of
+:mod:`streamtree.client.sync` with every request awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from streamtree.client import bodies
+from streamtree.client.encoding import Labels, clean_features, costs_body, dumps, loads
+from streamtree.client.errors import Conflict, ConnectionFailed, error_for
+from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
+from streamtree.client.sync import DEFAULT_URL, client_headers
+from streamtree.client.writer import AsyncWriter
+
+__all__ = ["AsyncClient", "AsyncRemoteModel"]
+
+
+class AsyncClient:
+    """A connection to a streamtree service, for asyncio (:class:`~streamtree.client.sync.Client`'s parameters).
+
+    Parameters
+    ----------
+    url
+        The service's base URL.
+    token
+        An API key of the service (sent as ``Authorization: Bearer <token>``), if it has keys.
+    timeout
+        Seconds to wait for each attempt's answer (None: no limit).
+    retries
+        How many times a request is sent again after a connection error, a timeout, or an
+        answer of 408, 429, 502, 503 or 504 (a learn with the same ``Idempotency-Key``).
+    backoff
+        The first retry's wait in seconds; each next one doubles it, with jitter, and an
+        answer's ``Retry-After`` is a floor.
+    transport
+        An ``httpx.AsyncBaseTransport`` to send through instead of the network (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        timeout: float | None = 30.0,
+        retries: int = 5,
+        backoff: float = 0.2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValueError(f"url: an http:// or https:// URL, got {url!r}")
+        check_policy(timeout, retries, backoff)
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=client_headers(token), timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self.url!r})"
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        key: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        lost_ok: int | None = None,
+    ) -> httpx.Response:
+        """Send a request, retrying as the client's policy says; the final 2xx answer.
+
+        ``body`` is encoded as JSON; ``key`` is sent as the ``Idempotency-Key`` of every attempt.
+        An answer of status ``lost_ok`` is returned, not raised, when an earlier attempt's
+        answer was lost (it may have been processed): the caller knows what it means.
+
+        Raises
+        ------
+        ServiceError
+            Its subclass for the status of an error answer (after the retries for 408, 429,
+            502, 503 and 504).
+        ConnectionFailed
+            No answer after the retries.
+        """
+        content = None if body is None else dumps(body)
+        headers = None if key is None else {"Idempotency-Key": key}
+        attempt = 0
+        lost = False
+        while True:
+            try:
+                r = await self._http.request(method, path, content=content, headers=headers, params=params)
+            except httpx.TransportError as e:
+                lost = lost or not isinstance(e, NOT_SENT)
+                if attempt >= self.retries:
+                    raise ConnectionFailed(self.url, f"{method} {path}", attempt + 1, e) from e
+                await asyncio.sleep(wait(attempt, self.backoff))
+            else:
+                status = r.status_code
+                if status < 300 or (status == lost_ok and lost):
+                    return r
+                if status not in RETRY_STATUSES or attempt >= self.retries:
+                    raise error_for(status, r.content, f"{method} {path}")
+                await asyncio.sleep(wait(attempt, self.backoff, r.headers.get("retry-after")))
+            attempt += 1
+
+    async def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
+        """:meth:`send`, and the answer's JSON (None for an empty answer)."""
+        content = (await self.send(method, path, body, key, params or None)).content
+        return loads(content) if content else None
+
+    def model(self, name: str) -> AsyncRemoteModel:
+        """The service's model ``name`` (nothing is sent: :meth:`RemoteModel.create` makes it)."""
+        return AsyncRemoteModel(self, name)
+
+    async def models(self) -> list[dict[str, Any]]:
+        """Every model of the service: ``{"name", "config", "summary", "seq"}`` each."""
+        return list((await self.call("GET", "/models"))["models"])
+
+    async def health(self) -> dict[str, Any]:
+        """The service's ``/health``: ``{"status", "role", "seq": {model: seq}}``."""
+        return dict(await self.call("GET", "/health"))
+
+
+class AsyncRemoteModel:
+    """A model of a streamtree service, :class:`~streamtree.client.sync.RemoteModel`'s API awaited.
+
+    Probabilities are keyed by the labels as learned (``True``, not the JSON key ``"true"``).
+    Every learn request carries an ``Idempotency-Key`` made for it and kept over its retries.
+    """
+
+    def __init__(self, client: AsyncClient, name: str) -> None:
+        self.client = client
+        self.name = bodies.check_name(name)
+        self.labels = Labels()
+        self._paths = bodies.Paths(name)
+
+    def __repr__(self) -> str:
+        return f"AsyncRemoteModel({self.client.url!r}, {self.name!r})"
+
+    # -- the model ----------------------------------------------------------------------------
+    async def create(self, config: Mapping[str, Any] | None = None, exist_ok: bool = True) -> dict[str, Any]:
+        """Create the model with ``config`` (the library's parameters; None: its defaults);
+        its ``{"name", "config", "summary", "seq"}``.
+
+        Raises
+        ------
+        Conflict
+            It exists with another config, or (``exist_ok=False``) at all.
+        """
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config: a dict of model parameters, not {type(config).__name__}")
+        r = await self.client.send("PUT", self._paths.model, dict(config or {}))
+        if r.status_code == 200 and not exist_ok:
+            raise Conflict(
+                200, {"detail": "The model exists already (create with exist_ok=False)."}, f"PUT {r.url.path}"
+            )
+        return dict(loads(r.content))
+
+    async def delete(self) -> None:
+        """Delete the model, its event log and snapshots."""
+        await self.client.send("DELETE", self._paths.model)
+
+    async def info(self) -> dict[str, Any]:
+        """``{"name", "config", "summary", "seq"}``."""
+        return dict(await self.client.call("GET", self._paths.model))
+
+    async def summary(self) -> dict[str, Any]:
+        """The library's summary of the model (nodes, depth, classes, drift...)."""
+        return dict((await self.info())["summary"])
+
+    async def metrics(self) -> dict[str, Any]:
+        """The service's prequential metrics of the model (``all`` and ``recent``)."""
+        return dict(await self.client.call("GET", self._paths.metrics))
+
+    async def explain(self, x: Mapping[str, Any]) -> dict[str, Any]:
+        """The path ``x`` takes through the tree and how each node shapes its probabilities."""
+        return dict(await self.client.call("POST", self._paths.explain, {"features": clean_features(x)}))
+
+    async def events(self, after: int = 0, page: int = 1000) -> AsyncIterator[dict[str, Any]]:
+        """The logged events with ``seq > after``, oldest first: ``{"seq", "features", "label"}``,
+        fetched ``page`` at a time."""
+        while True:
+            got = (await self.client.call("GET", self._paths.events, after=after, limit=page))["events"]
+            if not got:
+                return
+            for e in got:
+                yield e
+            after = got[-1]["seq"]
+
+    # -- learning -----------------------------------------------------------------------------
+    async def learn_batch(self, events: list[dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+        """Post prepared events (``{"features", "label", "id"}`` dicts, as the service takes
+        them) as one batch with ``Idempotency-Key`` ``key`` (a new one if None);
+        the service's ``{"learned", "seq"}``."""
+        if not isinstance(events, list):
+            raise TypeError(f"events: a list of event dicts, not {type(events).__name__}")
+        return dict(await self.client.call("POST", self._paths.learn, {"events": events}, key or uuid.uuid4().hex))
+
+    async def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]:
+        """Learn one event; the service's ``{"learned", "seq"}``. With ``id``, the prediction
+        made under that id is settled by this event (the features it kept are dropped)."""
+        body = bodies.event(x, y, id, self.labels)
+        return dict(await self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
+
+    async def learn_many(
+        self, X: Any, y: Any, columns: Iterable[str] | None = None, batch_size: int = bodies.BATCH
+    ) -> dict[str, Any]:
+        """Learn the rows of ``X`` (a DataFrame, a list of dicts, or a 2-D array with
+        ``columns``) with the labels ``y``, in requests of ``batch_size`` events, in order;
+        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are learned."""
+        events = bodies.learn_events(X, y, columns, self.labels)
+        size = bodies.check_batch_size(batch_size)
+        learned, seq = 0, 0
+        for chunk in bodies.chunks(events, size):
+            if chunk:
+                out = await self.learn_batch(chunk)
+                learned, seq = learned + out["learned"], out["seq"]
+        return {"learned": learned, "seq": seq}
+
+    async def label(self, id: str | int, y: Hashable) -> dict[str, Any]:
+        """The label of the prediction made with ``id``: the model learns its features with ``y``."""
+        body = bodies.label_events([id], [y], self.labels)[0]
+        return dict(await self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
+
+    async def label_many(self, ids: Iterable[str | int], ys: Any) -> dict[str, Any]:
+        """The labels of several earlier predictions, in one request."""
+        return await self.learn_batch(bodies.label_events(ids, ys, self.labels))
+
+    def writer(self, batch_size: int = bodies.BATCH, flush_seconds: float = 1.0) -> AsyncWriter:
+        """An :class:`~streamtree.client.writer.AsyncWriter`: ``learn_one`` buffered into batches."""
+        return AsyncWriter(self, batch_size, flush_seconds)
+
+    def make_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]:
+        """The event ``learn_one`` would send (its label remembered for the answers)."""
+        return bodies.event(x, y, id, self.labels)
+
+    # -- predictions --------------------------------------------------------------------------
+    async def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
+        """An answer's probabilities keyed by labels (the model's classes read once for a key not known)."""
+        out = self.labels.decode(probabilities)
+        if out is None:
+            self.labels.add_many((await self.summary()).get("classes", []))
+            out = self.labels.decode_known(probabilities)
+        return out
+
+    async def with_id(self, path: str, body: dict[str, Any]) -> Any:
+        """Post a prediction or decision that keeps its ``id``. Should its answer be lost and
+        the retry find the id pending (409), the lost attempt kept it: the answer is then
+        read again without the id (the same features, the model as it is now)."""
+        r = await self.client.send("POST", path, body, lost_ok=409)
+        if r.status_code == 409:
+            r = await self.client.send("POST", path, {k: v for k, v in body.items() if k != "id"})
+        return loads(r.content)
+
+    async def predict_proba_one(self, x: Mapping[str, Any], id: str | int | None = None) -> dict[Hashable, float]:
+        """Class probabilities for ``x``; with ``id``, its features wait for :meth:`label`."""
+        body = bodies.single(x, id)
+        if id is None:
+            out = await self.client.call("POST", self._paths.predict, body)
+        else:
+            out = await self.with_id(self._paths.predict, body)
+        return await self.decode(out["probabilities"])
+
+    async def predict_one(self, x: Mapping[str, Any], id: str | int | None = None) -> Hashable | None:
+        """The most probable label (None before any label is learned)."""
+        return bodies.argmax(await self.predict_proba_one(x, id))
+
+    async def predict_batch(self, instances: list[Any]) -> list[dict[str, float]]:
+        """The service's probabilities (keyed as in its JSON) for prepared instances: feature
+        dicts, or ``{"features", "id"}`` objects."""
+        if not isinstance(instances, list):
+            raise TypeError(f"instances: a list of feature dicts, not {type(instances).__name__}")
+        answer = await self.client.call("POST", self._paths.predict, {"instances": instances})
+        return list(answer["probabilities"])
+
+    async def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
+        out: list[dict[Hashable, float]] = []
+        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+            if chunk:
+                out += [await self.decode(p) for p in await self.predict_batch(chunk)]
+        return out
+
+    async def predict_proba_many(self, X: Any, ids: Iterable[str | int] | None = None, columns: Any = None) -> Any:
+        """A DataFrame of class probabilities, one row per row of ``X``, one column per label;
+        with ``ids`` (one per row), each row's features wait for its label."""
+        return bodies.frame(await self._predict_rows(X, ids, columns), X)
+
+    async def predict_many(self, X: Any, columns: Any = None) -> Any:
+        """A Series of the most probable label of each row of ``X``."""
+        return bodies.predictions(await self._predict_rows(X, None, columns), X)
+
+    # -- decisions ----------------------------------------------------------------------------
+    async def decide(
+        self, x: Mapping[str, Any], costs: Mapping[str, Mapping[Any, float]], id: str | int | None = None
+    ) -> dict[str, Any]:
+        """The decision of least expected cost under ``costs`` (decision to {label: cost}):
+        ``{"decision", "expected_costs", "probabilities", "seq"}``, probabilities keyed by labels."""
+        body = bodies.single(x, id) | {"costs": costs_body(costs)}
+        if id is None:
+            out = dict(await self.client.call("POST", self._paths.decide, body))
+        else:
+            out = dict(await self.with_id(self._paths.decide, body))
+        out["probabilities"] = await self.decode(out["probabilities"])
+        return out
+
+    async def decide_batch(self, instances: list[Any], costs: Mapping[str, Mapping[Any, float]]) -> dict[str, Any]:
+        """The service's decisions for prepared instances, as its JSON: ``{"decisions",
+        "expected_costs", "probabilities", "seq"}``."""
+        if not isinstance(instances, list):
+            raise TypeError(f"instances: a list of feature dicts, not {type(instances).__name__}")
+        return dict(
+            await self.client.call("POST", self._paths.decide, {"instances": instances, "costs": costs_body(costs)})
+        )
+
+    async def decide_many(
+        self, X: Any, costs: Mapping[str, Mapping[Any, float]], columns: Any = None
+    ) -> dict[str, Any]:
+        """:meth:`decide` for every row of ``X``: lists ``decisions``, ``expected_costs`` and
+        ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``."""
+        answers = [
+            await self.decide_batch(chunk, costs)
+            for chunk in bodies.chunks(bodies.instances(X, None, columns), bodies.BATCH)
+            if chunk
+        ]
+        out = bodies.merge_decisions(answers)
+        out["probabilities"] = [await self.decode(p) for p in out["probabilities"]]
+        return out

@@ -1,0 +1,237 @@
+"""What the client sends and how it reads the answers: features, labels, ids and costs made
+into the service's JSON, rows out of DataFrames and arrays, and labels back from JSON keys.
+
+A missing value (None, NaN, pandas' ``NA`` and ``NaT``) is left out of the event: the service
+and the library treat an absent feature as missing. numpy scalars become Python scalars.
+Anything the service would refuse for its type (an infinity, a nested list, a float label)
+is refused here with a ValueError or TypeError naming the argument, before any request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+
+try:  # DataFrames and Series are optional: the client works on dicts and arrays without pandas
+    import pandas as pd
+except ImportError:  # pragma: no cover - pandas is installed with streamtree
+    pd = None  # type: ignore[assignment]
+
+__all__ = [
+    "Labels",
+    "clean_features",
+    "clean_id",
+    "clean_label",
+    "costs_body",
+    "dumps",
+    "label_key",
+    "label_list",
+    "loads",
+    "rows",
+    "same_length",
+]
+
+_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+#: pandas' missing markers, compared by identity (None without pandas).
+_MISSING = (pd.NA, pd.NaT) if pd is not None else ()
+
+loads = orjson.loads
+
+
+def dumps(obj: Any) -> bytes:
+    """JSON bytes of ``obj`` (orjson: floats round-trip exactly, numpy arrays and scalars encoded)."""
+    return orjson.dumps(obj, option=_OPTIONS)
+
+
+def _value(v: Any, name: Any, where: str) -> tuple[bool, Any]:
+    """``(keep, value)`` of a feature value that is not a plain Python scalar."""
+    if v is None or any(v is m for m in _MISSING):
+        return False, None
+    if isinstance(v, np.generic):
+        v = v.item()
+        if type(v) is float:
+            if math.isnan(v):
+                return False, None
+            if math.isinf(v):
+                raise ValueError(f"{where}[{name!r}]: feature values must be finite numbers, not {v}")
+        if isinstance(v, (bool, int, float, str)):
+            return True, v
+    elif isinstance(v, bool):  # subclasses of the plain types: an IntEnum, a str subclass
+        return True, bool(v)
+    elif isinstance(v, int):
+        return True, int(v)
+    elif isinstance(v, str):
+        return True, str(v)
+    elif isinstance(v, float):
+        return _value(np.float64(v), name, where)
+    raise TypeError(
+        f"{where}[{name!r}]: a feature value is a number, string, boolean or missing "
+        f"(None, NaN, NA), not {type(v).__name__}"
+    )
+
+
+def clean_features(x: Mapping[Any, Any], where: str = "x") -> dict[str, Any]:
+    """The event's features: missing values left out, numpy scalars made Python ones.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a mapping, a feature name is not a string, or a value is not a number,
+        string, boolean or missing.
+    ValueError
+        A value is infinite.
+    """
+    if not isinstance(x, Mapping):
+        raise TypeError(f"{where}: features are a dict of feature name to value, not {type(x).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in x.items():
+        t = type(v)
+        if t is float:
+            if v - v == 0.0:  # finite; NaN and infinities give NaN
+                out[k] = v
+            elif v != v:
+                continue
+            else:
+                raise ValueError(f"{where}[{k!r}]: feature values must be finite numbers, not {v}")
+        elif t is str or t is int or t is bool:
+            out[k] = v
+        else:
+            keep, v = _value(v, k, where)
+            if keep:
+                out[k] = v
+        if type(k) is not str:
+            raise TypeError(f"{where}: feature names are strings, not {type(k).__name__} {k!r}")
+    return out
+
+
+def clean_label(y: Any, where: str = "y") -> str | int | bool:
+    """A label as the service takes it: a string, an integer or a boolean."""
+    t = type(y)
+    if t is str or t is int or t is bool:
+        return y  # type: ignore[no-any-return]
+    if isinstance(y, np.generic):
+        y = y.item()
+        if type(y) in (str, int, bool):
+            return y  # type: ignore[no-any-return]
+    if isinstance(y, (str, int)):  # bool is an int
+        return y
+    raise TypeError(f"{where}: a label is a string, integer or boolean, not {type(y).__name__} {y!r}")
+
+
+def clean_id(i: Any, where: str = "id") -> str | int:
+    """An event id as the service takes it: a string or an integer."""
+    t = type(i)
+    if t is str or t is int:
+        return i  # type: ignore[no-any-return]
+    if isinstance(i, np.integer):
+        return int(i)
+    raise TypeError(f"{where}: an id is a string or integer, not {type(i).__name__} {i!r}")
+
+
+def label_key(y: Any) -> str:
+    """The JSON key of a label in the service's answers: booleans ``true``/``false``, integers in decimal."""
+    if y is True:
+        return "true"
+    if y is False:
+        return "false"
+    return str(y)
+
+
+def rows(X: Any, columns: Iterable[str] | None = None, where: str = "X") -> list[dict[str, Any]]:
+    """The feature dicts of ``X``: a DataFrame, a list of dicts, or a 2-D numpy array whose
+    column names are ``columns``; missing values left out of each."""
+    if pd is not None and isinstance(X, pd.DataFrame):
+        if columns is not None:
+            raise ValueError(f"columns: a DataFrame names its own columns; got columns= for a DataFrame {where}")
+        names = [str(c) if not isinstance(c, str) else c for c in X.columns]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{where}: column names must be distinct (as strings), got {list(X.columns)}")
+        records = X.to_dict("records") if names == list(X.columns) else X.set_axis(names, axis=1).to_dict("records")
+        return [clean_features(r, f"{where}[{i}]") for i, r in enumerate(records)]
+    if isinstance(X, np.ndarray):
+        if X.ndim != 2:
+            raise ValueError(f"{where}: a numpy array of features is 2-D (rows, columns), got {X.ndim}-D")
+        if columns is None:
+            raise ValueError(f"columns: a numpy array {where} needs columns= (its {X.shape[1]} feature names)")
+        names = list(columns)
+        if len(names) != X.shape[1]:
+            raise ValueError(f"columns: {len(names)} names for the {X.shape[1]} columns of {where}")
+        return [clean_features(dict(zip(names, r, strict=True)), f"{where}[{i}]") for i, r in enumerate(X.tolist())]
+    if columns is not None:
+        raise ValueError(f"columns: only a numpy array {where} takes columns=, not a {type(X).__name__}")
+    if isinstance(X, Mapping) or isinstance(X, (str, bytes)) or not isinstance(X, Iterable):
+        raise TypeError(f"{where}: a DataFrame, a list of feature dicts or a 2-D numpy array, not {type(X).__name__}")
+    return [clean_features(r, f"{where}[{i}]") for i, r in enumerate(X)]
+
+
+def label_list(y: Any, where: str = "y") -> list[Any]:
+    """The labels of ``y`` (a Series, a list or a 1-D array) as the service takes them."""
+    if pd is not None and isinstance(y, (pd.Series, pd.Index)):
+        values = y.tolist()
+    elif isinstance(y, np.ndarray):
+        if y.ndim != 1:
+            raise ValueError(f"{where}: labels are 1-D, got a {y.ndim}-D array")
+        values = y.tolist()
+    elif isinstance(y, (str, bytes, Mapping)) or not isinstance(y, Iterable):
+        raise TypeError(f"{where}: labels are a list, a Series or a 1-D array, not {type(y).__name__}")
+    else:
+        values = list(y)
+    return [clean_label(v, f"{where}[{i}]") for i, v in enumerate(values)]
+
+
+def same_length(n: int, m: int, first: str, second: str) -> None:
+    """Refuse two arguments that should pair up row for row but do not."""
+    if n != m:
+        raise ValueError(f"{first} and {second} have different lengths: {n} and {m}")
+
+
+def costs_body(costs: Mapping[str, Mapping[Any, float]]) -> dict[str, dict[str, float]]:
+    """A cost matrix (decision to {label: cost}) with its labels as the service's keys."""
+    if not isinstance(costs, Mapping) or not costs:
+        raise TypeError(f"costs: a dict of decision to {{label: cost}}, not {type(costs).__name__} {costs!r}")
+    out = {}
+    for decision, row in costs.items():
+        if not isinstance(row, Mapping):
+            raise TypeError(f"costs[{decision!r}]: a dict of label to cost, not {type(row).__name__}")
+        out[str(decision)] = {label_key(clean_label(k, f"costs[{decision!r}]")): float(v) for k, v in row.items()}
+    return out
+
+
+class Labels:
+    """The labels a model's answers name, by their JSON key: ``"true"`` back to ``True``.
+
+    The service keys probabilities by strings; a river classifier keys them by the labels
+    themselves, so they are mapped back. The map learns every label the client sends, and
+    the model's ``classes`` when an answer names a key it has not seen.
+    """
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, Hashable] = {}
+
+    def add(self, y: Hashable) -> None:
+        """Remember a label sent."""
+        key = label_key(y)
+        if key not in self.by_key:
+            self.by_key[key] = y
+
+    def add_many(self, ys: Iterable[Hashable]) -> None:
+        """Remember labels sent."""
+        for y in set(ys):
+            self.add(y)
+
+    def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float] | None:
+        """The probabilities keyed by labels, or None when a key is not known."""
+        by_key = self.by_key
+        try:
+            return {by_key[k]: p for k, p in probabilities.items()}
+        except KeyError:
+            return None
+
+    def decode_known(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
+        """The probabilities keyed by labels, a key not known kept as the string it is."""
+        by_key = self.by_key
+        return {by_key.get(k, k): p for k, p in probabilities.items()}

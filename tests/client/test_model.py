@@ -1,0 +1,165 @@
+"""Every method of ``RemoteModel`` and ``Client`` against a real service, the answers checked
+against the service's own log and an in-process model fed the same events."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamtree import ProbabilityTree
+from streamtree.client import Client, Conflict, InvalidRequest, NotFound, RemoteModel
+from tests.app.conftest import make_stream
+from tests.client.conftest import fresh_name
+
+
+def test_create_info_summary_and_delete(client: Client) -> None:
+    m = client.model(fresh_name())
+    made = m.create({"grace_period": 50})
+    assert made["name"] == m.name and made["seq"] == 0 and made["config"]["grace_period"] == 50
+    assert m.create({"grace_period": 50}) == made  # the same config again: no-op
+    with pytest.raises(Conflict) as exc:
+        m.create({"grace_period": 60})
+    assert exc.value.status == 409
+    with pytest.raises(Conflict):
+        m.create({"grace_period": 50}, exist_ok=False)
+    assert m.info()["config"] == made["config"]
+    assert m.summary()["n_examples"] == 0
+    assert m.name in {info["name"] for info in client.models()}
+    assert client.health()["seq"][m.name] == 0
+    m.delete()
+    with pytest.raises(NotFound):
+        m.info()
+    assert m.name not in client.health()["seq"]
+
+
+def test_learn_and_predict_match_an_in_process_model(model: RemoteModel) -> None:
+    events = make_stream(120, seed=3)
+    local = ProbabilityTree(**model.info()["config"])
+    for x, y in events[:20]:
+        assert model.learn_one(x, y)["learned"] == 1
+        local.learn_one(x, y)
+    X = pd.DataFrame([x for x, _ in events[20:]])
+    y = pd.Series([y for _, y in events[20:]])
+    assert model.learn_many(X, y, batch_size=30) == {"learned": 100, "seq": 120}  # four requests
+    local.learn_many(X, y)
+    probes = [x for x, _ in make_stream(10, seed=99)]
+    for x in probes:
+        assert model.predict_proba_one(x) == local.predict_proba_one(x)
+        assert model.predict_one(x) == local.predict_one(x)
+    frame = model.predict_proba_many(pd.DataFrame(probes, index=range(100, 110)))
+    expected = local.predict_proba_many(pd.DataFrame(probes))
+    assert list(frame.index) == list(range(100, 110))
+    assert sorted(frame.columns) == sorted(expected.columns)
+    assert np.array_equal(frame[expected.columns].to_numpy(), expected.to_numpy())
+    assert model.predict_many(probes).tolist() == [local.predict_one(x) for x in probes]
+    raw = model.predict_batch(probes[:2])
+    assert raw == [{str(k): p for k, p in local.predict_proba_one(x).items()} for x in probes[:2]]
+    assert [(e["features"], e["label"]) for e in model.events(page=7)] == [(x, y) for x, y in events]
+    assert [e["seq"] for e in model.events(after=115)] == [116, 117, 118, 119, 120]
+    assert model.metrics()["all"]["n"] > 0
+
+
+def test_labels_come_back_as_learned_booleans_and_integers(client: Client) -> None:
+    flags, numbers = client.model(fresh_name()), client.model(fresh_name())
+    flags.create()
+    numbers.create()
+    flags.learn_many([{"a": 1.0}, {"a": 2.0}], [True, False])
+    numbers.learn_many([{"a": 1.0}, {"a": 2.0}], np.array([3, 7]))
+    assert set(flags.predict_proba_one({"a": 1.0})) == {True, False}
+    assert set(numbers.predict_proba_one({"a": 1.0})) == {3, 7}
+    # another client that learned nothing reads the labels from the model's classes
+    assert set(client.model(flags.name).predict_proba_one({"a": 1.0})) == {True, False}
+    assert set(client.model(numbers.name).predict_many([{"a": 1.0}])) <= {3, 7}
+
+
+def test_missing_values_are_left_out_of_the_events(model: RemoteModel) -> None:
+    """Blank cells of a DataFrame (NaN, None, pandas NA and NaT), NaN and None in dicts, and
+    numpy scalars: the logged events hold the present values only, as Python scalars."""
+    X = pd.DataFrame(
+        {
+            "size": [1.5, np.nan, 3.0],
+            "colour": ["red", None, "blue"],
+            "count": pd.array([1, None, 3], dtype="Int64"),
+            "when": [pd.NaT, pd.NaT, pd.NaT],
+        }
+    )
+    assert model.learn_many(X, ["a", "b", "a"])["seq"] == 3
+    model.learn_one({"size": float("nan"), "colour": None, "count": np.int64(4), "w": np.float32(0.5)}, np.str_("b"))
+    logged = [e["features"] for e in model.events()]
+    assert logged == [
+        {"size": 1.5, "colour": "red", "count": 1},
+        {},
+        {"size": 3.0, "colour": "blue", "count": 3},
+        {"count": 4, "w": 0.5},
+    ]
+    local = ProbabilityTree(**model.info()["config"])
+    for x, y in zip(logged, ["a", "b", "a", "b"], strict=True):
+        local.learn_one(x, y)
+    assert model.predict_proba_one({"size": np.nan, "count": 2}) == local.predict_proba_one({"count": 2})
+    assert model.predict_proba_many(X).to_dict("records") == [
+        local.predict_proba_one(x) for x in [logged[0], {}, logged[2]]
+    ]
+
+
+def test_a_numpy_array_takes_its_column_names(model: RemoteModel) -> None:
+    X = np.array([[1.0, np.nan], [2.0, 5.0]])
+    model.learn_many(X, ["a", "b"], columns=["p", "q"])
+    assert [e["features"] for e in model.events()] == [{"p": 1.0}, {"p": 2.0, "q": 5.0}]
+    assert list(model.predict_proba_many(X, columns=["p", "q"]).shape) == [2, 2]
+
+
+def test_delayed_labels_by_id(model: RemoteModel) -> None:
+    model.learn_many([{"a": 1.0}, {"a": 5.0}], ["no", "yes"])
+    model.predict_proba_one({"a": 4.0}, id="a-1")
+    with pytest.raises(Conflict):  # an id is written once
+        model.predict_proba_one({"a": 9.0}, id="a-1")
+    assert model.label("a-1", "yes") == {"learned": 1, "seq": 3}
+    model.predict_one({"a": 2.0}, id=7)
+    model.decide({"a": 3.0}, {"act": {"yes": 0, "no": 1}, "wait": {"yes": 1, "no": 0}}, id="a-2")
+    assert model.label_many([7, "a-2"], ["no", "yes"]) == {"learned": 2, "seq": 5}
+    assert [(e["features"], e["label"]) for e in model.events(after=2)] == [
+        ({"a": 4.0}, "yes"),
+        ({"a": 2.0}, "no"),
+        ({"a": 3.0}, "yes"),
+    ]
+    with pytest.raises(InvalidRequest) as exc:  # labelled already
+        model.label("a-1", "no")
+    assert exc.value.loc == ("body", "id")
+
+
+def test_decisions_single_and_many(model: RemoteModel) -> None:
+    costs = {"ship": {True: 0, False: 10}, "hold": {True: 4, False: 0}}
+    with pytest.raises(Conflict):  # no label learned yet
+        model.decide({"a": 1.0}, costs)
+    model.learn_many([{"a": 1.0}, {"a": 2.0}, {"a": 3.0}], [True, False, True])
+    one = model.decide({"a": 1.0}, costs)
+    p = one["probabilities"]
+    assert set(p) == {True, False}
+    assert one["expected_costs"] == pytest.approx({"ship": 10 * p[False], "hold": 4 * p[True]})
+    assert one["decision"] == min(one["expected_costs"], key=one["expected_costs"].__getitem__)
+    many = model.decide_many(pd.DataFrame({"a": [1.0, 2.0]}), costs)
+    assert many["decisions"][0] == one["decision"] and len(many["expected_costs"]) == 2
+    assert many["probabilities"][0] == p and many["seq"] == 3
+    raw = model.decide_batch([{"a": 1.0}], costs)
+    assert raw["probabilities"] == [{"true": p[True], "false": p[False]}]
+
+
+def test_explain(model: RemoteModel) -> None:
+    model.learn_many([{"a": 1.0}, {"a": 2.0}], ["x", "y"])
+    explained = model.explain({"a": 1.5, "b": None})
+    assert explained["proba"] == model.predict_proba_one({"a": 1.5})
+
+
+def test_learn_batch_posts_prepared_events_under_the_callers_key(model: RemoteModel) -> None:
+    events = [{"features": {"a": 1.0}, "label": "x"}, {"features": {"a": 2.0}, "label": "y"}]
+    assert model.learn_batch(events, key="import-0001") == {"learned": 2, "seq": 2}
+    assert model.learn_batch(events, key="import-0001") == {"learned": 2, "seq": 2}  # a retry: nothing learned
+    assert model.learn_batch(events) == {"learned": 2, "seq": 4}
+
+
+def test_river_calls_a_remote_model_a_classifier(model: RemoteModel) -> None:
+    from river import base
+
+    assert isinstance(model, base.Classifier)
+    assert model.predict_proba_one({"a": 1.0}) == {} and model.predict_one({"a": 1.0}) is None

@@ -1,0 +1,212 @@
+"""Retries never learn twice, what is retried and what is not, the typed errors with the
+service's JSON, and bad arguments refused before any request."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamtree.client import (
+    Client,
+    ConnectionFailed,
+    InvalidRequest,
+    NotFound,
+    RemoteModel,
+    ServiceError,
+    TooManyRequests,
+    Unauthorized,
+    Unavailable,
+)
+from streamtree.client.errors import error_for, format_loc
+from streamtree.client.retry import retry_after, wait
+from tests.app.test_process import free_port
+from tests.client.conftest import TOKEN, AnswerFirst, LoseAnswers, Service, client_with, fresh_name
+
+
+def _model(service: Service, transport: httpx.BaseTransport, **kwargs: float) -> RemoteModel:
+    m = client_with(service, transport, **kwargs).model(fresh_name())
+    m.create()
+    return m
+
+
+@pytest.mark.parametrize("error", [httpx.ReadError, httpx.ReadTimeout, httpx.RemoteProtocolError])
+def test_a_lost_answer_is_retried_with_the_same_key_and_learns_once(service: Service, error: type) -> None:
+    lose = LoseAnswers("POST", n=2, error=error)
+    m = _model(service, lose)
+    assert m.learn_one({"a": 1.0}, "x") == {"learned": 1, "seq": 1}
+    posts = [s for s in lose.seen if s[0] == "POST"]
+    assert len(posts) == 3 and len({key for _, _, key, _ in posts}) == 1 and posts[0][2]
+    assert m.info()["seq"] == 1  # the service processed all three; it learned one
+    assert [e["features"] for e in m.events()] == [{"a": 1.0}]
+
+
+def test_every_learn_path_is_retried_once_learned(service: Service) -> None:
+    lose = LoseAnswers("POST", n=10**9)  # lose every POST answer after the first attempt of each...
+    lose.n = 0
+    m = _model(service, lose)
+    steps = [
+        lambda: m.learn_many(pd.DataFrame({"a": [1.0, 2.0, 3.0]}), ["x", "y", "x"], batch_size=2),
+        lambda: m.predict_proba_one({"a": 1.0}, id="p-1"),
+        lambda: m.label("p-1", "y"),
+        lambda: m.predict_proba_one({"a": 2.0}, id="p-2"),
+        lambda: m.label_many(["p-2"], ["x"]),
+        lambda: m.learn_batch([{"features": {"a": 4.0}, "label": "y"}]),
+    ]
+    for step in steps:
+        lose.n = 1  # the next POST's answer is lost
+        step()
+    with m.writer(batch_size=2) as w:
+        lose.n = 1
+        for i in range(3):
+            w.learn_one({"a": float(i)}, "x")
+    assert w.learned == 3
+    assert m.info()["seq"] == 3 + 1 + 1 + 1 + 3
+    assert [e["label"] for e in m.events()] == ["x", "y", "x", "y", "x", "y", "x", "x", "x"]
+
+
+def test_without_the_key_a_lost_answer_would_learn_twice(service: Service) -> None:
+    """The control of the test above: the same loss, retried by hand without a key, learns twice."""
+    m = _model(service, httpx.HTTPTransport())
+    body = {"features": {"a": 1.0}, "label": "x"}
+    for _ in range(2):
+        httpx.post(f"{service.url}/models/{m.name}/learn", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert m.info()["seq"] == 2
+
+
+@pytest.mark.parametrize("status", [408, 429, 502, 503, 504])
+def test_not_now_answers_are_retried(service: Service, status: int) -> None:
+    first = AnswerFirst(status, n=2, headers={"Retry-After": "0"})
+    m = _model(service, first)
+    first.n, first.requests = 2, 0
+    assert m.learn_one({"a": 1.0}, "x")["seq"] == 1
+    assert first.requests == 3
+    first.n, first.requests = 2, 0
+    assert m.predict_proba_one({"a": 1.0}) == {"x": 1.0}
+    assert first.requests == 3
+
+
+def test_retries_run_out(service: Service) -> None:
+    busy = AnswerFirst(503, n=100)
+    with pytest.raises(Unavailable) as exc:
+        client_with(service, busy, retries=2).health()
+    assert busy.requests == 3 and exc.value.status == 503 and exc.value.message == "not now (test)"
+    full = AnswerFirst(429, n=100, headers={"Retry-After": "0"})
+    with pytest.raises(TooManyRequests):
+        client_with(service, full, retries=1).health()
+    assert full.requests == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422, 500])
+def test_other_errors_are_not_retried(service: Service, status: int) -> None:
+    refuse = AnswerFirst(status, n=100)
+    with pytest.raises(ServiceError) as exc:
+        client_with(service, refuse).health()
+    assert refuse.requests == 1 and exc.value.status == status
+
+
+def test_a_service_that_is_down_is_a_connection_failure() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with Client(url, retries=2, backoff=0.01) as c, pytest.raises(ConnectionFailed) as exc:
+        c.model("m").learn_one({"a": 1.0}, "x")
+    assert url in str(exc.value) and exc.value.attempts == 3 and "POST /models/m/learn" in str(exc.value)
+
+
+def test_typed_errors_carry_the_services_json(client: Client, service: Service) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.model("no-such-model").predict_proba_one({"a": 1.0})
+    assert missing.value.body == {"detail": "Model not found."}
+    assert str(missing.value) == "404 POST /models/no-such-model/predict_proba: Model not found."
+    m = client.model(fresh_name())
+    m.create()
+    m.learn_one({"a": 1.0}, "x")
+    with pytest.raises(InvalidRequest) as bad:
+        m.learn_many([{"a": 1.0}, {"a": 2.0}, {"a": 3.0}, {"age": "y" * 300}], ["x", "x", "x", "x"])
+    e = bad.value
+    assert e.status == 422 and e.loc == ("body", "events", 3, "features", "age")
+    assert str(e) == "422 body.events[3].features.age: String should have at most 256 characters"
+    assert e.body["detail"][0]["type"] == "string_too_long"
+    assert m.info()["seq"] == 1  # the refused request learned nothing
+    with pytest.raises(Unauthorized) as anonymous:
+        Client(service.url).model(m.name).learn_one({"a": 1.0}, "x")
+    assert anonymous.value.status == 401
+    with pytest.raises(Unauthorized) as wrong:
+        Client(service.url, token="not-the-key-0123456789").model(m.name).learn_one({"a": 1.0}, "x")
+    assert wrong.value.status == 403 and wrong.value.message == "Invalid API key."
+    assert Client(service.url).model(m.name).predict_proba_one({"a": 1.0}) == {"x": 1.0}  # reads are open
+
+
+def test_error_lines() -> None:
+    assert format_loc(("body", "events", 3, "features", "age")) == "body.events[3].features.age"
+    two = error_for(422, b'{"detail":[{"loc":["body","a"],"msg":"m1","type":"t"},{"loc":["body"],"msg":"m2"}]}')
+    assert str(two) == "422 body.a: m1 (and 1 more)"
+    text = error_for(502, b"<html>bad gateway</html>", "GET /health")
+    assert isinstance(text, Unavailable) and str(text) == "502 GET /health: <html>bad gateway</html>"
+
+
+def test_retry_waits_grow_and_honour_retry_after() -> None:
+    assert 0.1 <= wait(0, 0.2) < 0.2 and 0.4 <= wait(2, 0.2) < 0.8
+    assert wait(0, 0.2, "3") == 3.0 and wait(10, 0.2) == 60.0
+    soon = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 < retry_after(soon) <= 30
+    assert retry_after(None) is None and retry_after("soon") is None
+
+
+class Count(httpx.BaseTransport):
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        return httpx.Response(200, json={})
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "names"),
+    [
+        (lambda m: m.learn_many([{"a": 1}, {"a": 2}], ["x"]), ValueError, "X and y"),
+        (lambda m: m.learn_many(np.ones((2, 2)), ["x", "y"]), ValueError, "columns"),
+        (lambda m: m.learn_many(np.ones((2, 2)), ["x", "y"], columns=["a"]), ValueError, "columns"),
+        (lambda m: m.learn_one({"a": float("inf")}, "x"), ValueError, "x['a']"),
+        (lambda m: m.learn_one({"a": [1, 2]}, "x"), TypeError, "x['a']"),
+        (lambda m: m.learn_one({1: 2.0}, "x"), TypeError, "feature names"),
+        (lambda m: m.learn_one([1.0], "x"), TypeError, "x:"),
+        (lambda m: m.learn_one({"a": 1.0}, 1.5), TypeError, "y:"),
+        (lambda m: m.learn_many([{"a": 1.0}], [None]), TypeError, "y[0]"),
+        (lambda m: m.predict_proba_one({"a": 1.0}, id=1.5), TypeError, "id:"),
+        (lambda m: m.predict_proba_many([{"a": 1.0}], ids=["a", "b"]), ValueError, "X and ids"),
+        (lambda m: m.label_many(["a"], ["x", "y"]), ValueError, "ids and ys"),
+        (lambda m: m.decide({"a": 1.0}, {"go": 3}), TypeError, "costs['go']"),
+        (lambda m: m.create(config=[1]), TypeError, "config"),
+        (lambda m: m.learn_many({"a": [1.0]}, ["x"]), TypeError, "X:"),
+        (lambda m: m.writer(batch_size=0), ValueError, "batch_size"),
+        (lambda m: m.writer(flush_seconds=0), ValueError, "flush_seconds"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_request(call: object, error: type, names: str) -> None:
+    count = Count()
+    m = Client(transport=count).model("m")
+    with pytest.raises(error, match=names.replace("[", r"\[").replace("]", r"\]")):
+        call(m)  # type: ignore[operator]
+    assert count.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        ({"url": "127.0.0.1:8000"}, "url"),
+        ({"token": ""}, "token"),
+        ({"retries": -1}, "retries"),
+        ({"backoff": -1}, "backoff"),
+        ({"timeout": 0}, "timeout"),
+    ],
+)
+def test_bad_client_settings_are_refused(kwargs: dict[str, object], names: str) -> None:
+    with pytest.raises(ValueError, match=names):
+        Client(**kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="name"):
+        Client().model("no spaces")
