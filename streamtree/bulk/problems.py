@@ -1,0 +1,62 @@
+"""What goes wrong in a bulk command, said in one line.
+
+A user's error (a file, a column, a row, an option) is a :class:`BulkError`; the client's
+exceptions (the service's answers, a service that does not answer) become one with
+:func:`explain`, which names the URL, the model and, for a refused event, the file's row and
+column. The commands end with ``SystemExit("streamtree learn: <line>")``: exit status 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from streamtree.client.errors import (
+    Conflict,
+    ConnectionFailed,
+    InvalidRequest,
+    NotFound,
+    ServiceError,
+    Unauthorized,
+)
+
+__all__ = ["BulkError", "explain"]
+
+
+class BulkError(Exception):
+    """A user's error, said in one line (the command's name is put before it)."""
+
+
+def explain(
+    e: ServiceError | ConnectionFailed,
+    url: str,
+    model: str,
+    row_of: Callable[[int], str] | None = None,
+    creatable: bool = True,
+) -> BulkError:
+    """One line for a client's exception.
+
+    ``row_of(i)`` names the file's row (and its column, if the service named a feature) of
+    the ``i``-th event of the request refused; ``creatable`` says whether ``--create`` is an
+    option of the command.
+    """
+    if isinstance(e, ConnectionFailed):
+        return BulkError(f"no answer from the service at {url} (is it running? --url or STREAMTREE_URL): {e}")
+    if isinstance(e, Unauthorized):
+        what = "needs an API key" if e.status == 401 else "refused the API key"
+        return BulkError(f"the service at {url} {what} ({e.line()}): pass --token or set STREAMTREE_TOKEN")
+    if isinstance(e, NotFound):
+        hint = " (create it with --create CONFIG.json; {} for the default config)" if creatable else ""
+        return BulkError(f"no model {model!r} at {url}{hint}")
+    if isinstance(e, Conflict):
+        return BulkError(f"model {model!r}: {e.line()}")
+    if isinstance(e, InvalidRequest) and row_of is not None and e.loc:
+        loc = list(e.loc)
+        if len(loc) >= 3 and loc[:2] in (["body", "events"], ["body", "instances"]) and isinstance(loc[2], int):
+            where = row_of(loc[2])
+            rest = [str(p) for p in loc[3:]]
+            if len(rest) >= 2 and rest[0] == "features":
+                where += f", column {rest[1]!r}"
+            elif rest == ["label"]:
+                where += ", the label"
+            return BulkError(f"{where}: the service refused it: {e.message}")
+    return BulkError(f"the service at {url} refused the request: {e.line()}")

@@ -1,0 +1,187 @@
+"""What ``streamtree learn`` and ``streamtree predict`` share: their common options, a parser
+whose errors are one line, the progress bar, and the pipeline that reads the next chunk while
+the previous request is in flight."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TypeVar
+
+from tqdm import tqdm
+
+from streamtree.bulk.problems import BulkError
+from streamtree.bulk.sources import FORMATS, Source
+
+__all__ = ["DEFAULT_URL", "Parser", "Progress", "add_common", "pipelined"]
+
+T = TypeVar("T")
+
+#: The service's URL when neither ``--url`` nor ``STREAMTREE_URL`` says.
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are a :class:`BulkError` (one line, exit status 1)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise BulkError(f"{message} (see {self.prog} --help)")
+
+
+def positive(text: str) -> int:
+    """An integer option from 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"an integer >= 1, got {text!r}")
+    return n
+
+
+def count(text: str) -> int:
+    """An integer option from 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer >= 0, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"an integer >= 0, got {text!r}")
+    return n
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    """The options both commands take: the file, the model, the service, the chunking."""
+    p.add_argument(
+        "file", metavar="FILE", help="CSV, TSV, Parquet or JSON-lines file (.gz for CSV and JSON lines); - for stdin"
+    )
+    p.add_argument("--model", required=True, metavar="NAME", help="the service's model")
+    p.add_argument(
+        "--url",
+        default=os.environ.get("STREAMTREE_URL") or DEFAULT_URL,
+        help=f"the service's URL (default: $STREAMTREE_URL or {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--token", default=os.environ.get("STREAMTREE_TOKEN") or None, help="API key (default: $STREAMTREE_TOKEN)"
+    )
+    p.add_argument("--format", choices=FORMATS, help="the file's format (default: from its suffix; needed for -)")
+    p.add_argument("--batch-size", type=positive, default=1000, metavar="N", help="rows per request (default 1000)")
+    p.add_argument("--id-column", metavar="COL", help="a column that names the row, not a feature")
+    p.add_argument(
+        "--retries",
+        type=count,
+        default=5,
+        metavar="N",
+        help="times a request is sent again after a connection error or a 503 (default 5)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+class Progress:
+    """A progress bar of rows on stderr (events/s and, when the total is known or estimated, ETA).
+
+    Parquet's row count is exact; for CSV and JSON lines the total is the rows so far divided
+    by the share of the file's bytes read, updated at each chunk.
+    """
+
+    def __init__(self, source: Source, enabled: bool, unit: str) -> None:
+        self.source = source
+        self.bar: Any = tqdm(
+            total=source.total_rows,
+            unit=f" {unit}",
+            unit_scale=True,
+            disable=not enabled,
+            file=sys.stderr,
+            dynamic_ncols=True,
+            smoothing=0.1,
+            mininterval=0.5,
+        )
+        self.rows = 0
+
+    def update(self, n: int) -> None:
+        """``n`` more rows done."""
+        self.rows += n
+        if self.source.total_rows is None:
+            share = self.source.fraction_read()
+            if share:
+                self.bar.total = max(self.rows, round(self.rows / share))
+        self.bar.update(n)
+
+    def close(self) -> None:
+        """End the bar (the total made exact)."""
+        if self.source.total_rows is None and self.bar.total is not None:
+            self.bar.total = self.rows
+            self.bar.refresh()
+        self.bar.close()
+
+
+_END = object()
+
+
+def pipelined(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """``items`` made in a background thread, at most ``depth`` ahead of the one being used.
+
+    With ``depth=1`` at most two made items exist at once (the one in use and the next):
+    the next chunk is read and encoded while the previous request is in flight, and memory
+    stays bounded however large the file. An exception of ``items`` is raised here, after
+    the items before it; a consumer that stops early stops the thread.
+    """
+    ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def make() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+        except BaseException as e:  # handed to the consumer, raised in its thread
+            put(_Failure(e))
+            return
+        put(_END)
+
+    thread = threading.Thread(target=make, name="streamtree-bulk-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+class _Failure:
+    """An exception of the producing thread, on its way to the consumer."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def run_command(command: str, body: Callable[[], None]) -> None:
+    """Run ``body``; a :class:`BulkError` ends the command with its line (exit status 1), a
+    closed standard output (``| head``) quietly."""
+    try:
+        body()
+    except BulkError as e:
+        raise SystemExit(f"streamtree {command}: {e}") from None
+    except BrokenPipeError:  # the output's reader stopped (``| head``): end quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1) from None

@@ -1,0 +1,280 @@
+"""The files ``streamtree learn`` and ``streamtree predict`` read, a chunk of rows at a time.
+
+A source is a path or ``-`` (standard input) in one of three formats: CSV (``.csv``, ``.tsv``
+tab-separated), Parquet (``.parquet``) and JSON lines (``.jsonl``, ``.ndjson``: one JSON
+object per line). The format comes from the suffix or ``--format``; CSV and JSON lines may be
+gzip-compressed (told by the file's first two bytes, so ``.gz`` or not). Nothing reads the
+whole file: CSV through pandas' ``read_csv(chunksize=...)``, Parquet through pyarrow's
+``ParquetFile.iter_batches``, JSON lines line by line. Rows are numbered from 1, the header
+not counted (for JSON lines, the row is the line's number).
+
+How far a run has got: Parquet's row count is in its metadata; for a regular CSV or JSON-lines
+file, counting lines would cost a pass over it, so the total is estimated from the bytes read
+so far against the file's size (compressed bytes for a gzip file).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import pandas as pd
+
+from streamtree.bulk.problems import BulkError
+
+__all__ = ["FORMATS", "Chunk", "Source", "format_of", "open_source"]
+
+#: The formats a source may have (``tsv`` is CSV separated by tabs).
+FORMATS = ("csv", "tsv", "parquet", "jsonl")
+
+_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass
+class Chunk:
+    """Rows read together: a DataFrame (CSV, Parquet) or a list of dicts (JSON lines).
+
+    ``first_row`` is the number of its first row; ``rows`` the number of each row when they
+    are not consecutive (JSON lines skips blank lines), else None.
+    """
+
+    first_row: int
+    frame: pd.DataFrame | None = None
+    records: list[dict[str, Any]] | None = None
+    rows: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.frame) if self.frame is not None else len(self.records or ())
+
+    def row(self, i: int) -> int:
+        """The number of the chunk's ``i``-th row (from 0) in the file."""
+        return self.rows[i] if self.rows is not None else self.first_row + i
+
+
+def format_of(path: str, given: str | None) -> str:
+    """The format of ``path``: ``given`` (``--format``) or told by its suffix (``.gz`` stripped)."""
+    if given is not None:
+        if given not in FORMATS:
+            raise BulkError(f"--format: one of {', '.join(FORMATS)}, got {given!r}")
+        return given
+    if path == "-":
+        raise BulkError("reading standard input (-) needs --format csv, tsv, parquet or jsonl")
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    suffix = os.path.splitext(name)[1]
+    if suffix not in _SUFFIXES:
+        known = ", ".join(sorted(_SUFFIXES))
+        raise BulkError(
+            f"cannot tell the format of {path} from its suffix {suffix or '(none)'!r} "
+            f"(known: {known}, and .gz for csv and jsonl): pass --format csv, tsv, parquet or jsonl"
+        )
+    return _SUFFIXES[suffix]
+
+
+def _open_raw(path: str) -> tuple[IO[bytes], int | None]:
+    """The file's bytes (standard input for ``-``) and its size when it is a regular file."""
+    if path == "-":
+        return sys.stdin.buffer, None
+    p = Path(path)
+    try:
+        raw = p.open("rb")
+    except FileNotFoundError:
+        raise BulkError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise BulkError(f"{path} is a directory, not a file") from None
+    except PermissionError:
+        raise BulkError(f"cannot read {path}: permission denied") from None
+    size = os.fstat(raw.fileno()).st_size if p.is_file() else None
+    return raw, size
+
+
+class Source:
+    """An open source: its chunks of ``batch_size`` rows, and how far the reading is.
+
+    Attributes
+    ----------
+    name
+        The path, or ``stdin``.
+    format
+        One of :data:`FORMATS`.
+    columns
+        The column names, once known: from the header (CSV) or the schema (Parquet) at
+        opening; None for JSON lines (each line names its own).
+    total_rows
+        The number of rows when it is known without reading them (Parquet), else None.
+    """
+
+    def __init__(self, path: str, fmt: str, batch_size: int) -> None:
+        self.name = "stdin" if path == "-" else path
+        self.format = fmt
+        self.batch_size = batch_size
+        self.columns: list[str] | None = None
+        self.total_rows: int | None = None
+        self._raw, self._size = _open_raw(path)
+        self._spool: IO[bytes] | None = None
+        self._text: IO[bytes] = self._raw
+        self._csv: Any = None
+        self._parquet: Any = None
+        self._first: pd.DataFrame | None = None
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        if self.format == "parquet":
+            self._open_parquet()
+            return
+        stream: IO[bytes] = self._raw
+        if not isinstance(stream, io.BufferedReader):
+            stream = io.BufferedReader(stream)  # type: ignore[arg-type]
+        if stream.peek(2)[:2] == _GZIP_MAGIC:
+            stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+        self._text = stream
+        if self.format in ("csv", "tsv"):
+            self._open_csv()
+
+    def _open_csv(self) -> None:
+        sep = "\t" if self.format == "tsv" else ","
+        try:
+            self._csv = pd.read_csv(self._text, sep=sep, chunksize=self.batch_size)
+        except pd.errors.EmptyDataError:
+            raise BulkError(f"{self.name} is empty: a CSV file starts with a header line of column names") from None
+        except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError) as e:
+            raise BulkError(f"{self.name} is not readable as {self.format.upper()}: {_one_line(e)}") from None
+        self._first = self._next_csv(1)  # read now: its columns are the header's
+        self.columns = None if self._first is None else [str(c) for c in self._first.columns]
+
+    def _open_parquet(self) -> None:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover - the parquet extra
+            raise BulkError('reading Parquet needs pyarrow: pip install "streamtree[parquet]"') from None
+        source: IO[bytes] = self._raw
+        if self._size is None:  # Parquet's footer is at the end: spool a stream to disk, not to memory
+            self._spool = tempfile.TemporaryFile()
+            shutil.copyfileobj(self._raw, self._spool, 1 << 20)
+            self._spool.seek(0)
+            source = self._spool
+        try:
+            self._parquet = pq.ParquetFile(source)
+        except Exception as e:  # pyarrow raises ArrowInvalid (a ValueError) and OSErrors
+            raise BulkError(f"{self.name} is not readable as Parquet: {_one_line(e)}") from None
+        self.columns = [str(c) for c in self._parquet.schema_arrow.names]
+        self.total_rows = int(self._parquet.metadata.num_rows)
+
+    def fraction_read(self) -> float | None:
+        """The share of the file's bytes read so far (None when its size is not known)."""
+        if not self._size or self.format == "parquet":
+            return None
+        try:
+            return min(1.0, self._raw.tell() / self._size)
+        except (OSError, ValueError):
+            return None
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The rows, ``batch_size`` at a time, in order."""
+        if self.format == "parquet":
+            return self._parquet_chunks()
+        if self.format == "jsonl":
+            return self._jsonl_chunks()
+        return self._csv_chunks()
+
+    def _next_csv(self, first: int) -> pd.DataFrame | None:
+        """The next chunk of the CSV reader (None at the end)."""
+        try:
+            frame = next(self._csv)
+        except StopIteration:
+            return None
+        except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as e:
+            raise BulkError(
+                f"{self.name}: rows from {first:,} are not readable as {self.format.upper()}: {_one_line(e)}"
+            ) from None
+        frame.index = pd.RangeIndex(len(frame))
+        return frame
+
+    def _csv_chunks(self) -> Iterator[Chunk]:
+        frame, self._first = self._first, None
+        first = 1
+        while frame is not None:
+            if len(frame):
+                yield Chunk(first, frame=frame)
+            first += len(frame)
+            frame = self._next_csv(first)
+
+    def _parquet_chunks(self) -> Iterator[Chunk]:
+        first = 1
+        try:
+            for batch in self._parquet.iter_batches(batch_size=self.batch_size):
+                frame = batch.to_pandas()
+                yield Chunk(first, frame=frame)
+                first += len(frame)
+        except (OSError, ValueError) as e:
+            raise BulkError(f"{self.name}: rows from {first:,} are not readable as Parquet: {_one_line(e)}") from None
+
+    def _jsonl_chunks(self) -> Iterator[Chunk]:
+        records: list[dict[str, Any]] = []
+        rows: list[int] = []
+        line_no = 0
+        try:
+            for line in self._text:
+                line_no += 1
+                if not line.strip():
+                    continue
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError as e:
+                    raise BulkError(f"row {line_no:,} of {self.name} is not JSON: {e}") from None
+                if not isinstance(obj, dict):
+                    raise BulkError(
+                        f"row {line_no:,} of {self.name}: each line is a JSON object of column to value, "
+                        f"not {type(obj).__name__}"
+                    )
+                records.append(obj)
+                rows.append(line_no)
+                if len(records) == self.batch_size:
+                    yield Chunk(rows[0], records=records, rows=rows)
+                    records, rows = [], []
+        except (OSError, EOFError) as e:
+            raise BulkError(f"{self.name}: line {line_no + 1:,} is not readable: {_one_line(e)}") from None
+        if records:
+            yield Chunk(rows[0], records=records, rows=rows)
+
+    def close(self) -> None:
+        """Close the file (not standard input)."""
+        if self._csv is not None:
+            self._csv.close()
+        if self._spool is not None:
+            self._spool.close()
+        if self._raw is not sys.stdin.buffer:
+            self._raw.close()
+
+
+def open_source(path: str, fmt: str | None, batch_size: int) -> Source:
+    """Open ``path`` (``-``: standard input) in format ``fmt`` (None: from its suffix)."""
+    return Source(path, format_of(path, fmt), batch_size)
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line."""
+    text = " ".join(str(e).split())
+    return text[:300] or type(e).__name__

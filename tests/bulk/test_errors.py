@@ -1,0 +1,131 @@
+"""Every bad input of ``streamtree learn`` and ``streamtree predict`` ends the command with one
+line naming the problem (exit status 1), before anything is learned."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from streamtree.bulk import learn, predict
+from tests.app.test_process import free_port
+from tests.bulk.conftest import TOKEN, Service, cli, fresh_name, logged, table, write
+
+
+def fails(module: object, argv: list[str]) -> str:
+    """The one line the command ends with (exit status 1: a SystemExit with a message)."""
+    with pytest.raises(SystemExit) as ended:
+        module.main(argv)  # type: ignore[attr-defined]
+    line = ended.value.code
+    assert isinstance(line, str), f"exit status {line!r}, not 1 with a message"
+    assert "\n" not in line and len(line) < 600, line
+    return line
+
+
+@pytest.fixture
+def csv(tmp_path: Path) -> Path:
+    return write(table(20), tmp_path / "rows.csv")
+
+
+def args(service: Service, path: Path | str, name: str, *more: str, token: str = TOKEN) -> list[str]:
+    return [str(path), "--model", name, "--url", service.url, "--token", token, "--no-progress", *more]
+
+
+def test_file_errors(service: Service, tmp_path: Path, csv: Path) -> None:
+    name = fresh_name()
+    line = fails(learn, args(service, tmp_path / "nope.csv", name, "--label", "y"))
+    assert line == f"streamtree learn: no such file: {tmp_path / 'nope.csv'}"
+    (tmp_path / "rows.xlsx").write_text("a,y\n")
+    line = fails(learn, args(service, tmp_path / "rows.xlsx", name, "--label", "y"))
+    assert "cannot tell the format of" in line and "--format" in line
+    line = fails(learn, args(service, "-", name, "--label", "y"))
+    assert "standard input (-) needs --format" in line
+    line = fails(learn, args(service, csv, name, "--label", "label"))
+    assert "--label: no column 'label' in" in line and "'rid', 'a', 'b', 'c', 'k', 's', 'flag', 'y'" in line
+    line = fails(learn, args(service, csv, name, "--label", "y", "--batch-size", "0"))
+    assert "--batch-size" in line and "an integer >= 1" in line
+    (tmp_path / "empty.csv").write_text("")
+    assert "is empty" in fails(learn, args(service, tmp_path / "empty.csv", name, "--label", "y"))
+    (tmp_path / "bad.gz.csv").write_bytes(gzip.compress(b"a,y\n1,2\n")[:15])
+    assert "not readable" in fails(learn, args(service, tmp_path / "bad.gz.csv", name, "--label", "y"))
+
+
+def test_bad_rows_name_the_row_and_column(service: Service, client: object, tmp_path: Path) -> None:
+    name = fresh_name()
+    client.model(name).create()  # type: ignore[attr-defined]
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1, "y": "yes"}\n\n{"a": [1, 2], "y": "no"}\n')
+    line = fails(learn, args(service, path, name, "--label", "y"))
+    assert (
+        line
+        == "streamtree learn: row 3, column 'a': a feature value is a number, string, boolean or missing, not list [1, 2]"
+    )
+    path.write_text('{"a": 1, "y": 0.5}\n')
+    assert "row 1, column 'y': a label is a string, integer or boolean, not float 0.5" in fails(
+        learn, args(service, path, name, "--label", "y")
+    )
+    path.write_text('{"a": 1, "y": "yes"}\n{"a": 2}\n')
+    assert "row 2: no label in column 'y'" in fails(learn, args(service, path, name, "--label", "y"))
+    path.write_text('{"a": 1, "y": "yes"}\nnot json\n')
+    assert "row 2 of" in fails(learn, args(service, path, name, "--label", "y"))
+    csv = tmp_path / "inf.csv"
+    csv.write_text("a,y\n1,yes\ninf,no\n")
+    assert "row 2, column 'a': feature values are finite numbers, not inf" in fails(
+        learn, args(service, csv, name, "--label", "y")
+    )
+    csv.write_text("a,y\n1,1\n2,1.5\n")  # a float label column
+    assert "row 1, column 'y': a label is a string, integer or boolean" in fails(
+        learn, args(service, csv, name, "--label", "y")
+    )
+    long = tmp_path / "long.csv"
+    long.write_text("a,y\n" + "x" * 100_000 + ",yes\n")
+    line = fails(learn, args(service, long, name, "--label", "y"))
+    assert "row 1, column 'a': the service refused it:" in line
+    assert logged(client, name) == []  # type: ignore[arg-type]
+
+
+def test_service_errors(service: Service, csv: Path, tmp_path: Path) -> None:
+    name = fresh_name()
+    line = fails(learn, args(service, csv, name, "--label", "y"))
+    assert (
+        line
+        == f"streamtree learn: no model {name!r} at {service.url} (create it with --create CONFIG.json; {{}} for the default config)"
+    )
+    (tmp_path / "other.json").write_text('{"seed": 7}')
+    (tmp_path / "bad.json").write_text('{"n_models": 3}')
+    (tmp_path / "tree.json").write_text("{}")
+    assert fails(learn, args(service, csv, name, "--label", "y", "--create", str(tmp_path / "nope.json"))).startswith(
+        "streamtree learn: --create: cannot read"
+    )
+    learn.main(args(service, csv, name, "--label", "y", "--create", str(tmp_path / "tree.json")))
+    line = fails(learn, args(service, csv, name, "--label", "y", "--create", str(tmp_path / "other.json")))
+    assert line.startswith(f"streamtree learn: model {name!r}: 409")
+    line = fails(learn, args(service, csv, fresh_name(), "--label", "y", "--create", str(tmp_path / "bad.json")))
+    assert line.startswith(
+        "streamtree learn: --create: the service refused the config: 422 body.n_models: Unknown parameter"
+    )
+    line = fails(learn, args(service, csv, name, "--label", "y", token="wrong-key-0123456789"))
+    assert line.startswith(f"streamtree learn: the service at {service.url} refused the API key (403")
+    assert line.endswith("pass --token or set STREAMTREE_TOKEN")
+    down = f"http://127.0.0.1:{free_port()}"
+    line = fails(learn, [str(csv), "--model", name, "--label", "y", "--url", down, "--retries", "0", "--no-progress"])
+    assert line.startswith(f"streamtree learn: no answer from the service at {down} (is it running?")
+    line = fails(predict, args(service, csv, fresh_name(), "--out", str(tmp_path / "p.csv")))
+    assert line.startswith("streamtree predict: no model") and "--create" not in line
+    line = fails(predict, args(service, csv, name, "--out", str(tmp_path / "p.xlsx")))
+    assert "--out: cannot tell the format" in line
+
+
+def test_the_console_script_exits_1_with_one_line(service: Service, csv: Path) -> None:
+    done = cli(service, "learn", str(csv), "--model", fresh_name(), "--label", "y")
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f"streamtree learn: no model {done.args[4]!r} at {service.url} "
+        "(create it with --create CONFIG.json; {} for the default config)"
+    ]
+    done = cli(service, "predict", str(csv), "--model", "m")
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "streamtree predict: the following arguments are required: --out (see streamtree predict --help)"
+    ]

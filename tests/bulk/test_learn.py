@@ -1,0 +1,222 @@
+"""``streamtree learn`` against a real service: every format (and stdin) logs each row once,
+in order, blank cells left out; an interrupted run (a failed network, Ctrl-C) resumed learns
+nothing twice; a refused row stops the run keeping the rows before it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pandas as pd
+import pytest
+
+from streamtree.bulk import learn
+from streamtree.bulk.problems import BulkError
+from streamtree.client import Client
+from tests.bulk.conftest import (
+    EXE,
+    TOKEN,
+    Service,
+    cli,
+    env,
+    expected_events,
+    fresh_name,
+    logged,
+    table,
+    write,
+)
+
+
+def run(service: Service, path: Path | str, name: str, *more: str, transport: Any = None) -> None:
+    """``streamtree learn`` in this process (the model created with the default config)."""
+    argv = [str(path), "--model", name, "--label", "y", "--id-column", "rid", "--url", service.url]
+    argv += ["--token", TOKEN, "--no-progress", "--create", str(Path(__file__).parent / "default.json"), *more]
+    learn.run(argv, transport=transport)
+
+
+@pytest.mark.parametrize("suffix", ["csv", "csv.gz", "tsv", "parquet", "jsonl", "jsonl.gz"])
+def test_each_format_logs_every_row_once_in_order(
+    service: Service, client: Client, tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = table(130, seed=1)
+    path = write(frame, tmp_path / f"rows.{suffix}")
+    name = fresh_name()
+    run(service, path, name, "--batch-size", "50")
+    got = logged(client, name)
+    assert got == expected_events(frame)
+    assert any("b" not in e["features"] for e in got) and any("s" not in e["features"] for e in got)  # blank cells
+    assert all("rid" not in e["features"] and "y" not in e["features"] for e in got)
+    assert "learned 130 events into" in capsys.readouterr().out
+
+
+def test_stdin_and_the_console_script(service: Service, client: Client, tmp_path: Path) -> None:
+    frame = table(70, seed=2)
+    name = fresh_name()
+    client.model(name).create()
+    done = cli(
+        service,
+        "learn",
+        "-",
+        "--format",
+        "csv",
+        "--model",
+        name,
+        "--label",
+        "y",
+        "--id-column",
+        "rid",
+        "--batch-size",
+        "30",
+        stdin=frame.to_csv(index=False).encode(),
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert logged(client, name) == expected_events(frame)
+    assert "learned 70 events" in done.stdout.decode() and "70 new" in done.stdout.decode()
+
+
+def test_a_row_of_blank_cells_is_an_event_without_features(service: Service, client: Client, tmp_path: Path) -> None:
+    path = tmp_path / "blank.csv"
+    path.write_text("a,s,y\n1.5,x,yes\n,,no\n2,,yes\n")
+    name = fresh_name()
+    learn.run(
+        [
+            str(path),
+            "--model",
+            name,
+            "--label",
+            "y",
+            "--url",
+            service.url,
+            "--token",
+            TOKEN,
+            "--no-progress",
+            "--create",
+            str(Path(__file__).parent / "default.json"),
+        ]
+    )
+    assert logged(client, name) == [
+        {"features": {"a": 1.5, "s": "x"}, "label": "yes"},
+        {"features": {}, "label": "no"},
+        {"features": {"a": 2.0}, "label": "yes"},
+    ]
+
+
+class FailAfter(httpx.BaseTransport):
+    """Sends requests to the service until ``n`` learn requests have been sent; the answer of
+    the ``n``-th is lost (the service did learn it) and every request after it fails to connect."""
+
+    def __init__(self, n: int) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.n = n
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.n <= 0:
+            raise httpx.ConnectError("the network is down (test)", request=request)
+        response = self.inner.handle_request(request)
+        if request.url.path.endswith("/learn"):
+            self.n -= 1
+            if self.n == 0:
+                response.read()
+                response.close()
+                raise httpx.ReadError("the answer was lost (test)", request=request)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_run_cut_by_the_network_resumes_learning_nothing_twice(
+    service: Service, client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = table(400, seed=3)
+    path = write(frame, tmp_path / "rows.csv")
+    name = fresh_name()
+    with pytest.raises(BulkError) as cut:
+        run(service, path, name, "--batch-size", "50", "--retries", "0", transport=FailAfter(4))
+    line = str(cut.value)
+    assert (
+        "no answer from the service at" in line
+        and "; 150 events are learned (run the same command again to resume)" in line
+    ), line
+    assert len(logged(client, name)) == 200  # the 4th chunk was learned; its answer was lost
+    run(service, path, name, "--batch-size", "50")
+    assert logged(client, name) == expected_events(frame)
+    assert "(200 new, 200 already learned)" in capsys.readouterr().out
+
+
+def test_ctrl_c_then_a_rerun_learns_each_row_once(service: Service, client: Client, tmp_path: Path) -> None:
+    frame = table(30_000, seed=4)
+    path = write(frame, tmp_path / "big.csv")
+    name = fresh_name()
+    model = client.model(name)
+    model.create()
+    args = ["learn", str(path), "--model", name, "--label", "y", "--id-column", "rid", "--batch-size", "100"]
+    proc = subprocess.Popen([str(EXE), *args], env=env(service), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while model.info()["seq"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    cut_at = model.info()["seq"]
+    assert proc.returncode == 130, err.decode()
+    assert 0 < cut_at < len(frame), "the run ended before it was interrupted: make the file larger"
+    assert "interrupted" in err.decode() and "run the same command again to resume" in err.decode()
+    done = cli(service, *args, "--no-progress")
+    assert done.returncode == 0, done.stderr.decode()
+    assert f"({len(frame) - cut_at:,} new, {cut_at:,} already learned)" in done.stdout.decode()
+    assert logged(client, name) == expected_events(frame)
+
+
+def test_a_refused_row_keeps_the_rows_before_it_and_the_fixed_file_resumes(
+    service: Service, client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = table(200, seed=5)
+    broken = frame.copy()
+    broken.loc[129, "y"] = None  # row 130
+    path = write(broken, tmp_path / "rows.csv")
+    name = fresh_name()
+    with pytest.raises(BulkError) as refused:
+        run(service, path, name, "--batch-size", "50")
+    line = str(refused.value)
+    assert line.startswith("row 130: no label in column 'y'") and "; 100 events are learned" in line
+    assert logged(client, name) == expected_events(frame)[:100]
+    write(frame, path)
+    run(service, path, name, "--batch-size", "50")
+    assert logged(client, name) == expected_events(frame)
+    assert "(100 new, 100 already learned)" in capsys.readouterr().out
+
+
+def test_the_same_file_twice_learns_it_once(service: Service, client: Client, tmp_path: Path) -> None:
+    frame = table(90, seed=6)
+    path = write(frame, tmp_path / "rows.parquet")
+    name = fresh_name()
+    run(service, path, name, "--batch-size", "40")
+    run(service, path, name, "--batch-size", "40")
+    assert logged(client, name) == expected_events(frame)
+
+
+def test_a_header_only_file_learns_nothing(service: Service, client: Client, tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    pd.DataFrame(columns=["a", "y"]).to_csv(path, index=False)
+    name = fresh_name()
+    learn.run(
+        [
+            str(path),
+            "--model",
+            name,
+            "--label",
+            "y",
+            "--url",
+            service.url,
+            "--token",
+            TOKEN,
+            "--no-progress",
+            "--create",
+            str(Path(__file__).parent / "default.json"),
+        ]
+    )
+    assert logged(client, name) == []
