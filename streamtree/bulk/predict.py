@@ -121,13 +121,16 @@ class Predicting:
         probabilities: list[dict[str, float]] = answer["probabilities"]
         if self.classes is None:
             self.classes = list(dict.fromkeys(k for p in probabilities for k in p))
+            if probabilities and not self.classes:
+                raise BulkError(f"model {self.model.name!r} has learned no label yet: it has no probabilities to give")
         extra = set().union(*map(dict.keys, probabilities)) - set(self.classes)
         if extra:
             raise BulkError(
                 f"rows from {chunk.first_row:,}: the model answers classes {sorted(extra)} it did not answer "
                 "for the first rows (it learned them during the run); run predict again"
             )
-        out = pd.DataFrame.from_records(probabilities, columns=self.classes).fillna(0.0)
+        out = pd.DataFrame.from_records(probabilities, columns=self.classes, index=range(len(probabilities)))
+        out = out.fillna(0.0)
         out.columns = [f"p_{c}" for c in self.classes]
         if self.costs is not None:
             decisions = list(self.costs)

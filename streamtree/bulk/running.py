@@ -78,11 +78,12 @@ def add_common(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="times a request is sent again after a connection error or a 503 (default 5)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown when stderr is a terminal)")
 
 
 class Progress:
-    """A progress bar of rows on stderr (events/s and, when the total is known or estimated, ETA).
+    """A progress bar of rows on stderr (events/s and, when the total is known or estimated, ETA),
+    shown when stderr is a terminal (a log file gets the last line only).
 
     Parquet's row count is exact; for CSV and JSON lines the total is the rows so far divided
     by the share of the file's bytes read, updated at each chunk.
@@ -94,7 +95,7 @@ class Progress:
             total=source.total_rows,
             unit=f" {unit}",
             unit_scale=True,
-            disable=not enabled,
+            disable=None if enabled else True,  # None: shown only when stderr is a terminal
             file=sys.stderr,
             dynamic_ncols=True,
             smoothing=0.1,
