@@ -10,6 +10,7 @@ encoded rows.
 from __future__ import annotations
 
 import numbers
+import operator
 from collections.abc import Hashable, Mapping
 from typing import Any, Literal, overload
 
@@ -84,6 +85,15 @@ class Classifier(base.MiniBatchClassifier):
 
     registry: FeatureRegistry
     classes_: list[ClassLabel]
+    #: The last predicted dict, its keys and values, the registry and its encoded row
+    #: (:meth:`_row_of_last_prediction`); not part of the model (left out of copies and pickles).
+    _last_row: tuple[Any, list[Any], list[Any], FeatureRegistry, np.ndarray, np.ndarray] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and deep copies leave out the last prediction's row (it holds the caller's dict)."""
+        state = self.__dict__.copy()
+        state.pop("_last_row", None)
+        return state
 
     def _learn(
         self,
@@ -108,16 +118,44 @@ class Classifier(base.MiniBatchClassifier):
         label or a feature value cannot be used."""
         y = check_label(y)
         reg = self.registry
-        known = reg.encode_known(x)  # the steady state: nothing new to validate or register
-        if known is not None:
-            num, nom = _one_row(*known)
-            self._learn(num, nom, [y], {}, want_proba=False)
+        row = self._row_of_last_prediction(x)  # test-then-train: x was encoded a moment ago
+        if row is None:
+            known = reg.encode_known(x)  # the steady state: nothing new to validate or register
+            if known is not None:
+                row = _one_row(*known)
+        if row is not None:
+            self._learn_one(row[0], row[1], y)
             return
         n_numeric = reg.n_numeric
-        row = reg.encode(x, learn=True)  # validates before it registers anything
-        num, nom = encode_row(reg, row)
-        first_values = {c: v for c, v in zip(row.num_cols, row.num_vals) if c >= n_numeric}
+        encoded = reg.encode(x, learn=True)  # validates before it registers anything
+        num, nom = encode_row(reg, encoded)
+        first_values = {c: v for c, v in zip(encoded.num_cols, encoded.num_vals) if c >= n_numeric}
         self._learn(num, nom, [y], first_values, want_proba=False)
+
+    def _learn_one(self, num: np.ndarray, nom: np.ndarray, y: ClassLabel) -> None:
+        """Learn one event of registered features (its ``(1, n)`` values and codes, built by
+        this class, so at the loop's compiled entry point)."""
+        self._learn(num, nom, [y], {}, want_proba=False)
+
+    def _row_of_last_prediction(self, x: Mapping[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The encoded row of the last :meth:`predict_proba_one` when ``x`` is that very dict
+        with the very same keys and values (identity: a value equal but of another type, ``1``
+        for ``1.0``, may encode otherwise) and the registry has the same columns: its encoding
+        cannot differ, as registered features and codes never change. ``None`` otherwise."""
+        last = self._last_row
+        if last is None or last[0] is not x:
+            return None
+        _, keys, values, reg, num, nom = last
+        if (
+            reg is self.registry
+            and len(x) == len(keys)
+            and all(map(operator.is_, x, keys))
+            and all(map(operator.is_, x.values(), values))
+            and num.shape[1] == reg.n_numeric
+            and nom.shape[1] == reg.n_nominal
+        ):
+            return num, nom
+        return None
 
     @overload
     def learn_many(self, X: Any, y: Any, *, return_proba: Literal[False] = False) -> None: ...
@@ -147,11 +185,24 @@ class Classifier(base.MiniBatchClassifier):
     # -- prediction ---------------------------------------------------------------------
     def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
         """Probability of every class seen so far (``{}`` before any label); each > 0."""
-        check_mapping(x)
-        if not self.classes_:
+        if type(x) is not dict:
+            check_mapping(x)
+        classes = self.classes_
+        if not classes:
             return {}
-        num, nom = _one_row(*encode_one(self.registry, x))
-        return dict(zip(self.classes_, self._predict(num, nom)[0].tolist()))
+        reg = self.registry
+        known = reg.encode_known(x)  # when it applies, the very values encode_one gives
+        if known is None:
+            num, nom = _one_row(*encode_one(reg, x))
+        else:
+            num, nom = _one_row(*known)
+            # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)
+            self._last_row = (x, list(x), list(x.values()), reg, num, nom)
+        return dict(zip(classes, self._predict_one(num, nom)))
+
+    def _predict_one(self, num: np.ndarray, nom: np.ndarray) -> list[float]:
+        """The probabilities of one encoded event (built by this class), one per class."""
+        return self._predict(num, nom)[0].tolist()  # type: ignore[no-any-return]
 
     def predict_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> ClassLabel | None:
         proba = self.predict_proba_one(x)

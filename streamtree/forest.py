@@ -216,7 +216,7 @@ class ProbabilityForest(Classifier):
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickling and deep copies leave out the typed lists (rebuilt on first use)."""
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_arrays"] = None
         return state
 

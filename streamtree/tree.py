@@ -326,9 +326,24 @@ class ProbabilityTree(Classifier):
         self.n_examples += len(labels)
         return proba[:, : len(self.classes_)] if want_proba else None
 
+    def _learn_one(self, num: np.ndarray, nom: np.ndarray, y: ClassLabel) -> None:
+        """:meth:`_learn` of one event of registered features, its arrays built by
+        :class:`~streamtree.classifier.Classifier` (so at the loop's entry point)."""
+        k = self.class_index.get(y)
+        if k is None or k >= len(_CLASS_ID):
+            self._learn(num, nom, [y], {}, want_proba=False)
+            return
+        state = self.state
+        state.make_room(self.registry, {}, registry_shapes(self.registry, len(self.classes_)))
+        state.learn_one(num, nom, _CLASS_ID[k], self.n_examples)
+        self.n_examples += 1
+
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         return self.state.predict(num, nom, at_entry(num, nom))[:, : len(self.classes_)]
+
+    def _predict_one(self, num: np.ndarray, nom: np.ndarray) -> list[float]:
+        return self.state.predict_one(num, nom, len(self.classes_))
 
     # -- introspection (streamtree.inspection) -------------------------------------------
     def summary(self) -> dict[str, Any]:

@@ -153,6 +153,9 @@ class TreeState:
         registry's feature keys (for the randomized splitters).
     handles
         ``id(arrays) -> (arrays, handle)`` for the arrays held (:meth:`handle`).
+    current
+        The tree's, the background tree's and the detector's arrays and their handles as
+        :meth:`learn_one` last called the loop with (``None``: look them up again).
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -170,10 +173,11 @@ class TreeState:
         self.before: tuple[int, int, int] | None = None
         self.fkeys = np.zeros(0, dtype=np.int64)
         self.handles: dict[int, tuple[Any, Any]] = {}
+        self.current: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickling and deep copies leave out the compiled handles (made again on first use)."""
-        return self.__dict__ | {"handles": {}}
+        return self.__dict__ | {"handles": {}, "current": None}
 
     def new_tree(self, **capacities: int) -> TreeArrays:
         """Empty arrays of this configuration (:func:`~streamtree.state.new_arrays`; its
@@ -203,6 +207,7 @@ class TreeState:
         grow from (:class:`~streamtree.growth.Sizes`), and refresh the feature keys. A forest
         calls it on each member with the shapes of the registry they share."""
         if shapes != self.shapes:
+            self.current = None  # the arrays are replaced: let the old ones go
             n_classes = shapes[0]
             self.before = growth.registry_sizes(self.tree)
             self.tree = growth.fit_shapes(self.tree, registry, n_classes, first_values)
@@ -222,16 +227,16 @@ class TreeState:
         n_examples: int,
         want_proba: bool,
         at_entry: bool,
+        start: int = 0,
     ) -> FloatArray:
         """Run encoded rows (class ids ``ks``, row ``i`` learned ``reps[i]`` times) through the
         learning loop (:func:`~streamtree.kernels.learn.learn_rows`), resolving each of its
         stops (:meth:`resolve`), the model having learned ``n_examples`` before them; after
         :meth:`make_room`. Returns the prequential predictions (every class column the arrays
         hold) when ``want_proba``. ``at_entry``: the loop is called at its compiled entry point
-        (:func:`~streamtree.dispatch.at_entry`)."""
+        (:func:`~streamtree.dispatch.at_entry`). ``start``: the first row not yet learned."""
         proba = np.zeros((len(ks), self.tree.counts.shape[1])) if want_proba else _NO_PROBA
         drift = self.handle(self.drift if self.drift is not None else NO_DRIFT)
-        start = 0
         reason = -1
         while reason != DONE:
             tree = self.handle(self.tree)
@@ -257,6 +262,32 @@ class TreeState:
             self.resolve(reason, reps, stop, None if reason == DONE else (self.before, num, nom, ks))
         return proba
 
+    def learn_one(self, num: np.ndarray, nom: np.ndarray, ks: np.ndarray, n_examples: int) -> None:
+        """:meth:`learn` of one event learned once, at the loop's entry point, without a
+        prediction: the same call of the loop, its handles kept from the last event while the
+        arrays are the same (an event's Python costs about as much as the loop itself)."""
+        tree, background, drift = self.tree, self.background, self.drift
+        current = self.current
+        if current is None or current[0] is not tree or current[1] is not background or current[2] is not drift:
+            handle = self.handle(tree)
+            current = self.current = (
+                tree,
+                background,
+                drift,
+                handle,
+                handle if background is None else self.handle(background),
+                self.handle(drift if drift is not None else NO_DRIFT),
+            )
+        _, _, _, tree_h, background_h, drift_h = current
+        args = (tree_h, background_h, drift_h, self.cfg_i, self.cfg_f, num, nom, ks, ONCE, self.fkeys)
+        stop, reason = direct(learn_rows, *args, 0, n_examples, _NO_PROBA, False)
+        if reason == DONE and background is None:
+            return  # nothing to resolve: no swap, no background tree to drop
+        self.current = None
+        self.resolve(reason, ONCE, stop, None if reason == DONE else (self.before, num, nom, ks))
+        if reason != DONE:  # the rest of the batch of one, as learn() would go on
+            self.learn(num, nom, ks, ONCE, n_examples, False, True, start=stop)
+
     def resolve(self, reason: int, reps: np.ndarray, row: int, rows: tuple[Any, ...] | None = None) -> None:
         """Do what the learning loop stopped for, before it resumes at ``row``.
 
@@ -267,6 +298,7 @@ class TreeState:
         (:class:`~streamtree.growth.Sizes`); ``START`` makes a background tree. A tree and a
         forest (:mod:`streamtree.kernels.forest`, one member at a time) share it, so a
         member's arrays evolve exactly as a tree's."""
+        self.current = None  # arrays may be swapped, dropped or grown below
         if reason == ADOPT:
             assert self.background is not None
             self.tree, self.background = self.background, None  # the swap: one assignment
@@ -303,6 +335,16 @@ class TreeState:
         else:
             predict_rows(tree, self.cfg_i, self.cfg_f, num, nom, out)
         return out
+
+    def predict_one(self, num: np.ndarray, nom: np.ndarray, n_classes: int) -> list[float]:
+        """The tree's probabilities of one encoded event (the first ``n_classes``), at the
+        prediction loop's entry point, with :meth:`learn_one`'s handle while it is current."""
+        tree = self.tree
+        current = self.current
+        handle = current[3] if current is not None and current[0] is tree else self.handle(tree)
+        out = np.empty((1, tree.counts.shape[1]))
+        direct(predict_rows, handle, self.cfg_i, self.cfg_f, num, nom, out)
+        return out[0, :n_classes].tolist()  # type: ignore[no-any-return]
 
     # -- as named arrays ----------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
