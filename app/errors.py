@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from .exceptions import (
     ConfigConflict,
+    Conflict,
     InvalidInput,
     LearnFailure,
     LogUnavailable,
@@ -123,6 +124,10 @@ def install_handlers(app: FastAPI) -> None:
     async def not_reached(_: Request, exc: Exception) -> Response:
         return _detail(503, str(exc))  # names the model and both seqs, no input echoed
 
+    async def conflict(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Conflict)
+        return FastJSON({"detail": exc.detail, **exc.extra}, status_code=409)
+
     async def not_writer(_: Request, exc: Exception) -> Response:
         response = _detail(503, NOT_WRITER)
         response.headers[NOT_WRITER_HEADER] = "1"
@@ -131,6 +136,7 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SeqNotReached, not_reached)
     app.add_exception_handler(ModelUnavailable, not_reached)  # 503 naming the model and why it is out
     app.add_exception_handler(NotWriter, not_writer)
+    app.add_exception_handler(Conflict, conflict)  # 409 saying why, with the fields that tell it
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(InvalidInput, invalid)
     for exception in _FIXED:

@@ -10,6 +10,7 @@ from typing import Any
 
 __all__ = [
     "ConfigConflict",
+    "Conflict",
     "InvalidInput",
     "LearnFailure",
     "Loc",
@@ -106,6 +107,22 @@ class LearnFailure(ServiceError):
 
 class ConfigConflict(ServiceError):
     """A model of that name exists with a different config."""
+
+
+class Conflict(ServiceError):
+    """A request that conflicts with the model's state, saying why (409 with ``detail`` and ``extra``).
+
+    Parameters
+    ----------
+    detail
+        The sentence the client reads (no input echoed but names).
+    extra
+        More fields of the answer, e.g. ``differences`` of a config (JSON values).
+    """
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail, self.extra = detail, extra
 
 
 class TooManyModels(ServiceError):

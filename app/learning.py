@@ -27,6 +27,7 @@ from .settings import Settings
 from .storage import EventStore, StorageError
 
 __all__ = [
+    "FORK_FIELD",
     "REPLAY_PAGE",
     "SERVICE_FIELDS",
     "Restored",
@@ -44,9 +45,13 @@ log = logging.getLogger("streamtree.app")
 #: Logged events read and learned at a time while replaying.
 REPLAY_PAGE = 2_000
 
+#: The field of a fork's config naming the model whose logged events it learns (:mod:`app.forks`).
+FORK_FIELD = "from"
+
 #: The fields of a model's config that are the service's, not parameters of the model class:
-#: ``costs``, the cost matrix its prequential metrics score decisions with (optional).
-SERVICE_FIELDS = ("costs",)
+#: ``costs``, the cost matrix its prequential metrics score decisions with (optional), and a
+#: fork's :data:`FORK_FIELD`.
+SERVICE_FIELDS = ("costs", FORK_FIELD)
 
 
 def split_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

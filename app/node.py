@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cluster import Cluster
+from .forks import Forks
 from .recovery import Recovery
 from .registry import DEFAULT_MODEL, Registry
 from .replication import Follower
@@ -39,8 +40,9 @@ class Node:
 
     Attributes
     ----------
-    registry, cluster, follower, recovery
-        The parts, built here and wired by callables (none holds another).
+    registry, cluster, follower, recovery, forks
+        The parts, built here and wired by callables (none holds another); ``forks`` makes the
+        forks learn their sources' events while this instance is the writer (:mod:`app.forks`).
     ready
         True once :meth:`open` has loaded every model, until :meth:`close` starts.
     """
@@ -60,6 +62,9 @@ class Node:
         self.follower = Follower(self.registry, is_writer=self.is_writer)
         self.cluster = Cluster(settings, self.follower, unavailable=self.registry.unavailable, hosts=self.registry.all)
         self.recovery = Recovery(self.registry.all)
+        self.forks = Forks(
+            self.registry.all, self.registry.get, lambda: self.registry.db, self.is_writer, self.demote, settings
+        )
         self.ready = False
         self._db: StoreThread | None = None
         telemetry.watch_cluster(self.cluster)
@@ -95,6 +100,7 @@ class Node:
         await self.cluster.open(store)
         await self.registry.open(self._db)
         self.recovery.start()
+        self.forks.start()
         self.cluster.start()
         if (
             self.cluster.is_writer
@@ -109,6 +115,7 @@ class Node:
         model), hand the lease over, close the store."""
         self.ready = False
         await self.recovery.stop()
+        await self.forks.stop()  # after the page under way: a fork's model is never ahead of its log
         await self.follower.stop()
         await self.registry.close(snapshot=self.cluster.is_writer)
         await self.cluster.close()  # hands the lease over once the writes are done

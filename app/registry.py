@@ -18,9 +18,10 @@ import orjson
 
 from streamtree.exceptions import ConfigError, StreamtreeError
 
-from .exceptions import ConfigConflict, NotWriter, TooManyModels
+from .exceptions import ConfigConflict, Conflict, NotAvailable, NotWriter, TooManyModels
+from .forks import ForkHost, differences, followers, source_of
 from .hosting import ModelHost
-from .learning import SERVICE_FIELDS, restore, split_config
+from .learning import FORK_FIELD, SERVICE_FIELDS, restore, split_config
 from .recovery import placeholder, reason_of
 from .settings import Settings
 from .storage import LeaseLost, ModelExists, StoredModel
@@ -163,8 +164,12 @@ class Registry:
         self.on_health_changed()
 
     def _host(self, name: str, config: dict[str, Any], restored: Any, generation: int) -> ModelHost:
-        host = ModelHost(
-            name, config, restored, self.model_cls, self.settings, self.db, self.telemetry, writable=self.writable
+        args = (name, config, restored, self.model_cls, self.settings, self.db, self.telemetry)
+        source = source_of(config)
+        host = (
+            ModelHost(*args, writable=self.writable)
+            if source is None
+            else ForkHost(*args, writable=self.writable, source=source)
         )
         host.on_fenced = self.on_fenced
         host.on_unavailable = self.on_health_changed
@@ -230,7 +235,7 @@ class Registry:
         InvalidInput
             A parameter is unknown or invalid; the error names it.
         """
-        known = param_names(self.model_cls, config) | frozenset(SERVICE_FIELDS)
+        known = param_names(self.model_cls, config) | (frozenset(SERVICE_FIELDS) - {FORK_FIELD})
         unknown = sorted(set(config) - known)
         if unknown:
             raise field_error(
@@ -259,25 +264,34 @@ class Registry:
             raise field_error(("body",), str(exc), "config_error") from None
         return _canonical(config_of(self.model_cls, model) | service)
 
-    async def create(self, name: str, config: dict[str, Any]) -> tuple[ModelHost, bool]:
+    async def create(self, name: str, config: dict[str, Any], source: str | None = None) -> tuple[ModelHost, bool]:
         """Create a model; return ``(host, created)``; the same config again returns the existing one.
+
+        With ``source``, the model is a fork of that model (:mod:`app.forks`): its config also
+        holds ``"from": source``, and it learns the source's logged events, from the first.
 
         Raises
         ------
         InvalidInput
             The config is invalid.
-        ConfigConflict
-            A model of that name has a different config.
+        Conflict
+            A model of that name has a different config (409 naming each parameter that differs).
+        NotAvailable
+            ``source`` is not a hosted model (any more).
         TooManyModels
             No more models may be created.
         """
         full, text = self.build_config(config)
+        if source is not None:
+            full, text = _canonical(full | {FORK_FIELD: source})
         async with self._admin:
             existing = self.hosts.get(name)
             if existing is not None:
                 if existing.config != full:
-                    raise ConfigConflict()
+                    raise _config_conflict(name, existing.config, full)
                 return existing, False
+            if source is not None and source not in self.hosts:
+                raise NotAvailable()
             if len(self.hosts) >= self.settings.max_models:
                 raise TooManyModels()
             if not self.writable():
@@ -301,6 +315,13 @@ class Registry:
         async with self._admin:
             if name not in self.hosts:
                 return False
+            if forks := followers(list(self.hosts.values()), name):
+                names = ", ".join(repr(f) for f in forks)
+                raise Conflict(
+                    f"Model {name!r} is followed by its forks {names}: delete them first "
+                    "(a fork learns only its source's events)",
+                    forks=forks,
+                )
             if not self.writable():
                 raise NotWriter()
             await self._drop(name)
@@ -310,3 +331,17 @@ class Registry:
                 self.on_fenced()
                 raise NotWriter() from None
             return True
+
+
+def _config_conflict(name: str, stored: dict[str, Any], requested: dict[str, Any]) -> Conflict:
+    """The 409 of a ``PUT`` whose config differs from the stored one: each differing parameter,
+    and how to try the requested config on the model's events instead (a fork)."""
+    diff = differences(stored, requested)
+    listed = ", ".join(diff)
+    return Conflict(
+        f"A model with this name exists with a different config: {listed} "
+        f"{'differs' if len(diff) == 1 else 'differ'}. To try this config on the events of "
+        f"{name!r}, create a fork under a new name: PUT /models/{{new name}} with "
+        f'{{"config": {{...}}, "{FORK_FIELD}": "{name}"}}',
+        differences=diff,
+    )

@@ -319,3 +319,30 @@ def label_key(label: Any) -> str:
     if label is False:
         return "false"
     return str(label)
+
+
+class ForkProgress(BaseModel):
+    """How far a fork is (:mod:`app.forks`): the events it learned of the model it follows."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    source: str = Field(alias="from", description="The model it follows.")
+    seq: int = Field(description="The source's events learned (the fork's last seq).")
+    source_seq: int | None = Field(description="The source's last seq on this instance.")
+    state: str = Field(
+        description="`replaying` (catching up with the source's log), `following` (learning each new "
+        "event of the source as it is logged) or `stopped` (an event it could not learn: see `error`)."
+    )
+    error: str | None = Field(default=None, description="Why it stopped, if it did.")
+
+
+class ForkedModelInfo(ModelInfo):
+    """A model, and for a fork how far it is (``fork``; absent for an ordinary model)."""
+
+    fork: ForkProgress | None = None
+
+
+class ForkedModelList(BaseModel):
+    """All models, forks with their progress."""
+
+    models: list[ForkedModelInfo]

@@ -4,6 +4,11 @@
  * /models/{name}/metrics/history?after=SEQ for the points it does not have yet) and draws
  * with the vendored uPlot. No build step, no other origin: the page's content security
  * policy would refuse one anyway.
+ *
+ * A second model may be picked to compare with (#model=a&compare=b): its metrics and history
+ * are polled alike, and both models' recent-window curves are drawn on one chart over the
+ * events' seqs (a fork learns its source's events under the same seqs), their metrics side
+ * by side in a table.
  */
 (function () {
   "use strict";
@@ -20,7 +25,8 @@
   var state = {
     models: [], names: "", selected: null, auto: true, generation: 0,
     points: [], drifts: [], driftKeys: {}, after: 0, seq: -1, samples: [], recent: null,
-    lossChart: null, reliabilityChart: null, timer: null, busy: false, again: false
+    lossChart: null, reliabilityChart: null, timer: null, busy: false, again: false,
+    compare: null, cmp: { points: [], after: 0, seq: -1 }, compareChart: null
   };
 
   function $(id) { return document.getElementById(id); }
@@ -147,7 +153,39 @@
     return new uPlot(opts, [[], [], []], el);
   }
 
+  function makeCompareChart() {
+    var el = $("compare-chart");
+    function line(label, scale, color, width, dashed, digits) {
+      return { label: label, scale: scale, stroke: color, width: width, dash: dashed ? [7, 5] : undefined,
+        spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v, digits); } };
+    }
+    var opts = {
+      width: Math.min(chartWidth(el), 820), height: 320,
+      scales: {
+        x: { time: false },
+        loss: { range: function (u, min, max) { return [0, max > 0 ? max * 1.08 : 1]; } },
+        prob: { range: [0, 1] }
+      },
+      axes: [
+        { label: "events (seq)", size: 44 },
+        { scale: "loss", label: "log loss (nats), Brier", size: 56 },
+        { scale: "prob", side: 1, label: "accuracy", grid: { show: false }, size: 56 }
+      ],
+      series: [
+        { label: "seq" },
+        line("log loss A", "loss", COLORS.logLoss, 2.5, false, 4),
+        line("log loss B", "loss", COLORS.logLoss, 2.5, true, 4),
+        line("Brier A", "loss", COLORS.brier, 1.5, false, 4),
+        line("Brier B", "loss", COLORS.brier, 1.5, true, 4),
+        line("accuracy A", "prob", COLORS.accuracy, 1.5, false, 3),
+        line("accuracy B", "prob", COLORS.accuracy, 1.5, true, 3)
+      ]
+    };
+    return new uPlot(opts, [[], [], [], [], [], [], []], el);
+  }
+
   function resize() {
+    if (state.compareChart) { state.compareChart.setSize({ width: Math.min(chartWidth($("compare-chart")), 820), height: 320 }); }
     if (state.lossChart) { state.lossChart.setSize({ width: chartWidth($("loss-chart")), height: 320 }); }
     if (state.reliabilityChart) {
       state.reliabilityChart.setSize({ width: Math.min(chartWidth($("reliability-chart")), 560), height: 320 });
@@ -172,15 +210,29 @@
     return best ? best.name : null;
   }
 
-  function readHash() {
-    var match = /(?:^#|&)model=([^&]+)/.exec(window.location.hash);
+  function readHash(key) {
+    var match = new RegExp("(?:^#|&)" + key + "=([^&]+)").exec(window.location.hash);
     return match ? decodeURIComponent(match[1]) : null;
+  }
+
+  function writeHash(name) {
+    var hash = "#model=" + encodeURIComponent(name);
+    if (state.compare) { hash += "&compare=" + encodeURIComponent(state.compare); }
+    window.history.replaceState(null, "", hash);
+  }
+
+  function selectCompare(name) {
+    state.compare = name || null;
+    state.cmp = { points: [], after: 0, seq: -1 };
+    $("comparison").hidden = !state.compare;
+    if (state.selected !== null) { writeHash(state.selected); }
+    resize();
   }
 
   function select(name, byUser) {
     if (byUser) {
       state.auto = false;
-      window.history.replaceState(null, "", "#model=" + encodeURIComponent(name));
+      writeHash(name);
     }
     if (name !== state.selected) {
       state.selected = name;
@@ -208,13 +260,30 @@
       if (wanted !== null) { select(wanted, false); }
     }
     if (state.selected !== null && picker.value !== state.selected) { picker.value = state.selected; }
+    var other = $("compare");
+    if (other.dataset.names !== names) {
+      other.dataset.names = names;
+      while (other.options.length > 1) { other.removeChild(other.lastChild); }
+      models.forEach(function (m) {
+        var option = document.createElement("option");
+        option.value = m.name;
+        option.textContent = m.name;
+        other.appendChild(option);
+      });
+    }
+    if (state.compare && !models.some(function (m) { return m.name === state.compare; })) { selectCompare(null); }
+    if (other.value !== (state.compare || "")) { other.value = state.compare || ""; }
+  }
+
+  function addPoints(into, history) {
+    history.points.forEach(function (p) {
+      if (p.seq > into.after) { into.points.push(p); into.after = p.seq; }
+    });
+    if (into.points.length > MAX_POINTS) { into.points.splice(0, into.points.length - MAX_POINTS); }
   }
 
   function addHistory(history) {
-    history.points.forEach(function (p) {
-      if (p.seq > state.after) { state.points.push(p); state.after = p.seq; }
-    });
-    if (state.points.length > MAX_POINTS) { state.points.splice(0, state.points.length - MAX_POINTS); }
+    addPoints(state, history);
     history.drifts.forEach(function (d) {
       var key = d.seq + ":" + d.event;
       if (!state.driftKeys[key]) { state.driftKeys[key] = true; state.drifts.push(d); }
@@ -246,6 +315,9 @@
     var driftText = fmtInt(drift.n_detections || 0) + " / " + fmtInt(drift.n_swaps || 0);
     if (drift.background) { driftText += " (comparing a background tree)"; }
     setText("drift", driftText);
+    var fork = model.fork;
+    setText("fork", fork ? fork.from + ": " + fork.state + " (" + fmtInt(fork.seq) + " of " +
+      fmtInt(fork.source_seq) + ")" : "not a fork");
     var r = metrics.recent;
     setText("window-size", "(last " + fmtInt(r.n) + " of up to " + fmtInt(r.window) + " scored events)");
     setText("w-log-loss", fmt(r.log_loss, 4));
@@ -293,6 +365,53 @@
     });
   }
 
+  function renderCompare(a, b, metricsA, metricsB) {
+    var bySeq = {};
+    function add(points, offset) {
+      points.forEach(function (p) {
+        var row = bySeq[p.seq] || (bySeq[p.seq] = [null, null, null, null, null, null]);
+        row[offset] = p.log_loss;
+        row[offset + 2] = p.brier;
+        row[offset + 4] = p.accuracy;
+      });
+    }
+    add(state.points, 0);
+    add(state.cmp.points, 1);
+    var seqs = Object.keys(bySeq).map(Number).sort(function (x, y) { return x - y; });
+    var data = [seqs];
+    for (var k = 0; k < 6; k++) { data.push(seqs.map(function (q) { return bySeq[q][k]; })); }
+    state.compareChart.setData(data);
+    var el = $("compare-chart");
+    el.dataset.points = String(state.points.length);
+    el.dataset.comparePoints = String(state.cmp.points.length);
+    setText("compare-a", a.name);
+    setText("compare-b", b.name);
+    setText("compare-head-a", a.name);
+    setText("compare-head-b", b.name);
+    function forkOf(m) { return m.fork ? m.fork.from + " (" + m.fork.state + ")" : "\u2013"; }
+    var rows = [
+      ["events (seq)", fmtInt(a.seq), fmtInt(b.seq)],
+      ["fork of", forkOf(a), forkOf(b)]
+    ];
+    [["recent", "recent window"], ["all", "all events"]].forEach(function (part) {
+      var ma = metricsA[part[0]] || {}, mb = metricsB[part[0]] || {};
+      [["log_loss", "log loss", 4], ["brier", "Brier", 4], ["accuracy", "accuracy", 3], ["ece", "ECE", 3]]
+        .forEach(function (m) { rows.push([m[1] + ", " + part[1], fmt(ma[m[0]], m[2]), fmt(mb[m[0]], m[2])]); });
+    });
+    var body = document.querySelector("#compare-table tbody");
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    rows.forEach(function (r) {
+      var row = document.createElement("tr");
+      r.forEach(function (text, i) {
+        var cell = document.createElement(i ? "td" : "th");
+        if (!i) { cell.scope = "row"; }
+        cell.textContent = text;
+        row.appendChild(cell);
+      });
+      body.appendChild(row);
+    });
+  }
+
   function status(text, kind) {
     var el = $("status");
     setText("status", text);
@@ -311,7 +430,15 @@
       if (model.seq < state.seq) { resetModel(); } // deleted and created again
       var generation = state.generation;
       var base = "/models/" + encodeURIComponent(name);
-      return Promise.all([getJSON(base + "/metrics"), getJSON(base + "/metrics/history?after=" + state.after)])
+      var fetches = [getJSON(base + "/metrics"), getJSON(base + "/metrics/history?after=" + state.after)];
+      var compare = state.compare, cmp = state.cmp;
+      var other = list.models.filter(function (m) { return m.name === compare; })[0];
+      if (other) {
+        if (other.seq < cmp.seq) { cmp.points = []; cmp.after = 0; } // deleted and created again
+        var otherBase = "/models/" + encodeURIComponent(compare);
+        fetches.push(getJSON(otherBase + "/metrics"), getJSON(otherBase + "/metrics/history?after=" + cmp.after));
+      }
+      return Promise.all(fetches)
         .then(function (results) {
           if (generation !== state.generation || name !== state.selected) { return; } // switched meanwhile
           state.seq = model.seq;
@@ -319,6 +446,11 @@
           renderSummary(model, results[0]);
           renderLoss();
           renderReliability(results[0].recent);
+          if (other && compare === state.compare && cmp === state.cmp) {
+            cmp.seq = other.seq;
+            addPoints(cmp, results[3]);
+            renderCompare(model, other, results[0], results[2]);
+          }
           status("Live: updated " + new Date().toLocaleTimeString("en-GB") + ", every " + POLL_MS / 1000 + " s", "live");
         });
     }).catch(function (err) {
@@ -342,11 +474,14 @@
   }
 
   function start() {
-    var wanted = readHash();
+    var wanted = readHash("model");
     if (wanted !== null) { state.auto = false; state.selected = wanted; }
     state.lossChart = makeLossChart();
     state.reliabilityChart = makeReliabilityChart();
+    state.compareChart = makeCompareChart();
+    if (readHash("compare") !== null) { selectCompare(readHash("compare")); }
     $("model").addEventListener("change", function (e) { select(e.target.value, true); refresh(); });
+    $("compare").addEventListener("change", function (e) { selectCompare(e.target.value); refresh(); });
     window.addEventListener("resize", resize);
     tick();
   }

@@ -244,3 +244,81 @@ def test_with_protected_reads_the_page_needs_the_key(browser: Any, tmp_path: Pat
             watched.close()
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_two_models_side_by_side(browser: Any, tmp_path: Path) -> None:
+    """A tree and its fork, a forest, compared: both curves on one chart and the metrics in one
+    table, picked from the page or from the address (``#model=a&compare=b``)."""
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    proc = start(tmp_path / "data", port, history_every="50")
+    stream = list(events(3000, 1500))
+    watched = None
+    try:
+        assert request(port, "PUT", "/models/tree", {})[0] == 201
+        post_events(port, "tree", stream[:2000], batch=500)
+        forest = {"config": {"estimator": "forest", "n_trees": 3}, "from": "tree"}
+        assert request(port, "PUT", "/models/forest", forest)[0] == 201
+        deadline = time.monotonic() + 120
+        while request(port, "GET", "/models/forest")[1]["fork"]["seq"] < 2000:
+            assert time.monotonic() < deadline, "the fork did not replay its source"
+            time.sleep(0.1)
+
+        watched = Watched(browser, origin)
+        page = watched.page
+        page.goto(f"{origin}/dashboard#model=tree&compare=forest")
+        page.wait_for_function(
+            "() => Number(document.querySelector('#compare-chart').dataset.comparePoints) >= 40 && "
+            "Number(document.querySelector('#compare-chart').dataset.points) >= 40",
+            timeout=20_000,
+        )
+        assert page.is_visible("#comparison")
+        assert page.input_value("#model") == "tree" and page.input_value("#compare") == "forest"
+        assert text(page, "#compare-head-a") == "tree" and text(page, "#compare-head-b") == "forest"
+        rows = page.eval_on_selector_all(
+            "#compare-table tbody tr", "rs => rs.map(r => Array.from(r.cells).map(c => c.textContent))"
+        )
+        assert len(rows) == 10
+        assert rows[0] == ["events (seq)", "2,000", "2,000"]
+        assert rows[1] == ["fork of", "\u2013", "tree (following)"]
+        for name, a, b in rows[2:]:
+            assert a != "\u2013" and b != "\u2013", name
+        assert rows[2][1] != rows[2][2]  # a forest is not the tree: their log losses differ
+        assert page.locator('[role="img"][aria-label*="comparing two models" i] canvas').count() == 1
+        painted = page.evaluate("""() => {
+            const c = document.querySelector('#compare-chart canvas');
+            const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0; for (let i = 3; i < px.length; i += 4) { if (px[i] > 0) n++; }
+            return [c.getBoundingClientRect().width, n];
+        }""")
+        assert painted[0] > 200 and painted[1] > 1000, painted
+        assert text(page, "#fork") == "not a fork"  # the tree
+
+        # new events reach both, without a reload
+        post_events(port, "tree", stream[2000:], batch=250)
+        page.wait_for_function(
+            "() => { const r = document.querySelectorAll('#compare-table tbody tr')[0].cells;"
+            " return r[1].textContent === '3,000' && r[2].textContent === '3,000'; }",
+            timeout=30_000,
+        )
+
+        # picked from the page: off, then the other way round
+        page.select_option("#compare", "")
+        page.wait_for_function("() => document.querySelector('#comparison').hidden")
+        page.select_option("#model", "forest")
+        page.select_option("#compare", "tree")
+        page.wait_for_function(
+            "() => document.querySelector('#compare-head-a').textContent === 'forest' && "
+            "Number(document.querySelector('#compare-chart').dataset.comparePoints) >= 40",
+            timeout=20_000,
+        )
+        assert page.evaluate("() => window.location.hash") == "#model=forest&compare=tree"
+        assert text(page, "#fork").startswith("tree: following")
+        shot = tmp_path / "compare.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert watched.outside == [] and watched.errors == [], (watched.outside, watched.errors)
+    finally:
+        if watched is not None:
+            watched.close()
+        proc.kill()
+        proc.wait(timeout=30)

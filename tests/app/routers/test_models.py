@@ -34,7 +34,11 @@ def test_put_created_then_same_then_conflict(client) -> None:  # type: ignore[no
     assert client.put("/models/m1", json=config).status_code == 200  # the complete form is the same config
     r = client.put("/models/m1", json={"grace_period": 51})
     assert r.status_code == 409
-    assert r.json() == {"detail": "A model with this name exists with a different config."}
+    assert r.json()["differences"] == {
+        "grace_period": {"stored": 50, "requested": 51},
+        "smoothing": {"stored": "laplace", "requested": ProbabilityTree().get_config()["smoothing"]},
+    }
+    assert r.json()["detail"].startswith("A model with this name exists with a different config: grace_period")
     assert client.put("/models/default", json={}).status_code == 200
     assert [m["name"] for m in client.get("/models").json()["models"]] == ["default", "m1"]
 
