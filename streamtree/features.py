@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from streamtree.exceptions import InputError
+from streamtree.row_plan import RowPlan
 
 __all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
 
@@ -147,6 +148,13 @@ class FeatureRegistry:
         self.unseen: list[int] = []  # per nominal column: the code of an unregistered value at prediction
         self.names_by_kind: tuple[list[Hashable], list[Hashable]] = ([], [])  # per kind, by column
 
+    #: :meth:`encode_known`'s fast path for the registered features (made on first use)
+    plan: RowPlan | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and deep copies leave out the plan (made again on first use)."""
+        return self.__dict__ | {"plan": None}
+
     def classify(self, name: Hashable, value: Any) -> tuple[int | None, Any]:
         """``(kind, value)`` of one feature value, ``(None, None)`` when missing; the common
         exact types take the fast path, anything else :func:`_kind_of`."""
@@ -239,6 +247,12 @@ class FeatureRegistry:
         """
         if type(x) is not dict:
             return None
+        plan = self.plan
+        if plan is None:
+            plan = self.plan = RowPlan(*self.names_by_kind, self.codes, MAX_INT)
+        encoded = plan.encode(x)  # the steady state: exactly the registered features
+        if encoded is not None:
+            return encoded
         index, kinds, cols, codes_of = self.index, self.kinds, self.cols, self.codes
         values = [math.nan] * self.n_numeric
         codes = [-1] * self.n_nominal
@@ -388,6 +402,7 @@ class FeatureRegistry:
         """Register ``name``, a feature not yet known, as ``kind`` (``NUMERIC`` or ``NOMINAL``)
         and return its id; the caller has checked there is room (:meth:`check_room`)."""
         fid = len(self.names)
+        self.plan = None  # another feature: the plan is made again on first use
         self.names_by_kind[kind].append(name)
         self.names.append(name)
         self.kinds.append(kind)
