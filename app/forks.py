@@ -30,7 +30,6 @@ from .exceptions import Conflict
 from .hosting import ModelHost
 from .learning import FORK_FIELD, REPLAY_PAGE
 from .pacing import stretch_events
-from .recovery import reason_of
 from .settings import Settings
 from .storage import LeaseLost, Snapshot
 from .storage.thread import StoreThread
@@ -242,7 +241,7 @@ class Forks(LoopTask):
                     log.exception(
                         "fork %r: cannot learn the events of %r after seq %d", fork.name, fork.source, fork.seq
                     )
-                    fork.error = reason_of(exc)
+                    fork.error = f"it cannot learn the events of {fork.source!r} after seq {fork.seq} ({exc})"
                     break
                 done = i + len(page[i : i + size])
                 await asyncio.sleep(0)  # predictions and writes between two slices

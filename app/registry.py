@@ -337,7 +337,9 @@ def _config_conflict(name: str, stored: dict[str, Any], requested: dict[str, Any
     """The 409 of a ``PUT`` whose config differs from the stored one: each differing parameter,
     and how to try the requested config on the model's events instead (a fork)."""
     diff = differences(stored, requested)
-    listed = ", ".join(diff)
+    names = list(diff)
+    # the message stays short (a tree against a forest differs in every parameter): all are in ``differences``
+    listed = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])} and {len(names) - 5} more"
     return Conflict(
         f"A model with this name exists with a different config: {listed} "
         f"{'differs' if len(diff) == 1 else 'differ'}. To try this config on the events of "

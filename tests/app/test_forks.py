@@ -170,6 +170,13 @@ def test_a_conflicting_put_names_each_parameter_that_differs(client: TestClient)
         "n_trees": {"stored": 3, "requested": 4},
         "tree.grace_period": {"stored": 40, "requested": 41},
     }
+    r = client.put("/models/rf", json={"grace_period": 40})  # a tree: every parameter differs
+    assert r.status_code == 409
+    diff = r.json()["differences"]
+    assert diff["estimator"] == {"stored": "forest", "requested": None}
+    assert diff["grace_period"] == {"stored": None, "requested": 40}
+    assert diff["tree.grace_period"] == {"stored": 40, "requested": None}
+    assert len(diff) > 6 and f"and {len(diff) - 5} more differ" in r.json()["detail"]
 
 
 def test_a_followed_source_cannot_be_deleted_and_a_fork_of_a_fork_follows_too(client: TestClient) -> None:
@@ -210,3 +217,18 @@ def test_a_fork_resumes_after_a_restart_learning_nothing_twice(running: Running)
         assert client.put("/models/fresh", json=FOREST).status_code == 201
         learn_events(client, "fresh", log)
         assert model_bytes(client, "f") == model_bytes(client, "fresh")
+
+
+def test_a_fork_whose_config_refuses_an_event_stops_and_says_why(client: TestClient) -> None:
+    learn_all(client, make_stream(30))  # five features
+    assert client.put("/models/narrow", json={"config": {"max_features": 2}, "from": "default"}).status_code == 201
+    end = time.monotonic() + 60
+    while (fork := client.get("/models/narrow").json()["fork"])["state"] != "stopped":
+        assert time.monotonic() < end, fork
+        time.sleep(0.02)
+    assert fork["seq"] == 0 and fork["source_seq"] == 30
+    assert fork["error"].startswith("it cannot learn the events of 'default' after seq 0 (")
+    assert "max_features=2" in fork["error"]
+    assert events_of(client, "narrow") == []  # nothing it did not learn is logged
+    assert learn_all(client, make_stream(10, seed=2)) == 40  # the source goes on
+    assert client.get("/models/narrow").json()["fork"]["state"] == "stopped"
