@@ -12,8 +12,12 @@ from streamtree.client.encoding import (
     clean_features,
     clean_id,
     clean_label,
+    dumps,
+    event_json,
+    features_json,
     label_list,
     pd,
+    records,
     rows,
     same_length,
 )
@@ -25,11 +29,11 @@ __all__ = [
     "check_batch_size",
     "check_name",
     "chunks",
-    "event",
+    "encoded_event",
+    "encoded_events",
     "frame",
     "instances",
     "label_events",
-    "learn_events",
     "merge_decisions",
     "predictions",
     "single",
@@ -70,14 +74,23 @@ class Paths:
         self.events = f"{self.model}/events"
 
 
-def event(x: Mapping[str, Any], y: Any, id: Any, labels: Labels) -> dict[str, Any]:
-    """One labelled event (its label remembered in ``labels``)."""
+def encoded_event(x: Mapping[str, Any], y: Any, id: Any, labels: Labels) -> bytes:
+    """One labelled event encoded as JSON (its label remembered in ``labels``)."""
     y = clean_label(y)
     labels.add(y)
-    out = {"features": clean_features(x), "label": y}
-    if id is not None:
-        out["id"] = clean_id(id)
-    return out
+    return event_json(x, y, None if id is None else clean_id(id))
+
+
+def encoded_events(X: Any, y: Any, columns: Iterable[str] | None, labels: Labels) -> list[bytes]:
+    """The events of ``learn_many``, each encoded as JSON: rows of ``X`` with the labels of ``y``."""
+    xs = records(X, columns)
+    ys = label_list(y)
+    same_length(len(xs), len(ys), "X", "y")
+    labels.add_many(ys)
+    return [
+        b'{"features":' + features_json(x, f"X[{i}]") + b',"label":' + dumps(v) + b"}"
+        for i, (x, v) in enumerate(zip(xs, ys, strict=True))
+    ]
 
 
 def single(x: Mapping[str, Any], id: Any) -> dict[str, Any]:
@@ -85,15 +98,6 @@ def single(x: Mapping[str, Any], id: Any) -> dict[str, Any]:
     if id is None:
         return {"features": clean_features(x)}
     return {"features": clean_features(x), "id": clean_id(id)}
-
-
-def learn_events(X: Any, y: Any, columns: Iterable[str] | None, labels: Labels) -> list[dict[str, Any]]:
-    """The events of ``learn_many``: rows of ``X`` with the labels of ``y``."""
-    xs = rows(X, columns)
-    ys = label_list(y)
-    same_length(len(xs), len(ys), "X", "y")
-    labels.add_many(ys)
-    return [{"features": f, "label": v} for f, v in zip(xs, ys, strict=True)]
 
 
 def label_events(ids: Any, ys: Any, labels: Labels) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from streamtree.client import bodies
+from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps, loads
 from streamtree.client.errors import Conflict, ConnectionFailed, error_for
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
@@ -95,7 +95,7 @@ class Client:
     ) -> httpx.Response:
         """Send a request, retrying as the client's policy says; the final 2xx answer.
 
-        ``body`` is encoded as JSON; ``key`` is sent as the ``Idempotency-Key`` of every attempt.
+        ``body`` is encoded as JSON (bytes are sent as they are); ``key`` is sent as the ``Idempotency-Key`` of every attempt.
         An answer of status ``lost_ok`` is returned, not raised, when an earlier attempt's
         answer was lost (it may have been processed): the caller knows what it means.
 
@@ -107,7 +107,7 @@ class Client:
         ConnectionFailed
             No answer after the retries.
         """
-        content = None if body is None else dumps(body)
+        content = body if body is None or type(body) is bytes else dumps(body)
         headers = None if key is None else {"Idempotency-Key": key}
         attempt = 0
         lost = False
@@ -227,7 +227,7 @@ class RemoteModel:
     def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]:
         """Learn one event; the service's ``{"learned", "seq"}``. With ``id``, the prediction
         made under that id is settled by this event (the features it kept are dropped)."""
-        body = bodies.event(x, y, id, self.labels)
+        body = bodies.encoded_event(x, y, id, self.labels)
         return dict(self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
 
     def learn_many(
@@ -236,12 +236,12 @@ class RemoteModel:
         """Learn the rows of ``X`` (a DataFrame, a list of dicts, or a 2-D array with
         ``columns``) with the labels ``y``, in requests of ``batch_size`` events, in order;
         ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are learned."""
-        events = bodies.learn_events(X, y, columns, self.labels)
         size = bodies.check_batch_size(batch_size)
+        events = bodies.encoded_events(X, y, columns, self.labels)
         learned, seq = 0, 0
         for chunk in bodies.chunks(events, size):
             if chunk:
-                out = self.learn_batch(chunk)
+                out = self.post_events(chunk)
                 learned, seq = learned + out["learned"], out["seq"]
         return {"learned": learned, "seq": seq}
 
@@ -258,9 +258,15 @@ class RemoteModel:
         """A :class:`~streamtree.client.writer.Writer`: ``learn_one`` buffered into batches."""
         return Writer(self, batch_size, flush_seconds)
 
-    def make_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]:
-        """The event ``learn_one`` would send (its label remembered for the answers)."""
-        return bodies.event(x, y, id, self.labels)
+    def encode_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> bytes:
+        """The event ``learn_one`` would send, encoded as JSON (its label remembered for the answers)."""
+        return bodies.encoded_event(x, y, id, self.labels)
+
+    def post_events(self, events: list[bytes], key: str | None = None) -> dict[str, Any]:
+        """Post events encoded by :meth:`encode_event` as one batch (``Idempotency-Key``
+        ``key``, a new one if None); the service's ``{"learned", "seq"}``."""
+        body = encoding.events_json(events)
+        return dict(self.client.call("POST", self._paths.learn, body, key or uuid.uuid4().hex))
 
     # -- predictions --------------------------------------------------------------------------
     def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:

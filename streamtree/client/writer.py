@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Hashable, Mapping
 from typing import Any, Protocol
 
 from streamtree.client.bodies import check_batch_size
+from streamtree.client.encoding import loads
 
 __all__ = ["AsyncWriter", "Writer"]
 
@@ -27,9 +28,9 @@ __all__ = ["AsyncWriter", "Writer"]
 class BatchSink(Protocol):
     """What a writer posts through (a remote model)."""
 
-    def make_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]: ...
+    def encode_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> bytes: ...
 
-    def learn_batch(self, events: list[dict[str, Any]], key: str | None = None) -> Any: ...
+    def post_events(self, events: list[bytes], key: str | None = None) -> Any: ...
 
 
 def _check_seconds(flush_seconds: Any) -> float:
@@ -62,7 +63,7 @@ class Writer:
         self.seq = 0
         self.unsent: list[dict[str, Any]] = []
         self._model = model
-        self._events: list[dict[str, Any]] = []
+        self._events: list[bytes] = []
         self._first = 0.0
         self._error: BaseException | None = None
         self._raised = False
@@ -80,7 +81,7 @@ class Writer:
 
     def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> None:
         """Buffer one event; post the batch if it is full."""
-        event = self._model.make_event(x, y, id)
+        event = self._model.encode_event(x, y, id)
         with self._state:
             self._check()
             self._events.append(event)
@@ -133,14 +134,14 @@ class Writer:
             if not batch:
                 return
             if self._error is not None:
-                self.unsent += batch
+                self.unsent += [loads(e) for e in batch]
                 return
             try:
-                out = self._model.learn_batch(batch)
+                out = self._model.post_events(batch)
             except Exception as e:
                 with self._state:
                     self._error = e
-                    self.unsent += batch
+                    self.unsent += [loads(e) for e in batch]
                 return
             self.learned += out["learned"]
             self.seq = out["seq"]
@@ -166,9 +167,9 @@ class Writer:
 class AsyncBatchSink(Protocol):
     """What an async writer posts through (an async remote model)."""
 
-    def make_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]: ...
+    def encode_event(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> bytes: ...
 
-    def learn_batch(self, events: list[dict[str, Any]], key: str | None = None) -> Awaitable[Any]: ...
+    def post_events(self, events: list[bytes], key: str | None = None) -> Awaitable[Any]: ...
 
 
 class AsyncWriter:
@@ -182,7 +183,7 @@ class AsyncWriter:
         self.seq = 0
         self.unsent: list[dict[str, Any]] = []
         self._model = model
-        self._events: list[dict[str, Any]] = []
+        self._events: list[bytes] = []
         self._first = 0.0
         self._error: BaseException | None = None
         self._raised = False
@@ -198,7 +199,7 @@ class AsyncWriter:
 
     async def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> None:
         """Buffer one event; post the batch if it is full."""
-        event = self._model.make_event(x, y, id)
+        event = self._model.encode_event(x, y, id)
         self._check()
         self._events.append(event)
         if len(self._events) == 1:
@@ -249,13 +250,13 @@ class AsyncWriter:
             if not batch:
                 return
             if self._error is not None:
-                self.unsent += batch
+                self.unsent += [loads(e) for e in batch]
                 return
             try:
-                out = await self._model.learn_batch(batch)
+                out = await self._model.post_events(batch)
             except Exception as e:
                 self._error = e
-                self.unsent += batch
+                self.unsent += [loads(e) for e in batch]
                 return
             self.learned += out["learned"]
             self.seq = out["seq"]
