@@ -39,5 +39,12 @@ docs: $(BIN)/.installed
 dashboard-screenshot: $(BIN)/.installed
 	STREAMTREE_SCREENSHOT=docs/images/dashboard.png $(BIN)/python -m pytest -q tests/app/dashboard/test_browser.py -k drifting
 
+# MOA (Java, through CapyMOA) for bench/moa.py and bench/moa_speed.py, in its own venv: capymoa
+# pins an older pandas than ours. Needs a Java runtime (Debian's default-jre-headless).
+.venv-moa/bin/.installed:
+	$(PYTHON) -m venv .venv-moa
+	.venv-moa/bin/pip install --quiet "capymoa==0.15.*"
+	touch $@
+
 clean:
 	rm -rf $(VENV) build *.egg-info site

@@ -12,7 +12,15 @@ Every model sees each stream's examples in the same order, prequentially (predic
   and an online logistic regression (``river-LR``: numbers standardised, strings one-hot,
   ``OneVsRestClassifier(LogisticRegression())``); and, not a peer of the targets,
   ``forest.AMFClassifier(n_estimators=1)`` (``river-AMF-1``): what one of AMF-10's trees does
-  alone, beside our one tree.
+  alone, beside our one tree;
+- MOA's (Java, through CapyMOA in ``.venv-moa``, :mod:`bench.moa`): ``moa-HT``
+  (``HoeffdingTree``), ``moa-HAT`` (``HoeffdingAdaptiveTree``), ``moa-ARF-10``
+  (``AdaptiveRandomForest -s 10``) and ``moa-SRP-10`` (``StreamingRandomPatches -s 10``), MOA's
+  defaults otherwise: one worker process per stream tests then trains them all on the stream
+  written as ARFF, and their predictions are scored here like every other model's; their time
+  is the worker's CPU time of CapyMOA's ``predict_proba`` + ``train`` calls (MOA through JPype,
+  not MOA's own loop: :mod:`bench.moa_speed` measures that). Run by default when
+  ``.venv-moa`` is built (``make .venv-moa/bin/.installed``), skipped with a note otherwise.
 
 Streams: the 17 of :mod:`bench.streams`, the new-seed generator configurations of
 :data:`FRESH`, and the randomized-trees paper's synthetic stream with a known posterior
@@ -53,6 +61,7 @@ import numpy as np
 from river import compose, forest, linear_model, multiclass, preprocessing, tree
 from river.datasets import synth
 
+from bench import moa
 from bench.scoring import EPS, Score
 from bench.streams import STREAMS, Stream, _switching
 from streamtree import ProbabilityForest, ProbabilityTree, decide, warm_up
@@ -283,7 +292,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[str]:
     models = list(dict.fromkeys(r["model"] for r in rows))
     ours = [m for m in models if m.startswith("forest-")]
     lines = []
-    peers = [m for m in models if m in PEERS]
+    peers = [m for m in models if m in PEERS or m in moa.MOA_PEERS]
     for m in ours:
         mine = [s for s in streams if (s, m) in by]
         best = sum(all(by[(s, m)]["log_loss"] <= by[(s, o)]["log_loss"] for o in models if (s, o) in by) for s in mine)
@@ -294,7 +303,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[str]:
             f"{m}: lower log loss than every peer ({', '.join(peers)}) on {over_peers} of {len(mine)} streams, "
             f"the lowest of all models (ours included) on {best}"
         )
-        for peer in ("river-HT-nba", "river-ARF-10", "river-AMF-10"):
+        for peer in ("river-HT-nba", "river-ARF-10", "river-AMF-10", "moa-ARF-10", "moa-SRP-10"):
             both = [s for s in streams if (s, m) in by and (s, peer) in by]
             if both:
                 wins = sum(by[(s, m)]["log_loss"] < by[(s, peer)]["log_loss"] for s in both)
@@ -395,7 +404,15 @@ def main(argv: list[str] | None = None) -> None:
         print("\n".join(results["summary"]))
         return
     factories = model_factories(args.tree)
-    names = args.models or list(factories)
+    names = args.models or [*factories, *(moa.MOA_PEERS if moa.available() else ())]
+    unknown = [n for n in names if n not in factories and n not in moa.MOA_PEERS]
+    if unknown:
+        parser.error(f"--models: unknown {unknown}; expected names among {[*factories, *moa.MOA_PEERS]}")
+    moa_names = [n for n in names if n in moa.MOA_PEERS]
+    if moa_names and not moa.available():
+        parser.error(f"--models {moa_names} need MOA: run `make .venv-moa/bin/.installed`")
+    if not args.models and not moa.available():
+        print("MOA's peers skipped: .venv-moa is not built (make .venv-moa/bin/.installed)", flush=True)
     streams = args.streams or [*STREAMS, *FRESH, *POSTERIOR]
     warm_up()
     rows = []
@@ -403,9 +420,17 @@ def main(argv: list[str] | None = None) -> None:
         data, truth = take(stream, args.n)
         scores = {}
         kept: dict[str, dict[str, Any]] = {}
+        # MOA's models run once, in their own process; each round scores their predictions
+        moa_runs = moa.prequential(data, moa_names) if moa_names else {}
         for _ in range(args.rounds):
             for name in names:
-                result = run_one(factories[name](), data, truth, COSTS.get(stream))
+                if name in moa_runs:
+                    result = run_one(moa.Replay(moa_runs[name]["proba"]), data, truth, COSTS.get(stream))
+                    result["cpu_s"] = moa_runs[name]["cpu_s"]
+                    result["us_per_event"] = 1e6 * result["cpu_s"] / max(len(data), 1)
+                    result["no_prediction"] = moa_runs[name]["no_prediction"]
+                else:
+                    result = run_one(factories[name](), data, truth, COSTS.get(stream))
                 first = kept.setdefault(name, result)
                 if result["log_loss"] != first["log_loss"]:
                     raise RuntimeError(f"{stream}, {name}: another round gave another log loss")
@@ -435,7 +460,13 @@ def main(argv: list[str] | None = None) -> None:
         + (f" (each model's least of {args.rounds} rounds, interleaved)" if args.rounds > 1 else "")
         + "; ours with tree config "
         + json.dumps(args.tree)
-        + ".",
+        + "."
+        + (
+            " MOA's models' time is CapyMOA's per-instance predict_proba + train through JPype (bench.moa_speed "
+            "measures MOA's own loop)."
+            if moa_names
+            else ""
+        ),
     }
     results = {"meta": meta, "runs": rows, "summary": summarise(rows)}
     RESULTS.mkdir(exist_ok=True)
