@@ -65,9 +65,10 @@ def _is_write(method: str, path: str) -> bool | None:
 
 
 def _has_id(body: bytes) -> bool:
-    """Whether a JSON body is an object with a non-null ``id``, read by the routes' own parser
-    (:func:`app.json_route.parse_json`), so a replica keeps only what the writer would not
-    take; a malformed body is the app's to refuse."""
+    """Whether a JSON body is an object with a non-null ``id``, or whose ``instances`` hold
+    one (``{"features": {...}, "id": ...}``, :func:`app.validation.check_instances`), read by
+    the routes' own parser (:func:`app.json_route.parse_json`), so a replica keeps only what
+    the writer would not take; a malformed body is the app's to refuse."""
     # The key id is written `"id"`, or with an escape (`"\u0069d"`): a body holding neither
     # has none, and is not parsed here.
     if b'"id"' not in body and b"\\" not in body:
@@ -76,7 +77,12 @@ def _has_id(body: bytes) -> bool:
         parsed = parse_json(body)
     except ValueError:
         return False
-    return isinstance(parsed, dict) and parsed.get("id") is not None
+    if not isinstance(parsed, dict):
+        return False
+    if parsed.get("id") is not None:
+        return True
+    instances = parsed.get("instances")
+    return type(instances) is list and any(type(x) is dict and x.get("id") is not None for x in instances)
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -29,7 +29,7 @@ from .admission import LearnEvent, LearnRequest
 from .exceptions import LogUnavailable, ModelUnavailable, NotAvailable, Recovering, SeqNotReached
 from .group_commit import GroupCommit
 from .learning import Restored, apply_logged, logged_events, restore
-from .pending import PendingIds
+from .pending import IdTaken, NoRoom, PendingIds
 from .reads import decisions, explanation, labels_for, proba_matrix, proba_one, proba_rows
 from .recovery import reason_of
 from .settings import Settings
@@ -125,7 +125,7 @@ class ModelHost:
 
         Raises
         ------
-        PendingIdTaken, PendingFull
+        IdTaken, NoRoom
             ``key`` is pending already, or there is no room for it (:class:`~app.pending.PendingIds`;
             ``trusted``: the caller showed an API key); nothing changed.
         """
@@ -136,12 +136,40 @@ class ModelHost:
         self._predicted.inc()
         return proba
 
-    def predict_many(self, xs: list[dict[str, Any]]) -> list[dict[str, float]]:
-        """Class probabilities for each instance (``{}`` for each before any label)."""
+    def predict_many(
+        self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]] = (), trusted: bool = True
+    ) -> list[dict[str, float]]:
+        """Class probabilities for each instance (``{}`` for each before any label), in one
+        call of the model; with ``keys`` (``(i, id)``: instance ``i`` sent with ``id``), each
+        such instance is remembered for a delayed label, all or none (:meth:`remember`).
+
+        Raises
+        ------
+        IdTaken, NoRoom
+            As :meth:`remember`; nothing changed.
+        """
         self._check_readable()
         out = proba_rows(self.model, xs)
+        if keys:
+            self.remember(xs, keys, trusted)
         self._predicted.inc(len(xs))
         return out
+
+    def remember(self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]], trusted: bool) -> None:
+        """Keep ``xs[i]`` under ``id`` for each ``(i, id)`` of ``keys``, all or none, in one
+        :meth:`~app.pending.PendingIds.put_many`.
+
+        Raises
+        ------
+        IdTaken, NoRoom
+            Their ``index`` is the batch's instance ``i`` of the first id refused; nothing changed.
+        """
+        try:
+            self.pending.put_many([(key, xs[i]) for i, key in keys], trusted)
+        except IdTaken as exc:
+            raise IdTaken(keys[exc.index][0]) from None
+        except NoRoom as exc:
+            raise NoRoom(keys[exc.index][0]) from None
 
     def decide_one(
         self, x: dict[str, Any], costs: CostMatrix, key: str | int | None = None, trusted: bool = True
@@ -160,14 +188,31 @@ class ModelHost:
         d = decide(proba, costs)
         return {"decision": d.decision, "expected_costs": d.expected_costs, "probabilities": proba}
 
-    def decide_many(self, xs: list[dict[str, Any]], costs: CostMatrix) -> dict[str, Any]:
+    def decide_many(
+        self,
+        xs: list[dict[str, Any]],
+        costs: CostMatrix,
+        keys: Sequence[tuple[int, str | int]] = (),
+        trusted: bool = True,
+    ) -> dict[str, Any]:
         """The decisions for a batch, in one vectorised pass:
-        ``{"decisions", "expected_costs", "probabilities"}``, a list each."""
+        ``{"decisions", "expected_costs", "probabilities"}``, a list each; ``keys`` as for
+        :meth:`predict_many`, remembered once the batch is predicted.
+
+        Raises
+        ------
+        NoLabels, InvalidInput
+            As :func:`app.reads.labels_for`; no id is kept.
+        IdTaken, NoRoom
+            As :meth:`remember`; nothing changed.
+        """
         self._check_readable()
-        keys = labels_for(self.model, costs)
-        proba = proba_matrix(self.model, xs)
+        labels = labels_for(self.model, costs)
+        result = decisions(proba_matrix(self.model, xs), costs, labels)
+        if keys:
+            self.remember(xs, keys, trusted)
         self._predicted.inc(len(xs))
-        return decisions(proba, costs, keys)
+        return result
 
     def explain(self, x: dict[str, Any]) -> dict[str, Any]:
         """The library's explanation of the prediction for ``x``."""

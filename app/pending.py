@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .exceptions import PendingFull, PendingIdTaken
 
-__all__ = ["ENTRY_OVERHEAD", "PendingIds", "entry_bytes"]
+__all__ = ["ENTRY_OVERHEAD", "IdTaken", "NoRoom", "PendingIds", "entry_bytes"]
 
 Key = str | int
 
@@ -33,6 +33,22 @@ def entry_bytes(key: Key, features: dict[str, Any]) -> int:
     for name, value in features.items():
         size += sys.getsizeof(name) + sys.getsizeof(value)
     return size
+
+
+class IdTaken(PendingIdTaken):
+    """Entry ``index`` of a :meth:`PendingIds.put_many` names an id that is pending already."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
+class NoRoom(PendingFull):
+    """Entry ``index`` of a :meth:`PendingIds.put_many` is the first that does not fit."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
 
 
 class _Entry(NamedTuple):
@@ -58,11 +74,10 @@ class PendingIds:
     Notes
     -----
     An id is written once: predicting again with an id that is pending raises
-    :class:`~app.exceptions.PendingIdTaken` (its label must train on the features first sent).
+    :class:`IdTaken` (its label must train on the features first sent).
     Ids of *trusted* callers (those who showed an API key) and of the others are kept apart:
     when there is no room, a new id first pushes out the oldest untrusted id; a trusted id may
-    then push out the oldest trusted one, while an untrusted id is refused
-    (:class:`~app.exceptions.PendingFull`). So a flood from clients without a key never evicts
+    then push out the oldest trusted one, while an untrusted id is refused (:class:`NoRoom`). So a flood from clients without a key never evicts
     the ids of clients with one. Ids live in memory only: a restart forgets them.
     Each kind is kept in expiry order (every id has the same time to live), so expiry is a
     scan from the front.
@@ -86,32 +101,68 @@ class PendingIds:
         return self.get(key) is not None
 
     def put(self, key: Key, features: dict[str, Any], trusted: bool = True) -> None:
-        """Remember ``features`` under ``key``, making room by the rules above.
+        """Remember ``features`` under ``key``, making room by the rules above
+        (:meth:`put_many` of one entry).
 
         Raises
         ------
-        PendingIdTaken
+        IdTaken
             ``key`` is pending already; nothing changed.
-        PendingFull
+        NoRoom
             There is no room that this caller may make; nothing changed.
+        """
+        self.put_many(((key, features),), trusted)
+
+    def put_many(self, entries: Sequence[tuple[Key, dict[str, Any]]], trusted: bool = True) -> None:
+        """Remember each ``(key, features)`` of ``entries``, all or none, making room by the
+        rules above: the oldest ids are pushed out until the whole batch fits.
+
+        With ``n`` entries of ``s_0 + ... + s_{n-1}`` bytes, entry ``j`` is refused when an id
+        is pending under its key or an earlier entry has it, or when the entries up to ``j``
+        cannot fit: ``j + 1 > max_size`` or ``s_0 + ... + s_j > max_bytes``, or, for a caller
+        that is not trusted, ``pending + j + 1 - max_size`` ids (or ``bytes + s_0 + ... + s_j
+        - max_bytes`` bytes) more than the untrusted ids hold. Every check is made before
+        anything is pushed out, and the entries get one expiry time (their order is kept).
+
+        Raises
+        ------
+        IdTaken
+            An entry's key is pending already (or repeated); ``index`` is the first; nothing changed.
+        NoRoom
+            The batch does not fit in the room this caller may make; ``index`` is the first
+            entry past it; nothing changed.
         """
         now = self.clock()
         self._expire(now)
-        if key in self._trusted or key in self._untrusted:
-            raise PendingIdTaken()
-        size = entry_bytes(key, features)
-        if self.max_size == 0 or size > self.max_bytes:
-            raise PendingFull()
-        extra_ids = len(self._trusted) + len(self._untrusted) + 1 - self.max_size
-        extra_bytes = self.bytes + size - self.max_bytes
-        if not trusted and (extra_ids > len(self._untrusted) or extra_bytes > self._untrusted_bytes):
-            raise PendingFull()  # checked before evicting anything: a refusal changes nothing
-        while len(self._trusted) + len(self._untrusted) >= self.max_size or self.bytes + size > self.max_bytes:
-            self._pop_oldest(self._untrusted or self._trusted)
-        (self._trusted if trusted else self._untrusted)[key] = _Entry(now + self.ttl, features, size)
-        self.bytes += size
+        trusted_ids, untrusted_ids = self._trusted, self._untrusted
+        seen: set[Key] = set()
+        sizes: list[int] = []
+        held = len(trusted_ids) + len(untrusted_ids)
+        total = 0
+        for j, (key, features) in enumerate(entries):
+            if key in trusted_ids or key in untrusted_ids or key in seen:
+                raise IdTaken(j)
+            seen.add(key)
+            size = entry_bytes(key, features)
+            total += size
+            if j + 1 > self.max_size or total > self.max_bytes:
+                raise NoRoom(j)
+            if not trusted and (
+                held + j + 1 - self.max_size > len(untrusted_ids)
+                or self.bytes + total - self.max_bytes > self._untrusted_bytes
+            ):
+                raise NoRoom(j)  # checked before evicting anything: a refusal changes nothing
+            sizes.append(size)
+        n = len(sizes)
+        while len(trusted_ids) + len(untrusted_ids) + n > self.max_size or self.bytes + total > self.max_bytes:
+            self._pop_oldest(untrusted_ids or trusted_ids)
+        target = trusted_ids if trusted else untrusted_ids
+        expires = now + self.ttl
+        for (key, features), size in zip(entries, sizes, strict=True):
+            target[key] = _Entry(expires, features, size)
+        self.bytes += total
         if not trusted:
-            self._untrusted_bytes += size
+            self._untrusted_bytes += total
 
     def get(self, key: Key) -> dict[str, Any] | None:
         """The features predicted under ``key``, or None if unknown or expired."""

@@ -21,6 +21,7 @@ __all__ = [
     "FeatureValue",
     "Features",
     "Health",
+    "IdInstance",
     "Label",
     "LearnBody",
     "LoggedEvent",
@@ -126,6 +127,33 @@ class Event(TypedDict):
     id: NotRequired[EventId | None]
 
 
+class IdInstance(TypedDict):
+    """An instance of a batch prediction sent with an id, to be labelled later.
+
+    Told apart from a features object by its ``features`` being an object (a feature value
+    never is); checked, with the features objects of the batch, by
+    :func:`app.validation.check_instances`.
+    """
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    features: Features
+    id: EventId | None
+
+
+# An instance of a batch: its features, or its features and an id. The items are checked by
+# app.validation.check_instances in the same pass as their values, as the events of a learn
+# batch are (the schema still describes them).
+Instances = Annotated[
+    list[SkipValidation[Features | IdInstance]] | None,
+    Field(
+        min_length=1,
+        description="The batch: each instance a features object, or "
+        '`{"features": {...}, "id": ...}` to label it later by its id (as a single prediction\'s `id`).',
+    ),
+]
+
+
 class LearnBody(_Body):
     """One event (``features``/``label``/``id``) or a batch (``events``)."""
 
@@ -168,11 +196,12 @@ class LearnResult(BaseModel):
 
 
 class PredictBody(_Body):
-    """One instance (``features``, optional ``id``) or a batch (``instances``); optionally ``min_seq``."""
+    """One instance (``features``, optional ``id``) or a batch (``instances``, each with an
+    optional id); optionally ``min_seq``."""
 
     features: Features | None = None
     id: EventId | None = None
-    instances: list[Features] | None = Field(default=None, min_length=1)
+    instances: Instances = None
     min_seq: MinSeq = None
 
     model_config = ConfigDict(
@@ -181,6 +210,7 @@ class PredictBody(_Body):
             "examples": [
                 {"features": {"colour": "red", "size": 3.5}, "id": "req-7"},
                 {"instances": [{"size": 1.0}, {"size": 9.0}]},
+                {"instances": [{"features": {"size": 1.0}, "id": "req-8"}, {"size": 9.0}]},
             ]
         },
     )
@@ -190,7 +220,10 @@ class PredictBody(_Body):
         if (self.features is None) == (self.instances is None):
             raise ValueError("send exactly one of 'features' or 'instances'")
         if self.instances is not None and self.id is not None:
-            raise ValueError("'id' goes with a single 'features' object, not with 'instances'")
+            raise ValueError(
+                "'id' goes with a single 'features' object; in 'instances', "
+                'give each instance its own id: {"features": {...}, "id": ...}'
+            )
         return self
 
 
@@ -205,11 +238,12 @@ class PredictResult(BaseModel):
 
 
 class DecideBody(_Body):
-    """One instance (``features``, optional ``id``) or a batch (``instances``), and the ``costs``."""
+    """One instance (``features``, optional ``id``) or a batch (``instances``, each with an
+    optional id), and the ``costs``."""
 
     features: Features | None = None
     id: EventId | None = None
-    instances: list[Features] | None = Field(default=None, min_length=1)
+    instances: Instances = None
     costs: Costs
 
     model_config = ConfigDict(
@@ -233,7 +267,10 @@ class DecideBody(_Body):
         if (self.features is None) == (self.instances is None):
             raise ValueError("send exactly one of 'features' or 'instances'")
         if self.instances is not None and self.id is not None:
-            raise ValueError("'id' goes with a single 'features' object, not with 'instances'")
+            raise ValueError(
+                "'id' goes with a single 'features' object; in 'instances', "
+                'give each instance its own id: {"features": {...}, "id": ...}'
+            )
         return self
 
 

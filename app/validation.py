@@ -26,6 +26,7 @@ __all__ = [
     "check_event",
     "check_features",
     "check_id",
+    "check_instances",
     "check_label",
     "check_length",
     "check_names",
@@ -94,6 +95,77 @@ def check_event(event: Any, loc: Loc) -> tuple[Any, Any, Any]:
     if features is not None and type(features) is not dict:
         raise field_error((*loc, "features"), "Input should be a valid dictionary", "dict_type")
     return features, event["label"], event.get("id")
+
+
+#: The keys of an instance of a batch that carries an id: ``{"features": {...}, "id": ...}``.
+_WRAPPED_KEYS = frozenset({"features", "id"})
+_WRAPPED = 'an instance with an id is {"features": {...}, "id": ...}'
+
+
+def check_instances(
+    items: Sequence[Any], loc: Loc, limits: Limits
+) -> tuple[list[dict[str, Any]], list[tuple[int, str | int]]]:
+    """The features of each instance of a batch, and ``(i, id)`` for each instance ``i`` sent with an id.
+
+    An instance is a features object, or ``{"features": {...}, "id": ID}``: read as the latter
+    when its ``features`` is an object (a feature value never is) or its keys are exactly
+    ``features`` and ``id``. Such an instance has no other key, its ``features`` is an object
+    and its ``id`` an id (:func:`check_id`) or null (no id); a batch names each id at most once.
+    Each refusal names the field (``("body", "instances", 3, "id")``). A batch without ids
+    costs one key test per instance more than its features' checks, and is returned as is.
+    """
+    check_length(items, loc, limits)
+    xs: list[dict[str, Any]] = items if isinstance(items, list) else list(items)
+    ids: list[tuple[int, str | int]] = []
+    for i, x in enumerate(items):
+        if type(x) is not dict:
+            raise field_error((*loc, i), "An instance is an object of features, or " + _WRAPPED, "dict_type")
+        if "features" in x and (type(x["features"]) is dict or x.keys() == _WRAPPED_KEYS):
+            if xs is items:
+                xs = list(items)  # the features of each instance, in a copy (the body is left as sent)
+            features, key = _unwrapped(x, (*loc, i), limits)
+            xs[i] = features
+            if key is not None:
+                ids.append((i, key))
+        else:
+            check_features(x, (*loc, i), limits)
+    if len(ids) > 1:
+        _check_ids_once(ids, loc)
+    return xs, ids
+
+
+def _unwrapped(x: dict[str, Any], loc: Loc, limits: Limits) -> tuple[dict[str, Any], Any]:
+    """The features and id of an instance sent as ``{"features": {...}, "id": ...}``, checked."""
+    if not _WRAPPED_KEYS.issuperset(x):
+        extra = next(k for k in x if k not in _WRAPPED_KEYS)
+        raise field_error((*loc, extra[:32]), "Extra inputs are not permitted: " + _WRAPPED, "extra_forbidden")
+    if "id" not in x:
+        raise field_error(
+            (*loc, "id"), "Field required: " + _WRAPPED + " (without an id, send the features object itself)", "missing"
+        )
+    features = x["features"]
+    if type(features) is not dict:
+        raise field_error(
+            (*loc, "features"), "The features of " + _WRAPPED + " are an object of feature name to value", "dict_type"
+        )
+    check_features(features, (*loc, "features"), limits)
+    key = x["id"]
+    if key is not None:
+        check_id(key, (*loc, "id"), limits)
+    return features, key
+
+
+def _check_ids_once(ids: list[tuple[int, str | int]], loc: Loc) -> None:
+    """Refuse a batch that names one id twice (at the second): an id is one prediction's."""
+    first: dict[str | int, int] = {}
+    for i, key in ids:
+        if key in first:
+            raise field_error(
+                (*loc, i, "id"),
+                f"This id is also at instances[{first[key]}]; a batch names each id at most once",
+                "duplicate_id",
+            )
+        first[key] = i
 
 
 def check_features(x: Mapping[str, Any], loc: Loc, limits: Limits) -> None:

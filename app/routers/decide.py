@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from ..deps import ReadDefaultModel, ReadModel, has_key
 from ..errors import NO_LABELS, FastJSON
 from ..hosting import ModelHost
 from ..json_route import JSONRoute
+from ..pending import IdTaken, NoRoom
 from ..schemas import DecideBatchResult, DecideBody, DecideResult
-from ..validation import check_costs, check_features, check_id, check_length
+from ..validation import check_costs, check_features, check_id, check_instances
+from .predict import ID_RESPONSES, id_refused
 
 router = APIRouter(tags=["decide"], route_class=JSONRoute)
 
@@ -21,6 +25,10 @@ least expected cost (on a tie, the first of the tied decisions in the order of `
 decision's expected cost, the probabilities (as `/predict_proba` gives them) and the `seq`
 they were computed at.
 
+An instance of a batch is a features object, or `{"features": {...}, "id": ...}` to label
+it later by its id, with the rules of `/predict_proba` (409 or 429 naming a refused id; a
+batch's ids are kept all or none).
+
 One instance answers `{"decision", "expected_costs", "probabilities"}`; a batch answers the
 same keys with one list entry per instance: `{"decisions": [...], "expected_costs": [...],
 "probabilities": [...]}`.
@@ -31,7 +39,9 @@ the model has not seen is fine. Bad costs get 422 at `["body", "costs", ...]`, n
 decision (and label) at fault; at most 100 decisions. Before the model has learned any label
 the answer is 409."""
 
-_RESPONSES: dict[int | str, dict[str, str]] = {409: {"description": NO_LABELS}}
+_RESPONSES: dict[int | str, dict[str, Any]] = ID_RESPONSES | {
+    409: {"description": f"{NO_LABELS} Or: {ID_RESPONSES[409]['description']}"}
+}
 
 
 def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
@@ -39,16 +49,22 @@ def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
     limits = host.limits
     costs = check_costs(body.costs, ("body", "costs"), limits)
     if body.instances is not None:
-        check_length(body.instances, ("body", "instances"), limits)
-        for i, x in enumerate(body.instances):
-            check_features(x, ("body", "instances", i), limits)
-        return FastJSON(host.decide_many(body.instances, costs) | {"seq": host.seq})
+        xs, keys = check_instances(body.instances, ("body", "instances"), limits)
+        if not keys:
+            return FastJSON(host.decide_many(xs, costs) | {"seq": host.seq})
+        try:
+            return FastJSON(host.decide_many(xs, costs, keys, has_key(request)) | {"seq": host.seq})
+        except (IdTaken, NoRoom) as exc:
+            return id_refused(exc, batch=True)
     assert body.features is not None
     check_features(body.features, ("body", "features"), limits)
     if body.id is None:
         return FastJSON(host.decide_one(body.features, costs) | {"seq": host.seq})
     check_id(body.id, ("body", "id"), limits)
-    return FastJSON(host.decide_one(body.features, costs, body.id, has_key(request)) | {"seq": host.seq})
+    try:
+        return FastJSON(host.decide_one(body.features, costs, body.id, has_key(request)) | {"seq": host.seq})
+    except (IdTaken, NoRoom) as exc:
+        return id_refused(exc, batch=False)
 
 
 @router.post(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from ..deps import ReadDefaultModel, ReadModel, has_key
-from ..errors import FastJSON
+from ..errors import PENDING_FULL, PENDING_TAKEN, FastJSON
 from ..hosting import ModelHost
 from ..json_route import JSONRoute
+from ..pending import IdTaken, NoRoom
 from ..schemas import PredictBody, PredictResult
-from ..validation import check_features, check_id, check_length
+from ..validation import check_features, check_id, check_instances
 
 router = APIRouter(tags=["predict"], route_class=JSONRoute)
 
@@ -17,15 +20,38 @@ _DOC = """Class probabilities for one instance (`features`, optional `id` to lab
 or a batch (`instances`). Keys are labels (booleans as `"true"`/`"false"`); before any label
 has been learned the answer is `{}` for each instance.
 
-An `id` is written once: predicting again with an id that is pending is a 409. Each model
-keeps at most `pending_max` ids (and `pending_max_bytes` of their features) for
-`pending_ttl_seconds`; with no room left the answer is 429. Ids sent without an API key never
-push out ids sent with one.
+An instance of a batch is a features object, or `{"features": {...}, "id": ...}` to label it
+later by its id; the two forms mix in one batch. An instance is read as the second form when
+its `features` is an object (a feature value never is) or its keys are exactly `features`
+and `id`; it then has no other key, and its `id` is a string, an integer or null (no id).
+
+An `id` is written once: predicting again with an id that is pending is a 409 naming the id's
+field (`["body", "id"]`, `["body", "instances", 3, "id"]`), and a batch names each id at most
+once (422 at the second). Each model keeps at most `pending_max` ids (and `pending_max_bytes`
+of their features) for `pending_ttl_seconds`; with no room left the answer is 429 naming the
+first id that does not fit. Ids sent without an API key never push out ids sent with one. A
+batch's ids are kept all or none: when one is refused, none is kept.
 
 Every answer carries the `seq` of the model's last event applied on this instance when it
 predicted. With `min_seq` (for instance the `seq` a learn answered), the prediction waits
 until this instance has applied that event, at most `min_seq_timeout_seconds` (503 past
 it): read-your-writes on any instance of a deployment."""
+
+#: The answers naming a refused id, for the OpenAPI schema.
+ID_RESPONSES: dict[int | str, dict[str, Any]] = {
+    409: {"description": f"{PENDING_TAKEN} `detail` is a list of `{{type, loc, msg}}`; `loc` names the id."},
+    429: {"description": f"{PENDING_FULL} `detail` is a list of `{{type, loc, msg}}`; `loc` names the id."},
+}
+
+
+def id_refused(exc: IdTaken | NoRoom, batch: bool) -> FastJSON:
+    """409 (the id is pending) or 429 (no room for it), naming the id's field as a 422 names
+    a field: ``{"detail": [{"type", "loc", "msg"}]}``."""
+    loc = ["body", "instances", exc.index, "id"] if batch else ["body", "id"]
+    status, kind, msg = (
+        (409, "id_pending", PENDING_TAKEN) if isinstance(exc, IdTaken) else (429, "pending_full", PENDING_FULL)
+    )
+    return FastJSON({"detail": [{"type": kind, "loc": loc, "msg": msg}]}, status_code=status)
 
 
 async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJSON:
@@ -33,9 +59,7 @@ async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJ
     consistent model state, and the seq it is at)."""
     limits = host.limits
     if body.instances is not None:
-        check_length(body.instances, ("body", "instances"), limits)
-        for i, x in enumerate(body.instances):
-            check_features(x, ("body", "instances", i), limits)
+        xs, keys = check_instances(body.instances, ("body", "instances"), limits)
     else:
         assert body.features is not None
         check_features(body.features, ("body", "features"), limits)
@@ -44,22 +68,38 @@ async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJ
     if body.min_seq is not None:
         await host.wait_applied(body.min_seq, request.app.state.settings.min_seq_timeout_seconds)
     if body.instances is not None:
-        return FastJSON({"probabilities": host.predict_many(body.instances), "seq": host.seq})
+        if not keys:
+            return FastJSON({"probabilities": host.predict_many(xs), "seq": host.seq})
+        try:
+            return FastJSON({"probabilities": host.predict_many(xs, keys, has_key(request)), "seq": host.seq})
+        except (IdTaken, NoRoom) as exc:
+            return id_refused(exc, batch=True)
     assert body.features is not None
     if body.id is None:
         return FastJSON({"probabilities": host.predict_one(body.features), "seq": host.seq})
-    return FastJSON({"probabilities": host.predict_one(body.features, body.id, has_key(request)), "seq": host.seq})
+    try:
+        return FastJSON({"probabilities": host.predict_one(body.features, body.id, has_key(request)), "seq": host.seq})
+    except (IdTaken, NoRoom) as exc:
+        return id_refused(exc, batch=False)
 
 
 @router.post(
-    "/predict_proba", response_model=PredictResult, summary="Predict probabilities (default model)", description=_DOC
+    "/predict_proba",
+    response_model=PredictResult,
+    responses=ID_RESPONSES,
+    summary="Predict probabilities (default model)",
+    description=_DOC,
 )
 async def predict_default(body: PredictBody, host: ReadDefaultModel, request: Request) -> FastJSON:
     return await predict(host, body, request)
 
 
 @router.post(
-    "/models/{name}/predict_proba", response_model=PredictResult, summary="Predict probabilities", description=_DOC
+    "/models/{name}/predict_proba",
+    response_model=PredictResult,
+    responses=ID_RESPONSES,
+    summary="Predict probabilities",
+    description=_DOC,
 )
 async def predict_named(body: PredictBody, host: ReadModel, request: Request) -> FastJSON:
     return await predict(host, body, request)

@@ -112,11 +112,13 @@ BODIES: dict[tuple[str, str], list[Any]] = {
     ("POST", "/predict_proba"): [
         {"features": {"a": 1.0, "colour": "red"}, "id": "p1"},
         {"instances": [{"a": 1.0}, {"colour": "red"}]},
+        {"instances": [{"a": 1.0}, {"features": {"colour": "red"}, "id": "p2"}]},
     ],
     ("POST", "/models/default/explain"): [{"features": {"a": 1.0, "colour": "red"}}],
     ("POST", "/decide"): [
         {"features": {"a": 1.0, "colour": "red"}, "id": "d1", "costs": COSTS},
         {"instances": [{"a": 1.0}, {"colour": "red"}], "costs": COSTS},
+        {"instances": [{"features": {"a": 1.0}, "id": 7}, {"colour": "red"}], "costs": COSTS},
     ],
     ("PUT", "/models/fuzzed"): [
         {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from app.exceptions import PendingFull, PendingIdTaken
-from app.pending import PendingIds, entry_bytes
+from app.pending import IdTaken, NoRoom, PendingIds, entry_bytes
 
 BIG = 10**9
 
@@ -99,6 +100,42 @@ def test_zero_size_keeps_nothing() -> None:
     assert p.get("a") is None
 
 
+def test_a_batch_is_kept_all_or_none_and_a_refusal_names_its_first_entry() -> None:
+    p = PendingIds(5, BIG, 100.0, Clock())
+    p.put("old", {"x": 0})
+    with pytest.raises(IdTaken) as taken:
+        p.put_many([("a", {}), ("b", {}), ("old", {}), ("c", {})])
+    assert taken.value.index == 2 and isinstance(taken.value, PendingIdTaken)
+    with pytest.raises(IdTaken) as taken:
+        p.put_many([("a", {}), ("b", {}), ("a", {})])  # the same key twice
+    assert taken.value.index == 2
+    with pytest.raises(NoRoom) as full:
+        p.put_many([(k, {}) for k in "abcdef"])  # six entries never fit in five
+    assert full.value.index == 5 and isinstance(full.value, PendingFull)
+    assert len(p) == 1 and p.get("a") is None and p.get("old") == {"x": 0}
+    p.put_many([(k, {"x": k}) for k in "abcde"])  # fits by pushing out the oldest
+    assert p.get("old") is None and [p.get(k) for k in "abcde"] == [{"x": k} for k in "abcde"]
+    assert p.bytes == sum(entry_bytes(k, {"x": k}) for k in "abcde")
+
+
+def test_an_untrusted_batch_fits_only_in_the_room_untrusted_ids_leave() -> None:
+    p = PendingIds(4, BIG, 100.0, Clock())
+    p.put_many([("t0", {}), ("t1", {})])
+    p.put_many([("u0", {}), ("u1", {})], trusted=False)
+    with pytest.raises(NoRoom) as full:
+        p.put_many([("u2", {}), ("u3", {}), ("u4", {})], trusted=False)
+    assert full.value.index == 2 and len(p) == 4 and p.get("u0") == {}
+    p.put_many([("u2", {}), ("u3", {})], trusted=False)
+    assert [k for k in ("t0", "t1", "u0", "u1", "u2", "u3") if k in p] == ["t0", "t1", "u2", "u3"]
+    size = entry_bytes("b0", {})
+    p = PendingIds(10, 3 * size, 100.0, Clock())
+    p.put("t0", {})
+    p.put("u0", {}, trusted=False)
+    with pytest.raises(NoRoom) as full:
+        p.put_many([("b0", {}), ("b1", {}), ("b2", {})], trusted=False)  # bytes: only u0's to free
+    assert full.value.index == 2
+
+
 class PendingRules(RuleBasedStateMachine):
     """Random puts, labels and clock steps against a plain model of the rules."""
 
@@ -132,6 +169,32 @@ class PendingRules(RuleBasedStateMachine):
         if trusted:  # it may have pushed out older trusted ids
             self._forget_expired()
             self.trusted_alive[key] = x
+
+    @rule(
+        keys=st.lists(st.sampled_from(["k0", "k1", "k2", "k3", "k4", "k5", 1, 2]), max_size=6),
+        trusted=st.booleans(),
+        n=st.integers(0, 3),
+    )
+    def put_many(self, keys: list[Any], trusted: bool, n: int) -> None:
+        entries = [(k, {f"f{i}": float(i) for i in range(n)}) for k in keys]
+        before = copy.deepcopy(self.p)
+        try:
+            self.p.put_many(entries, trusted)
+        except (IdTaken, NoRoom) as exc:
+            j = exc.index
+            assert (len(self.p), self.p.bytes) == (len(before), before.bytes)  # nothing changed
+            assert all(self.p.get(k) is v for k, v in self.trusted_alive.items())
+            prefix = copy.deepcopy(before)
+            prefix.put_many(entries[:j], trusted)  # every entry before the refused one fits
+            if isinstance(exc, IdTaken):
+                assert before.get(keys[j]) is not None or keys[j] in keys[:j]
+            else:
+                assert not trusted or j >= self.p.max_size or prefix.bytes + entry_bytes(*entries[j]) > self.p.max_bytes
+            return
+        assert all(self.p.get(k) is x for k, x in entries)
+        if trusted:
+            self._forget_expired()
+            self.trusted_alive.update(entries)
 
     @rule(key=st.sampled_from(["k0", "k1", "k2", 1]))
     def label(self, key: Any) -> None:

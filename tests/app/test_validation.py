@@ -14,6 +14,7 @@ from app.validation import (
     check_event,
     check_features,
     check_id,
+    check_instances,
     check_label,
     check_length,
 )
@@ -99,3 +100,34 @@ def test_valid_costs_give_the_librarys_cost_matrix() -> None:
 )
 def test_check_event_names_the_field(event, loc, kind) -> None:  # type: ignore[no-untyped-def]
     assert error(check_event, event, ("e",)) == (loc, kind)
+
+
+WIDE = Limits(max_batch=4, max_features=4, max_string_length=8, max_labels=2)
+
+
+def test_check_instances_unwraps_ids_and_leaves_a_batch_without_ids_as_sent() -> None:
+    plain = [{"a": 1}, {"features": 2.0, "b": None}, {"id": "x"}]  # no features object: plain features
+    xs, ids = check_instances(plain, ("body", "instances"), WIDE)
+    assert xs is plain and ids == []
+    mixed = [{"a": 1}, {"features": {"b": 2}, "id": "x"}, {"features": {}, "id": None}, {"features": {"c": 3}, "id": 4}]
+    xs, ids = check_instances(mixed, ("body", "instances"), WIDE)
+    assert xs == [{"a": 1}, {"b": 2}, {}, {"c": 3}] and ids == [(1, "x"), (3, 4)]
+    assert mixed[1] == {"features": {"b": 2}, "id": "x"}  # the body is left as sent
+
+
+@pytest.mark.parametrize(
+    "instance, loc, kind",
+    [
+        ({"features": {"a": 1}, "id": "x", "y": 1}, ["y"], "extra_forbidden"),
+        ({"features": {"a": 1}}, ["id"], "missing"),
+        ({"features": 1, "id": "x"}, ["features"], "dict_type"),
+        ({"features": {"a": [1]}, "id": "x"}, ["features", "a"], "feature_type"),
+        ({"features": {"a": 1}, "id": 1.0}, ["id"], "id_type"),
+        ({"features": {"a": 1}, "id": "x" * 9}, ["id"], "string_too_long"),
+        ({"features": {"a": 1}, "id": "a"}, ["id"], "duplicate_id"),
+        (None, [], "dict_type"),
+    ],
+)
+def test_check_instances_names_the_field(instance, loc, kind) -> None:  # type: ignore[no-untyped-def]
+    items = [{"features": {}, "id": "a"}, instance]
+    assert error(check_instances, items, ("body", "instances"), WIDE) == (("body", "instances", 1, *loc), kind)

@@ -88,7 +88,11 @@ def test_a_pending_id_is_written_once(client, stream) -> None:  # type: ignore[n
     assert client.post("/predict_proba", json={"features": x, "id": "req-1"}).status_code == 200
     r = client.post("/predict_proba", json={"features": stream[60][0], "id": "req-1"})  # would poison the label
     assert r.status_code == 409
-    assert r.json() == {"detail": "This id is pending already; predict with a new id."}
+    assert r.json() == {
+        "detail": [
+            {"type": "id_pending", "loc": ["body", "id"], "msg": "This id is pending already; predict with a new id."}
+        ]
+    }
     assert client.post("/learn", json={"id": "req-1", "label": y}).json()["seq"] == 51
     fresh = ProbabilityTree()
     for xx, yy in stream[:51]:  # the label trained on the features first predicted
@@ -126,7 +130,15 @@ def test_callers_without_a_key_cannot_evict_pending_ids_of_callers_with_one(runn
             )
         r = client.post("/predict_proba", json={"features": {}, "id": "u-late"})  # full of trusted ids
         assert r.status_code == 429
-        assert r.json() == {"detail": "No room for another pending id; label or let expire earlier ones."}
+        assert r.json() == {
+            "detail": [
+                {
+                    "type": "pending_full",
+                    "loc": ["body", "id"],
+                    "msg": "No room for another pending id; label or let expire earlier ones.",
+                }
+            ]
+        }
 
 
 def test_pending_ids_are_bounded_in_bytes(running) -> None:  # type: ignore[no-untyped-def]
