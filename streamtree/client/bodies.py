@@ -11,9 +11,7 @@ from streamtree.client.encoding import (
     Labels,
     clean_features,
     clean_id,
-    clean_label,
     dumps,
-    event_json,
     features_json,
     label_list,
     pd,
@@ -76,9 +74,9 @@ class Paths:
 
 def encoded_event(x: Mapping[str, Any], y: Any, id: Any, labels: Labels) -> bytes:
     """One labelled event encoded as JSON (its label remembered in ``labels``)."""
-    y = clean_label(y)
-    labels.add(y)
-    return event_json(x, y, None if id is None else clean_id(id))
+    if id is None:
+        return b'{"features":' + features_json(x) + labels.tail(y)
+    return b'{"features":' + features_json(x) + b',"id":' + dumps(clean_id(id)) + labels.tail(y)
 
 
 def encoded_events(X: Any, y: Any, columns: Iterable[str] | None, labels: Labels) -> list[bytes]:
@@ -86,9 +84,8 @@ def encoded_events(X: Any, y: Any, columns: Iterable[str] | None, labels: Labels
     xs = records(X, columns)
     ys = label_list(y)
     same_length(len(xs), len(ys), "X", "y")
-    labels.add_many(ys)
     return [
-        b'{"features":' + features_json(x, f"X[{i}]") + b',"label":' + dumps(v) + b"}"
+        b'{"features":' + features_json(x, f"X[{i}]") + labels.tail(v)
         for i, (x, v) in enumerate(zip(xs, ys, strict=True))
     ]
 

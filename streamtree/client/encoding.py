@@ -28,7 +28,6 @@ __all__ = [
     "clean_label",
     "costs_body",
     "dumps",
-    "event_json",
     "events_json",
     "features_json",
     "label_key",
@@ -129,21 +128,13 @@ def features_json(x: Any, where: str = "x") -> bytes:
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         pass
     else:
-        if out[:1] == b"{" and b"null" not in out and b"[" not in out and out.count(b"{") == 1:
+        if out.startswith(b"{") and out.find(b"{", 1) < 0 and b"null" not in out and b"[" not in out:
             return out
     cleaned = clean_features(x, where)
     try:
         return orjson.dumps(cleaned, option=_OPTIONS)
     except TypeError as e:  # orjson's JSONEncodeError: an integer beyond 64 bits
         raise ValueError(f"{where}: {e}") from None
-
-
-def event_json(x: Any, y: str | int | bool, id: str | int | None) -> bytes:
-    """One event ``{"features", "label", "id"}`` encoded (``y`` and ``id`` checked already)."""
-    head = b'{"features":' + features_json(x) + b',"label":' + orjson.dumps(y)
-    if id is None:
-        return head + b"}"
-    return head + b',"id":' + orjson.dumps(id) + b"}"
 
 
 def events_json(events: list[bytes]) -> bytes:
@@ -258,6 +249,20 @@ class Labels:
 
     def __init__(self) -> None:
         self.by_key: dict[str, Hashable] = {}
+        self.tails: dict[str, bytes] = {}  # a string label's encoded end of an event
+
+    def tail(self, y: Any) -> bytes:
+        """``,"label":<y>}``, the end of an encoded event (the label checked and remembered)."""
+        if type(y) is str:
+            known = self.tails.get(y)
+            if known is not None:
+                return known
+        y = clean_label(y)
+        self.add(y)
+        out = b',"label":' + orjson.dumps(y) + b"}"
+        if type(y) is str:  # only strings: True == 1 as dict keys, and they encode apart
+            self.tails[y] = out
+        return out
 
     def add(self, y: Hashable) -> None:
         """Remember a label sent."""

@@ -63,12 +63,14 @@ class Writer:
         self.seq = 0
         self.unsent: list[dict[str, Any]] = []
         self._model = model
+        self._encode = model.encode_event
         self._events: list[bytes] = []
         self._first = 0.0
         self._error: BaseException | None = None
         self._raised = False
         self._closed = False
-        self._state = threading.Condition()  # guards the buffer, _first, _error and _closed
+        self._lock = threading.Lock()  # guards the buffer, _first, _error and _closed
+        self._state = threading.Condition(self._lock)  # the timer waits on it
         self._posting = threading.Lock()  # one batch posted at a time, in order of taking
         self._timer = threading.Thread(target=self._run_timer, name="streamtree-writer", daemon=True)
         self._timer.start()
@@ -81,9 +83,10 @@ class Writer:
 
     def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> None:
         """Buffer one event; post the batch if it is full."""
-        event = self._model.encode_event(x, y, id)
-        with self._state:
-            self._check()
+        event = self._encode(x, y, id)
+        with self._lock:
+            if self._error is not None or self._closed:
+                self._check()
             self._events.append(event)
             n = len(self._events)
             if n == 1:

@@ -163,3 +163,18 @@ def test_river_calls_a_remote_model_a_classifier(model: RemoteModel) -> None:
 
     assert isinstance(model, base.Classifier)
     assert model.predict_proba_one({"a": 1.0}) == {} and model.predict_one({"a": 1.0}) is None
+
+
+def test_a_batch_prediction_keeps_an_id_per_row(model: RemoteModel) -> None:
+    """``predict_proba_many(X, ids=...)`` sends ``{"features", "id"}`` instances: each row's
+    features wait for its label, as a single prediction's do."""
+    model.learn_many([{"a": 1.0}, {"a": 5.0}], ["no", "yes"])
+    X = pd.DataFrame({"a": [4.0, 2.0, None]})
+    frame = model.predict_proba_many(X, ids=["b-1", "b-2", 3])
+    assert frame.to_dict("records") == model.predict_proba_many(X).to_dict("records")
+    assert model.label_many([3, "b-1", "b-2"], ["no", "yes", "no"]) == {"learned": 3, "seq": 5}
+    assert [(e["features"], e["label"]) for e in model.events(after=2)] == [
+        ({}, "no"),
+        ({"a": 4.0}, "yes"),
+        ({"a": 2.0}, "no"),
+    ]
