@@ -266,12 +266,13 @@ class AsyncRemoteModel:
         return out
 
     async def with_id(self, path: str, body: dict[str, Any]) -> Any:
-        """Post a prediction or decision that keeps its ``id``. Should its answer be lost and
-        the retry find the id pending (409), the lost attempt kept it: the answer is then
-        read again without the id (the same features, the model as it is now)."""
+        """Post a prediction or decision that keeps ids (``body``'s ``id``, or an ``id`` in
+        each of its ``instances``, as this class builds them). Should its answer be lost and
+        the retry find an id pending (409), the lost attempt kept them: the answer is then
+        read again without the ids (the same features, the model as it is now)."""
         r = await self.client.send("POST", path, body, lost_ok=409)
         if r.status_code == 409:
-            r = await self.client.send("POST", path, {k: v for k, v in body.items() if k != "id"})
+            r = await self.client.send("POST", path, bodies.without_ids(body))
         return loads(r.content)
 
     async def predict_proba_one(self, x: Mapping[str, Any], id: str | int | None = None) -> dict[Hashable, float]:
@@ -298,8 +299,13 @@ class AsyncRemoteModel:
     async def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
         out: list[dict[Hashable, float]] = []
         for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
-            if chunk:
-                out += [await self.decode(p) for p in await self.predict_batch(chunk)]
+            if not chunk:
+                continue
+            if ids is None:
+                rows = await self.predict_batch(chunk)
+            else:
+                rows = (await self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            out += [await self.decode(p) for p in rows]
         return out
 
     async def predict_proba_many(self, X: Any, ids: Iterable[str | int] | None = None, columns: Any = None) -> Any:
@@ -335,15 +341,24 @@ class AsyncRemoteModel:
         )
 
     async def decide_many(
-        self, X: Any, costs: Mapping[str, Mapping[Any, float]], columns: Any = None
+        self,
+        X: Any,
+        costs: Mapping[str, Mapping[Any, float]],
+        ids: Iterable[str | int] | None = None,
+        columns: Any = None,
     ) -> dict[str, Any]:
         """:meth:`decide` for every row of ``X``: lists ``decisions``, ``expected_costs`` and
-        ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``."""
-        answers = [
-            await self.decide_batch(chunk, costs)
-            for chunk in bodies.chunks(bodies.instances(X, None, columns), bodies.BATCH)
-            if chunk
-        ]
+        ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``; with
+        ``ids`` (one per row), each row's features wait for its label."""
+        answers = []
+        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+            if not chunk:
+                continue
+            if ids is None:
+                answers.append(await self.decide_batch(chunk, costs))
+            else:
+                body = {"instances": chunk, "costs": costs_body(costs)}
+                answers.append(dict(await self.with_id(self._paths.decide, body)))
         out = bodies.merge_decisions(answers)
         out["probabilities"] = [await self.decode(p) for p in out["probabilities"]]
         return out

@@ -35,6 +35,7 @@ __all__ = [
     "merge_decisions",
     "predictions",
     "single",
+    "without_ids",
 ]
 
 #: Events or instances per request of ``learn_many``, ``predict_proba_many`` and ``decide_many``.
@@ -119,6 +120,15 @@ def instances(X: Any, ids: Any, columns: Iterable[str] | None) -> list[Any]:
     id_list = [clean_id(i, f"ids[{n}]") for n, i in enumerate(ids)]
     same_length(len(xs), len(id_list), "X", "ids")
     return [{"features": f, "id": i} for f, i in zip(xs, id_list, strict=True)]
+
+
+def without_ids(body: dict[str, Any]) -> dict[str, Any]:
+    """A prediction's or decision's body with its ids taken out: no ``id``, and its
+    ``instances`` (``{"features", "id"}`` objects, as :func:`instances` makes them) unwrapped."""
+    out = {k: v for k, v in body.items() if k != "id"}
+    if "instances" in out:
+        out["instances"] = [i["features"] for i in out["instances"]]
+    return out
 
 
 def chunks(items: list[Any], size: int) -> list[list[Any]]:

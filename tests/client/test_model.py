@@ -172,9 +172,15 @@ def test_a_batch_prediction_keeps_an_id_per_row(model: RemoteModel) -> None:
     X = pd.DataFrame({"a": [4.0, 2.0, None]})
     frame = model.predict_proba_many(X, ids=["b-1", "b-2", 3])
     assert frame.to_dict("records") == model.predict_proba_many(X).to_dict("records")
-    assert model.label_many([3, "b-1", "b-2"], ["no", "yes", "no"]) == {"learned": 3, "seq": 5}
+    decided = model.decide_many(X[:2], {"go": {"yes": 0, "no": 1}, "stop": {"yes": 1, "no": 0}}, ids=["d-1", "d-2"])
+    assert decided["probabilities"] == frame[:2].to_dict("records")
+    with pytest.raises(Conflict) as taken:  # an id is written once, in a batch too
+        model.predict_proba_many(X[:1], ids=["d-2"])
+    assert taken.value.loc is not None and taken.value.loc[:2] == ("body", "instances")
+    assert model.label_many([3, "b-1", "b-2", "d-2"], ["no", "yes", "no", "yes"]) == {"learned": 4, "seq": 6}
     assert [(e["features"], e["label"]) for e in model.events(after=2)] == [
         ({}, "no"),
         ({"a": 4.0}, "yes"),
         ({"a": 2.0}, "no"),
+        ({"a": 2.0}, "yes"),
     ]

@@ -46,8 +46,7 @@ def test_a_lost_answer_is_retried_with_the_same_key_and_learns_once(service: Ser
 
 
 def test_every_learn_path_is_retried_once_learned(service: Service) -> None:
-    lose = LoseAnswers("POST", n=10**9)  # lose every POST answer after the first attempt of each...
-    lose.n = 0
+    lose = LoseAnswers("POST", n=0)
     m = _model(service, lose)
     steps = [
         lambda: m.learn_many(pd.DataFrame({"a": [1.0, 2.0, 3.0]}), ["x", "y", "x"], batch_size=2),
@@ -56,6 +55,9 @@ def test_every_learn_path_is_retried_once_learned(service: Service) -> None:
         lambda: m.predict_proba_one({"a": 2.0}, id="p-2"),
         lambda: m.label_many(["p-2"], ["x"]),
         lambda: m.learn_batch([{"features": {"a": 4.0}, "label": "y"}]),
+        lambda: m.predict_proba_many([{"a": 5.0}, {"a": 6.0}], ids=["p-3", "p-4"]),
+        lambda: m.decide_many([{"a": 7.0}], {"go": {"x": 0, "y": 1}}, ids=["p-5"]),
+        lambda: m.label_many(["p-3", "p-4", "p-5"], ["x", "y", "x"]),
     ]
     for step in steps:
         lose.n = 1  # the next POST's answer is lost
@@ -65,8 +67,10 @@ def test_every_learn_path_is_retried_once_learned(service: Service) -> None:
         for i in range(3):
             w.learn_one({"a": float(i)}, "x")
     assert w.learned == 3
-    assert m.info()["seq"] == 3 + 1 + 1 + 1 + 3
-    assert [e["label"] for e in m.events()] == ["x", "y", "x", "y", "x", "y", "x", "x", "x"]
+    assert m.info()["seq"] == 3 + 1 + 1 + 1 + 3 + 3
+    logged = [(e["features"], e["label"]) for e in m.events()]
+    assert [y for _, y in logged] == ["x", "y", "x", "y", "x", "y", "x", "y", "x", "x", "x", "x"]
+    assert [x for x, _ in logged[6:9]] == [{"a": 5.0}, {"a": 6.0}, {"a": 7.0}]  # the ids' features
 
 
 def test_without_the_key_a_lost_answer_would_learn_twice(service: Service) -> None:
