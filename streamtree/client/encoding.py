@@ -43,7 +43,7 @@ _OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 # (numpy scalars too: the careful way's .item() is what both ways must send, and orjson would
 # write a float32 in fewer digits)
 _STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-#: pandas' missing markers, compared by identity (None without pandas).
+#: pandas' missing markers, compared by identity (none without pandas).
 _MISSING = (pd.NA, pd.NaT) if pd is not None else ()
 
 loads = orjson.loads
@@ -58,7 +58,7 @@ def _value(v: Any, name: Any, where: str) -> tuple[bool, Any]:
     """``(keep, value)`` of a feature value that is not a plain Python scalar."""
     if v is None or any(v is m for m in _MISSING):
         return False, None
-    if isinstance(v, np.generic):
+    if isinstance(v, np.generic) and not isinstance(v, (np.datetime64, np.timedelta64)):  # their .item() may be an int
         v = v.item()
         if type(v) is float:
             if math.isnan(v):

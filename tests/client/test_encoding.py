@@ -40,6 +40,7 @@ def test_a_float32_is_sent_as_python_reads_it() -> None:
         ({"a": [1, 2]}, TypeError, r"x\['a'\]: a feature value is"),
         ({"a": {"b": 1}}, TypeError, r"x\['a'\]"),
         ({"a": datetime.date(2026, 1, 1)}, TypeError, r"x\['a'\]"),
+        ({"a": np.datetime64("2026-01-01T00:00:00.000000000")}, TypeError, r"x\['a'\]"),
         ({"a": 2**70}, ValueError, "64-bit"),
         ({3: 1.0}, TypeError, "feature names are strings"),
         ([("a", 1.0)], TypeError, "features are a dict"),
