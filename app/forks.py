@@ -44,7 +44,7 @@ FOLLOW_POLL = 0.05
 
 #: Most events a fork learns in one library call; the loop serves requests between two
 #: (fewer for a forest: :func:`app.pacing.stretch_events`).
-FORK_SLICE = 250
+FORK_SLICE = 50
 
 
 def source_of(config: dict[str, Any]) -> str | None:
@@ -96,10 +96,8 @@ class ForkHost(ModelHost):
         self.following = False
         self.error: str | None = None
 
-    async def learn(
-        self, events: Sequence[Any], batch: bool, key: str | None = None, body_hash: str = ""
-    ) -> tuple[int, int]:
-        """Refused: a fork learns its source's events only.
+    async def learn(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        """Refused, whatever the request: a fork learns its source's events only.
 
         Raises
         ------
@@ -173,19 +171,25 @@ class Forks(LoopTask):
         self._stopping = False
         self._wake = asyncio.Event()
         self._saving: dict[str, asyncio.Task[None]] = {}
+        self._running: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
         """Look at the forks now (a fork was created)."""
         self._wake.set()
+
+    def start(self) -> None:
+        """Start following the forks on the running loop."""
+        self._stopping = False
+        self._running = asyncio.get_running_loop().create_task(self.run(), name=self.task_name)
 
     async def stop(self) -> None:
         """Finish the page under way (its events learned and logged), then stop; snapshots in
         flight are awaited. Never cancelled mid-page: a fork's model is never left ahead of its log."""
         self._stopping = True
         self._wake.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        if self._running is not None:
+            await self._running
+            self._running = None
         for task in list(self._saving.values()):
             await task
         self._saving.clear()
