@@ -173,10 +173,6 @@ class Forks(LoopTask):
         self._saving: dict[str, asyncio.Task[None]] = {}
         self._running: asyncio.Task[None] | None = None
 
-    def wake(self) -> None:
-        """Look at the forks now (a fork was created)."""
-        self._wake.set()
-
     def start(self) -> None:
         """Start following the forks on the running loop."""
         self._stopping = False

@@ -170,7 +170,7 @@ def test_the_dashboard_follows_a_drifting_stream(browser: Any, tmp_path: Path) -
 
         # the charts, labelled, with a size and something drawn
         assert page.locator('[role="img"][aria-label*="reliability" i] canvas').count() == 1
-        assert page.locator('[role="img"][aria-label*="log loss" i] canvas').count() == 1
+        assert page.locator('#loss-chart[role="img"][aria-label*="log loss" i] canvas').count() == 1
         for name, (width, height, painted) in chart_sizes(page).items():
             assert width > 200 and height > 200 and painted > 1000, name
         assert page.locator("#bins tbody tr").count() == 10
