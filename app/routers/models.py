@@ -122,6 +122,13 @@ async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry,
     it learns ``source``'s logged events in the background, then follows it (404 if there is
     no such model)."""
     source = None
+    if "config" in config and FORK_FIELD not in config:  # a fork request without its source
+        raise field_error(
+            ("body", FORK_FIELD),
+            f'Field required: a body with "config" creates a fork, and "{FORK_FIELD}" names the model whose '
+            "events it learns; a model's own parameters go at the top level of the body",
+            "missing",
+        )
     if FORK_FIELD in config:
         config, source = _fork_request(name, config)
         if registry.get(source) is None:
@@ -141,7 +148,12 @@ async def get_model(host: ReadModel, registry: ReadRegistry) -> ForkedModelInfo:
     return info(host, registry)
 
 
-@router.delete("/{name}", status_code=204, summary="Delete a model")
+@router.delete(
+    "/{name}",
+    status_code=204,
+    summary="Delete a model",
+    responses={409: {"description": "Forks follow it (`forks` names them): delete them first."}},
+)
 async def delete_model(name: NamePath, registry: WriteRegistry) -> Response:
     """Delete the model, its event log and snapshots (409 naming them while forks follow it)."""
     if not await registry.delete(name):

@@ -123,6 +123,8 @@ def test_refusals_name_what_is_wrong(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "grace_period"]
     r = client.put("/models/f", json={"config": {"from": "default"}, "from": "default"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "from"]
+    r = client.put("/models/f", json={"config": {"grace_period": 15}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "from"]
     assert client.get("/models/f").status_code == 404  # nothing was created by a refused request
 
     assert client.put("/models/f", json={"config": {"grace_period": 15}, "from": "default"}).status_code == 201
