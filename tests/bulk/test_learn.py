@@ -4,6 +4,7 @@ nothing twice; a refused row stops the run keeping the rows before it."""
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import time
@@ -220,3 +221,16 @@ def test_a_header_only_file_learns_nothing(service: Service, client: Client, tmp
         ]
     )
     assert logged(client, name) == []
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl.gz", "csv.gz"])
+def test_stdin_in_any_format(
+    service: Service, client: Client, tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet from a pipe is spooled to a temporary file; gzip is told by its first bytes."""
+    frame = table(80, seed=7)
+    data = write(frame, tmp_path / f"rows.{suffix}").read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    name = fresh_name()
+    run(service, "-", name, "--format", suffix.split(".")[0], "--batch-size", "30")
+    assert logged(client, name) == expected_events(frame)
