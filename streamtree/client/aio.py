@@ -159,7 +159,8 @@ class AsyncRemoteModel:
         Raises
         ------
         Conflict
-            It exists with another config, or (``exist_ok=False``) at all.
+            It exists with another config, or (``exist_ok=False``) at all, which includes a
+            model made by an attempt whose answer was lost.
         """
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config: a dict of model parameters, not {type(config).__name__}")
@@ -171,8 +172,9 @@ class AsyncRemoteModel:
         return dict(loads(r.content))
 
     async def delete(self) -> None:
-        """Delete the model, its event log and snapshots."""
-        await self.client.send("DELETE", self._paths.model)
+        """Delete the model, its event log and snapshots (a 404 after a lost answer: the
+        lost attempt deleted it)."""
+        await self.client.send("DELETE", self._paths.model, lost_ok=404)
 
     async def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""

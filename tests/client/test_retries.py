@@ -73,6 +73,15 @@ def test_every_learn_path_is_retried_once_learned(service: Service) -> None:
     assert [x for x, _ in logged[6:9]] == [{"a": 5.0}, {"a": 6.0}, {"a": 7.0}]  # the ids' features
 
 
+def test_a_delete_whose_answer_was_lost_is_done(service: Service) -> None:
+    lose = LoseAnswers("DELETE", n=1)
+    m = _model(service, lose)
+    m.delete()
+    assert [status for method, _, _, status in lose.seen if method == "DELETE"] == [204, 404]
+    with pytest.raises(NotFound):
+        m.info()
+
+
 def test_without_the_key_a_lost_answer_would_learn_twice(service: Service) -> None:
     """The control of the test above: the same loss, retried by hand without a key, learns twice."""
     m = _model(service, httpx.HTTPTransport())
