@@ -4,7 +4,7 @@ The file is read a chunk of ``--batch-size`` rows at a time (:mod:`streamtree.bu
 each chunk made into events (:mod:`streamtree.bulk.rows`) and posted as one batch, in order,
 with an ``Idempotency-Key`` that is a digest of the model, the chunk's index and its events.
 The next chunk is read while the previous one is in flight (one request at a time, so the
-log keeps the file's order; at most two chunks in memory).
+log keeps the file's order; at most three chunks in memory: in flight, ready, being read).
 
 Resuming: after an interruption (Ctrl-C, a failed network, a restarted service), the same
 command sends the file again; the chunks the service logged are answered from its record of

@@ -124,12 +124,13 @@ _END = object()
 
 
 def pipelined(items: Iterator[T], depth: int = 1) -> Iterator[T]:
-    """``items`` made in a background thread, at most ``depth`` ahead of the one being used.
+    """``items`` made in a background thread, at most ``depth`` waiting beside the one in use.
 
-    With ``depth=1`` at most two made items exist at once (the one in use and the next):
-    the next chunk is read and encoded while the previous request is in flight, and memory
-    stays bounded however large the file. An exception of ``items`` is raised here, after
-    the items before it; a consumer that stops early stops the thread.
+    With ``depth=1`` the next chunk is read and encoded while the previous request is in
+    flight: one chunk in flight, one ready, and the thread holding at most one more (the one
+    it is reading, or one made and waiting for room), so memory stays bounded however large
+    the file. An exception of ``items`` is raised here, after the items before it; a
+    consumer that stops early stops the thread.
     """
     ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
