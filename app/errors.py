@@ -73,12 +73,15 @@ NOT_WRITER = "This instance is not the writer and no writer took the request; no
 
 
 class FastJSON(Response):
-    """A JSON response encoded with orjson (exact float round trip, fast)."""
+    """A JSON response encoded with orjson (exact float round trip, fast). Keys that are not
+    strings are written as JSON keys the way labels are (``true``/``false``, integers in
+    decimal: :func:`app.schemas.label_key`): an explanation's counts are keyed by the labels
+    themselves, and a model's labels may be booleans or integers."""
 
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _detail(status: int, detail: str) -> FastJSON:

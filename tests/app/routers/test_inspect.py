@@ -76,3 +76,17 @@ def test_metrics_history_route(running, stream) -> None:  # type: ignore[no-unty
             r = client.get("/models/default/metrics/history", params={"after": bad})
             assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "after"], bad
         assert client.get("/models/nope/metrics/history").status_code == 404
+
+
+@pytest.mark.parametrize("labels", [(True, False), (0, 1)])
+def test_explain_and_tree_of_a_model_with_boolean_or_integer_labels(client, labels) -> None:  # type: ignore[no-untyped-def]
+    # orjson refused non-string keys: the explanation of such a model was a 500
+    events = [{"features": {"a": float(i)}, "label": labels[i % 2]} for i in range(60)]
+    assert client.post("/learn", json={"events": events}).status_code == 200
+    explained = client.post("/models/default/explain", json={"features": {"a": 3.0}})
+    assert explained.status_code == 200
+    keys = {"true", "false"} if labels[0] is True else {"0", "1"}
+    assert set(explained.json()["proba"]) == keys
+    proba = client.post("/predict_proba", json={"features": {"a": 3.0}}).json()["probabilities"]
+    assert explained.json()["proba"] == proba
+    assert client.get("/models/default/tree").status_code == 200
