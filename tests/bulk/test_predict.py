@@ -45,7 +45,7 @@ def answers(model: RemoteModel, frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-@pytest.mark.parametrize("suffix", ["csv", "parquet", "jsonl.gz"])
+@pytest.mark.parametrize("suffix", ["csv", "csv.gz", "parquet", "jsonl.gz"])
 def test_probabilities_match_the_clients(
     service: Service, client: Client, trained: str, tmp_path: Path, suffix: str
 ) -> None:
