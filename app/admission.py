@@ -11,9 +11,9 @@ is answered 422 naming the field; the others are learned as if it had not been s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from streamtree.typing import ClassLabel
 
@@ -21,7 +21,7 @@ from .exceptions import InvalidInput, Loc
 from .pending import PendingIds
 from .validation import event_loc, field_error
 
-__all__ = ["LABEL_TYPES", "Admitted", "LearnEvent", "LearnRequest", "admit"]
+__all__ = ["LABEL_TYPES", "Admitted", "EventBatch", "LearnEvent", "LearnRequest", "admit", "event_ids"]
 
 #: The JSON name of each label type, in a refusal's message.
 LABEL_TYPES: dict[type, str] = {str: "string", int: "integer", bool: "boolean"}
@@ -36,6 +36,51 @@ class LearnEvent(NamedTuple):
     """The label."""
     id: str | int | None
     """The id of an earlier prediction this event labels, if any."""
+
+
+class EventBatch(Sequence[LearnEvent]):
+    """The events of a batch as columns (:func:`app.ingest.check_batch`): a sequence of
+    :class:`LearnEvent` whose columns the writer reads without an object per event.
+
+    Parameters
+    ----------
+    xs
+        Each event's features, or None for a delayed label.
+    ys
+        Each event's label.
+    ids
+        Each event's id (None: none), or None when no event has one.
+    """
+
+    __slots__ = ("ids", "xs", "ys")
+
+    def __init__(
+        self, xs: list[dict[str, Any] | None], ys: list[ClassLabel], ids: list[str | int | None] | None
+    ) -> None:
+        self.xs, self.ys, self.ids = xs, ys, ids
+
+    def __len__(self) -> int:
+        return len(self.ys)
+
+    @overload
+    def __getitem__(self, i: int) -> LearnEvent: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[LearnEvent]: ...
+    def __getitem__(self, i: int | slice) -> LearnEvent | Sequence[LearnEvent]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return LearnEvent(self.xs[i], self.ys[i], None if self.ids is None else self.ids[i])
+
+    def __iter__(self) -> Iterator[LearnEvent]:
+        ids = self.ids if self.ids is not None else [None] * len(self.ys)
+        return map(LearnEvent, self.xs, self.ys, ids)
+
+
+def event_ids(events: Sequence[LearnEvent]) -> list[str | int]:
+    """The ids the events of a request name (delayed labels, or predictions made with an id)."""
+    if isinstance(events, EventBatch):
+        return [] if events.ids is None else [i for i in events.ids if i is not None]
+    return [e.id for e in events if e.id is not None]
 
 
 @dataclass
@@ -97,6 +142,9 @@ def admit(
 
 def _resolve(request: LearnRequest, labels: _Labels, pending: PendingIds, max_labels: int) -> Admitted:
     """The request's features and labels, checked; ``labels`` is updated only if it passes."""
+    fast = _resolve_columns(request.events, labels, max_labels)
+    if fast is not None:
+        return Admitted(request, *fast)
     xs: list[dict[str, Any]] = []
     locs: list[Loc] = []
     for i, event in enumerate(request.events):
@@ -128,5 +176,26 @@ def _resolve(request: LearnRequest, labels: _Labels, pending: PendingIds, max_la
             new.add(y)
     labels.known |= new
     labels.kind = kind
-    labels.used_ids.update(e.id for e in request.events if e.id is not None)
+    labels.used_ids.update(event_ids(request.events))
     return Admitted(request, xs, ys)
+
+
+def _resolve_columns(
+    events: Sequence[LearnEvent], labels: _Labels, max_labels: int
+) -> tuple[list[dict[str, Any]], list[ClassLabel]] | None:
+    """What :func:`_resolve` answers for a batch without ids whose labels are all of the
+    model's type and within ``max_labels``, from its columns; None for any other request
+    (then :func:`_resolve` checks it event by event, naming the field of a refusal)."""
+    if not isinstance(events, EventBatch) or events.ids is not None or not events.ys:
+        return None
+    ys = events.ys
+    kinds = set(map(type, ys))
+    if len(kinds) != 1 or (labels.kind is not None and labels.kind not in kinds):
+        return None
+    new = set(ys).difference(labels.known)
+    if len(labels.known) + len(new) > max_labels:
+        return None
+    labels.known |= new
+    labels.kind = next(iter(kinds))
+    xs: list[dict[str, Any]] = events.xs  # type: ignore[assignment]  # no delayed label: all features
+    return xs, ys

@@ -36,9 +36,9 @@ import orjson
 from streamtree.exceptions import InputError
 from streamtree.persistence import Capture
 
-from .admission import LearnRequest, admit
+from .admission import LearnRequest, admit, event_ids
 from .exceptions import LearnFailure, Loc, NotWriter, StorageFailure
-from .learning import bad_row, encode_event
+from .learning import bad_row, encode_events
 from .pacing import learn_in_stretches, stretch_events
 from .pending import PendingIds
 from .prequential import Prequential
@@ -290,11 +290,10 @@ class GroupCommit:
         for request, error in refused:
             _fail(request, error)
         for a in admitted:
-            for event in a.request.events:
-                if event.id is not None:
-                    host.pending.discard(event.id)
+            for id in event_ids(a.request.events):
+                host.pending.discard(id)
             host.seq += len(a.xs)
-            done.texts.extend(encode_event(x, y, now) for x, y in zip(a.xs, a.ys, strict=True))
+            done.texts.extend(encode_events(a.xs, a.ys, now))
             done.acks.append((a.request, len(a.xs), host.seq))
         host.advanced()
 

@@ -34,6 +34,7 @@ __all__ = [
     "apply_logged",
     "bad_row",
     "encode_event",
+    "encode_events",
     "learn_scored",
     "logged_events",
     "restore",
@@ -69,6 +70,14 @@ def encode_event(features: dict[str, Any], label: ClassLabel, t: float | None = 
     if t is not None:
         event["t"] = t
     return orjson.dumps(event).decode()
+
+
+def encode_events(xs: Sequence[dict[str, Any]], ys: Sequence[ClassLabel], t: float | None) -> list[str]:
+    """The log's texts of a batch of events arrived at ``t``: each as :func:`encode_event` writes it."""
+    dumps = orjson.dumps
+    if t is None:
+        return [dumps({"x": x, "y": y}).decode() for x, y in zip(xs, ys, strict=True)]
+    return [dumps({"x": x, "y": y, "t": t}).decode() for x, y in zip(xs, ys, strict=True)]
 
 
 def logged_events(store: EventStore, name: str, after: int, limit: int) -> list[dict[str, Any]]:
@@ -116,7 +125,7 @@ def learn_scored(
     n_before = len(model.classes_)
     proba = model.learn_many(xs, ys, return_proba=True)
     column = {c: k for k, c in enumerate(model.classes_)}
-    label = np.fromiter((column[y] for y in ys), dtype=np.int64, count=len(ys))
+    label = np.fromiter(map(column.__getitem__, ys), dtype=np.int64, count=len(ys))
     # The classes a row was predicted over: those seen before the batch, plus those first seen
     # at an earlier row of the batch (a class's column is its order of first appearance).
     first = np.maximum.accumulate(np.concatenate(([n_before - 1], label)))[:-1]

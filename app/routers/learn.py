@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated
 
 import orjson
 from fastapi import APIRouter, Header
 
-from ..admission import LearnEvent
+from ..admission import EventBatch, LearnEvent
 from ..deps import WriteDefaultModel, WriteModel
 from ..errors import FastJSON
-from ..exceptions import Loc
 from ..group_commit import KEY_LOC
 from ..hosting import ModelHost
+from ..ingest import check_batch, check_one
 from ..json_route import JSONRoute
 from ..schemas import LearnBody, LearnResult
-from ..validation import Limits, check_event, check_features, check_id, check_label, check_length, field_error
+from ..validation import field_error
 
 router = APIRouter(tags=["learn"], route_class=JSONRoute)
 
@@ -51,17 +52,12 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> Fas
     """Check the request's limits, queue it for the model's writer, answer once durable."""
     if key is not None:
         _check_key(key)
-    limits = host.limits
+    events: Sequence[LearnEvent]
     if body.events is None:
         assert body.label is not None
-        events = [_checked(body.features, body.label, body.id, ("body",), limits)]
+        events = [check_one(body.features, body.label, body.id, ("body",), host.limits)]
     else:
-        check_length(body.events, ("body", "events"), limits)
-        events = [
-            _checked(*check_event(e, ("body", "events", i)), ("body", "events", i), limits)
-            for i, e in enumerate(body.events)
-        ]
-        _check_ids_once(events)
+        events = check_batch(body.events, host.limits)  # in one pass over each column (app.ingest)
     batch = body.events is not None
     learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "")
     return FastJSON({"learned": learned, "seq": seq})
@@ -75,37 +71,15 @@ def _check_key(key: str) -> None:
         )
 
 
-def _body_hash(events: list[LearnEvent], batch: bool) -> str:
+def _body_hash(events: Sequence[LearnEvent], batch: bool) -> str:
     """A digest of the request's events (canonical JSON, keys sorted): equal for a retried body."""
-    canonical = orjson.dumps([batch, [[e.features, e.label, e.id] for e in events]], option=orjson.OPT_SORT_KEYS)
+    if isinstance(events, EventBatch):
+        ids = events.ids if events.ids is not None else [None] * len(events)
+        rows = list(map(list, zip(events.xs, events.ys, ids, strict=True)))
+    else:
+        rows = [[e.features, e.label, e.id] for e in events]
+    canonical = orjson.dumps([batch, rows], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
-
-
-def _check_ids_once(events: list[LearnEvent]) -> None:
-    """Refuse a batch that names one id twice: an id labels one prediction, once."""
-    first: dict[str | int, int] = {}
-    for i, event in enumerate(events):
-        if event.id is None:
-            continue
-        if event.id in first:
-            raise field_error(
-                ("body", "events", i, "id"),
-                f"This id is also at events[{first[event.id]}]; a batch names each id at most once",
-                "duplicate_id",
-            )
-        first[event.id] = i
-
-
-def _checked(features: dict[str, Any] | None, label: Any, id: Any, loc: Loc, limits: Limits) -> LearnEvent:
-    """One event, its values checked against the limits."""
-    if features is not None:
-        check_features(features, (*loc, "features"), limits)
-    elif id is None:
-        raise field_error(loc, "Value error, an event needs 'features', or an 'id' of an earlier prediction")
-    check_label(label, (*loc, "label"), limits)
-    if id is not None:
-        check_id(id, (*loc, "id"), limits)
-    return LearnEvent(features, label, id)
 
 
 @router.post("/learn", response_model=LearnResult, summary="Learn (default model)", description=_DOC)
