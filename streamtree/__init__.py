@@ -1,21 +1,27 @@
-"""streamtree: calibrated class probabilities from a single online decision tree.
+"""streamtree: calibrated class probabilities from online decision trees.
 
 >>> from streamtree import ProbabilityTree
 >>> model = ProbabilityTree()
 >>> model.learn_one({"x": 1.0}, "a")
 >>> model.predict_proba_one({"x": 1.0})
 {'a': 1.0}
+
+The models, and numba with their compiled kernels, are imported on first use of a name below
+(PEP 562), so ``import streamtree.client`` or the ``streamtree learn`` command loads neither.
 """
 
-from collections.abc import Callable, Hashable
-from functools import partial
-from pathlib import Path
-from typing import Any
+from __future__ import annotations
 
-from streamtree.decision import CostMatrix, Decision, Decisions, decide, decide_many
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from streamtree.exceptions import ConfigError, DecisionError, FormatError, InputError, StreamtreeError
-from streamtree.forest import METHODS, ProbabilityForest
-from streamtree.tree import ProbabilityTree
+
+if TYPE_CHECKING:
+    from streamtree.decision import CostMatrix, Decision, Decisions, decide, decide_many
+    from streamtree.forest import METHODS, ProbabilityForest
+    from streamtree.tree import ProbabilityTree
+    from streamtree.warm import kernels_cached, warm_up
 
 __all__ = [
     "ConfigError",
@@ -25,6 +31,7 @@ __all__ = [
     "Decisions",
     "FormatError",
     "InputError",
+    "METHODS",
     "ProbabilityForest",
     "ProbabilityTree",
     "StreamtreeError",
@@ -36,60 +43,32 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+#: Name -> the module it is imported from on first use.
+_LAZY = {
+    "CostMatrix": "streamtree.decision",
+    "Decision": "streamtree.decision",
+    "Decisions": "streamtree.decision",
+    "decide": "streamtree.decision",
+    "decide_many": "streamtree.decision",
+    "METHODS": "streamtree.forest",
+    "ProbabilityForest": "streamtree.forest",
+    "ProbabilityTree": "streamtree.tree",
+    "kernels_cached": "streamtree.warm",
+    "warm_up": "streamtree.warm",
+}
 
-def kernels_cached() -> bool:
-    """Whether this version's compiled kernels are already in the on-disk cache
-    (:data:`streamtree.kernels.CACHE_DIR`): if not, :func:`warm_up` compiles them, which takes
-    minutes instead of seconds."""
-    from streamtree.kernels import CACHE_DIR
 
-    return any(Path(CACHE_DIR).rglob("*.nbi"))
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamtree' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later reads are plain attribute reads
+    return value
 
 
-def warm_up(progress: Callable[[int, int, str], None] | None = None) -> None:
-    """Compile (or load from the on-disk cache) every kernel a model uses, so the first real
-    event does not pay for it: learns and predicts a few synthetic examples on throw-away
-    models of every smoothing, with drift detection and the naive-Bayes factor on, on a
-    concept that flips after 200 examples (so a change is detected and the kernel that
-    compares a background tree with the tree is compiled too), and a small forest of each
-    method.
-
-    ``progress(done, total, next_step)``, if given, is called before each step and once at
-    the end (``done == total``, ``next_step == ""``).
-    """
-    rows: list[dict[Hashable, Any]] = [{"a": float(i % 7), "b": "xyz"[i % 3]} for i in range(300)]
-    labels = [(i % 7 < 3) == (i < 200) for i in range(300)]
-
-    def tree(smoothing: str) -> None:
-        model = ProbabilityTree(smoothing=smoothing, naive_bayes=smoothing == "hgs", grace_period=5, refit_every=10)
-        model.learn_many(rows[:20], labels[:20], return_proba=True)
-        for x, label in zip(rows[20:], labels[20:]):
-            model.predict_proba_one(x)
-            model.learn_one(x, label)
-        model.predict_proba(rows)
-        model.explain_one(rows[0])
-        model.summary()
-        ProbabilityTree.from_bytes(model.to_bytes())
-
-    def forest(method: str) -> None:  # the randomized splitters and the samplings
-        model = ProbabilityForest(n_trees=2, method=method, tree={"grace_period": 5, "refit_every": 10})
-        model.learn_many(rows, labels, return_proba=True)
-        model.predict_proba_one(rows[0])
-        model.learn_one(rows[0], labels[0])
-        model.predict_proba(rows)
-        model.explain_one(rows[0])
-        load(model.to_bytes())
-
-    steps: list[tuple[str, Callable[[], None]]] = [
-        *((f"tree, smoothing={s!r}", partial(tree, s)) for s in ("hgs", "mbranch", "mestimate", "laplace", "mle")),
-        *((f"forest, method={m!r}", partial(forest, m)) for m in METHODS),
-    ]
-    for done, (name, step) in enumerate(steps):
-        if progress is not None:
-            progress(done, len(steps), name)
-        step()
-    if progress is not None:
-        progress(len(steps), len(steps), "")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def load(data: bytes) -> ProbabilityTree | ProbabilityForest:

@@ -146,7 +146,7 @@ class Source:
             return
         stream: IO[bytes] = self._raw
         if not isinstance(stream, io.BufferedReader):
-            stream = io.BufferedReader(stream)  # type: ignore[arg-type]
+            stream = io.BufferedReader(stream)  # type: ignore[arg-type,type-var]
         if stream.peek(2)[:2] == _GZIP_MAGIC:
             stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
         self._text = stream
