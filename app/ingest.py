@@ -32,9 +32,9 @@ __all__ = ["check_batch", "check_one"]
 
 _NONE = type(None)
 #: The types of a feature value, a label and an id (exactly: a bool is not an int here).
-_VALUE_TYPES = frozenset({float, int, str, bool, _NONE})
+_VALUE_TYPES: frozenset[type] = frozenset({float, int, str, bool, _NONE})
 _LABEL_TYPES = frozenset({str, int, bool})
-_ID_TYPES = frozenset({str, int, _NONE})
+_ID_TYPES: frozenset[type] = frozenset({str, int, _NONE})
 _EVENT_KEYS = frozenset({"features", "label", "id"})
 _LABEL = itemgetter("label")
 

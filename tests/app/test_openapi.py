@@ -81,6 +81,10 @@ def test_no_server_errors(server: str, headers: dict[str, str]) -> None:
             name = (case.path_parameters or {}).get("name")
             if name is not None and case.method != "DELETE" and len(name) % 2:
                 case.path_parameters["name"] = "default"  # half the cases reach the trained model
+            if isinstance(case.body, dict):
+                # a min_seq past the model's seq waits 5 s and is a 503 by design ("retry later";
+                # tests/app/test_cluster.py reads its writes with it): not a server error, and 5 s a case
+                case.body.pop("min_seq", None)
             response = case.call(timeout=30, headers=headers)
             seen.setdefault(label, set()).add(response.status_code)  # noqa: B023 (called in this iteration)
             case.validate_response(response, checks=[not_a_server_error])
