@@ -17,7 +17,11 @@ model.
 Every ``snapshot_every`` events the writer captures the model and its metrics (memory copies
 only) at the durable seq, in the write loop; the capture is encoded in a thread and saved
 on the store's thread by a background task while learning goes on. At most one save is in
-flight (the next group starts one once it is done), and closing awaits it.
+flight (the next group starts one once it is done), and closing awaits it. Snapshots are
+paced by their cost: one starts no sooner than ``snapshot_pace`` (a setting) times the last one's
+duration after it ended (a task starts it then when no group comes), so however fast events
+arrive snapshots take at most a fifth of the time (each is a whole copy of the model), and a
+restart replays at most the events of that stretch.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -127,6 +132,9 @@ class GroupCommit:
         self._learned = host.telemetry.learned.labels(host.name)
         self._wakeup = asyncio.Event()
         self._saving: asyncio.Task[None] | None = None  # the snapshot being encoded and saved
+        self._deferred: asyncio.Task[None] | None = None  # a due snapshot waiting for its pace
+        self._saved_at = -math.inf  # when the last save ended (monotonic seconds)
+        self._save_cost = 0.0  # how long it took, capture to stored
         self._task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"writer:{host.name}")
 
     def submit(self, request: LearnRequest) -> None:
@@ -140,6 +148,10 @@ class GroupCommit:
         self.closing = True
         self._wakeup.set()
         await self._task
+        if self._deferred is not None:
+            self._deferred.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._deferred
         if self._saving is not None:
             await self._saving
         if snapshot and host.seq > host.snapshot_seq and not host.recovering:
@@ -335,13 +347,31 @@ class GroupCommit:
 
     def _start_snapshot(self) -> None:
         """Capture the current (fully durable) state and save it in the background, unless a
-        save is under way (the next group starts one then)."""
+        save is under way (the next group starts one then) or the pace (module docstring)
+        asks to wait (a task starts it then, if it is still due)."""
+        wait = self._saved_at + self.host.settings.snapshot_pace * self._save_cost - time.monotonic()
+        if wait > 0:
+            if self._deferred is None or self._deferred.done():
+                self._deferred = asyncio.get_running_loop().create_task(
+                    self._start_later(wait), name=f"snapshot-pace:{self.host.name}"
+                )
+            return
         if self._saving is None or self._saving.done():
             captured = self._capture()
             if captured is not None:
                 self._saving = asyncio.get_running_loop().create_task(
                     self._save(*captured), name=f"snapshot:{self.host.name}"
                 )
+
+    async def _start_later(self, delay: float) -> None:
+        """After ``delay`` seconds, start the snapshot that was due, if it still is (under the
+        apply lock: a capture is taken between groups, at the durable seq)."""
+        await asyncio.sleep(delay)
+        host = self.host
+        async with host.apply_lock:
+            due = host.seq - host.snapshot_seq >= host.settings.snapshot_every
+            if due and not self.closing and not host.recovering:
+                self._start_snapshot()
 
     async def _snapshot(self) -> None:
         """Write a snapshot of the current (fully durable) state; a failure is only logged."""
@@ -363,9 +393,12 @@ class GroupCommit:
     async def _save(self, seq: int, captured: Capture, state: dict[str, Any]) -> None:
         """Encode a capture in a thread and save it on the store's; a failure is only logged."""
         host = self.host
+        started = time.monotonic()
         try:
             snap = await asyncio.to_thread(_encode_snapshot, seq, captured, state)
             await host.db.run(host.db.store.save_snapshot, host.name, snap, host.settings.snapshots_kept)
+            self._saved_at = time.monotonic()
+            self._save_cost = self._saved_at - started
         except LeaseLost:  # not a failure: another instance is the writer now, and snapshots
             log.warning("model %r: no snapshot at seq %d: this instance lost the writer's lease", host.name, seq)
             return

@@ -73,6 +73,10 @@ class Settings(BaseSettings):
         at least what it holds: ``docs/decisions/pending-ids-memory.md``), and for how long. Ids of callers without an API key never push out those of callers with one.
     snapshot_every
         Write a snapshot after this many events since the last one (also on SIGTERM).
+    snapshot_pace
+        And no sooner than this many times the last snapshot's duration after it ended, so that
+        snapshots (each a whole copy of the model) take at most ``1 / (1 + snapshot_pace)`` of
+        the time however fast events come (0: after every ``snapshot_every`` events).
     snapshots_kept
         Snapshots kept per model; older ones are deleted (the event log is never truncated).
     sync
@@ -143,6 +147,7 @@ class Settings(BaseSettings):
     pending_max_bytes: int = Field(default=20 * MiB, ge=64 * 1024)
     pending_ttl_seconds: float = Field(default=3600.0, gt=0)
     snapshot_every: int = Field(default=10_000, ge=1)
+    snapshot_pace: float = Field(default=4.0, ge=0, le=1_000)
     snapshots_kept: int = Field(default=2, ge=1)
     sync: Literal["full", "normal"] = "full"
     metrics_window: int = Field(default=1_000, ge=1)

@@ -175,7 +175,7 @@ def test_history_survives_restart_and_is_identical_after_replay(running, tmp_pat
     async def close_without_snapshot(self: ModelHost, snapshot: bool) -> None:
         await original_close(self, snapshot=False)
 
-    settings = {"history_every": 50, "snapshot_every": 1000}
+    settings = {"history_every": 50, "snapshot_every": 1000, "snapshot_pace": 0}  # at exact seqs
     with running(**settings) as client:
         learn_all(client, drifting(), batch=230)
         live = client.get("/models/default/metrics/history").json()

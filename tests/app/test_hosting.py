@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +59,13 @@ def test_restart_without_shutdown_snapshot_replays_the_log(running, stream, tmp_
     async def close_without_snapshot(self: ModelHost, snapshot: bool) -> None:
         await original_close(self, snapshot=False)
 
-    with running(snapshot_every=100) as client:
+    with running(snapshot_every=100, snapshot_pace=0) as client:
         learn_all(client, stream[:250], batch=25)
         metrics = client.get("/models/default/metrics").json()
         monkeypatch.setattr(ModelHost, "close", close_without_snapshot)
     assert snapshot_seqs(tmp_path / "data") == [100, 200]  # periodic only; events 201..250 are in the log
     monkeypatch.setattr(ModelHost, "close", original_close)
-    with running(snapshot_every=100) as client:
+    with running(snapshot_every=100, snapshot_pace=0) as client:
         assert client.get("/models/default").json()["seq"] == 250
         assert client.get("/models/default/metrics").json() == metrics
         assert same_predictions(client, fed(stream[:250]))
@@ -380,3 +381,25 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
 
 async def _no_snapshot(self: GroupCommit) -> None:
     return None
+
+
+def test_snapshots_are_paced_by_their_cost_and_a_deferred_one_still_comes(running, stream, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # a pace of 1,000 times the first snapshot's cost: while events keep coming, no other
+    # snapshot starts; once they stop, the one that was due starts by itself
+    with running(snapshot_every=50, snapshot_pace=1000) as client:
+        learn_all(client, stream[:50], batch=25)
+        host = client.app.state.node.registry.get("default")
+        deadline = time.monotonic() + 30
+        while host.snapshot_seq != 50 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert host.snapshot_seq == 50
+        learn_all(client, stream[50:250], batch=25)  # four more snapshots due, none allowed yet
+        assert host.snapshot_seq == 50 and host.seq == 250
+        deadline = time.monotonic() + 60
+        while host.snapshot_seq != 250 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host.snapshot_seq == 250  # the deferred one, at the durable seq when it started
+        metrics = client.get("/models/default/metrics").json()
+    with running(snapshot_every=50) as client:  # restored from it (and the shutdown snapshot)
+        assert client.get("/models/default/metrics").json() == metrics
+        assert same_predictions(client, fed(stream[:250]))

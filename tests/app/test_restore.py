@@ -70,7 +70,7 @@ def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
 ) -> None:
     settings, sql = db
     stream = make_stream(300, seed=8)
-    with running(snapshot_every=100, **settings) as client:
+    with running(snapshot_every=100, snapshot_pace=0, **settings) as client:
         learn_all(client, stream, batch=25)
         before = state(client)
     assert [s for (s,) in sql("SELECT seq FROM {t}snapshots ORDER BY seq")] == [200, 300]  # 300 at the stop
@@ -89,7 +89,7 @@ def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
     else:  # the store fails on it: a snapshot row whose pieces are not there
         sql("DELETE FROM {t}snapshot_pieces WHERE seq = 300")
         expected_from = 200
-    with running(snapshot_every=100, **settings) as client:
+    with running(snapshot_every=100, snapshot_pace=0, **settings) as client:
         host = client.app.state.node.registry.get("default")  # type: ignore[attr-defined]
         assert host.snapshot_seq == expected_from  # rebuilt from the older snapshot, or from the log alone
         assert state(client) == before
