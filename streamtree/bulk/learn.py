@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from streamtree.bulk.problems import BulkError, explain
-from streamtree.bulk.rows import check_columns, chunk_key, encode_learn
-from streamtree.bulk.running import Parser, Progress, add_common, pipelined, run_command
-from streamtree.bulk.sources import Chunk, Source, open_source
-from streamtree.client import Client, RemoteModel
+from streamtree.bulk.rows import chunk_key, encode_learn
+from streamtree.bulk.running import Parser, Progress, add_common, pipelined, run_command, source_and_model
+from streamtree.bulk.sources import Chunk, Source
+from streamtree.client import RemoteModel
 from streamtree.client.errors import ConnectionFailed, InvalidRequest, ServiceError
 
 __all__ = ["main", "parser", "run"]
@@ -75,23 +75,8 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
     (an ``httpx.BaseTransport``) sends the requests instead of the network."""
     args = parser().parse_args(list(argv))
     config = read_config(args.create) if args.create is not None else None
-    if args.id_column is not None and args.id_column == args.label:
-        raise BulkError(f"--id-column and --label name the same column {args.label!r}")
-    source = open_source(args.file, args.format, args.batch_size)
-    try:
-        check_columns(source.columns, source.name, args.label, args.id_column)
-        try:
-            client = Client(args.url, token=args.token, retries=args.retries, transport=transport)
-        except ValueError as e:
-            raise BulkError(f"--url or --token: {e}") from None
-        with client:
-            try:
-                model = client.model(args.model)
-            except ValueError as e:
-                raise BulkError(f"--model: {e}") from None
-            Learning(args, source, model).run(config)
-    finally:
-        source.close()
+    with source_and_model(args, transport) as (source, model):
+        Learning(args, source, model).run(config)
 
 
 class Learning:

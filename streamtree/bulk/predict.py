@@ -22,11 +22,11 @@ from typing import Any
 import pandas as pd
 
 from streamtree.bulk.problems import BulkError, explain
-from streamtree.bulk.rows import check_columns, encode_predict
-from streamtree.bulk.running import Parser, Progress, add_common, pipelined, run_command
+from streamtree.bulk.rows import encode_predict
+from streamtree.bulk.running import Parser, Progress, add_common, pipelined, run_command, source_and_model
 from streamtree.bulk.sinks import open_sink
-from streamtree.bulk.sources import Chunk, Source, open_source
-from streamtree.client import Client, RemoteModel
+from streamtree.bulk.sources import Chunk, Source
+from streamtree.client import RemoteModel
 from streamtree.client.errors import ConnectionFailed, ServiceError
 
 __all__ = ["main", "parser", "run"]
@@ -78,23 +78,8 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
     """:func:`main` without the exit: a user's error is a :class:`BulkError`."""
     args = parser().parse_args(list(argv))
     costs = read_costs(args.decide) if args.decide is not None else None
-    if args.id_column is not None and args.id_column == args.label:
-        raise BulkError(f"--id-column and --label name the same column {args.label!r}")
-    source = open_source(args.file, args.format, args.batch_size)
-    try:
-        check_columns(source.columns, source.name, args.label, args.id_column)
-        try:
-            client = Client(args.url, token=args.token, retries=args.retries, transport=transport)
-        except ValueError as e:
-            raise BulkError(f"--url or --token: {e}") from None
-        with client:
-            try:
-                model = client.model(args.model)
-            except ValueError as e:
-                raise BulkError(f"--model: {e}") from None
-            Predicting(args, source, model, costs).run()
-    finally:
-        source.close()
+    with source_and_model(args, transport) as (source, model):
+        Predicting(args, source, model, costs).run()
 
 
 class Predicting:

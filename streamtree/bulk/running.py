@@ -5,6 +5,7 @@ the previous request is in flight."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import sys
@@ -15,7 +16,9 @@ from typing import Any, NoReturn, TypeVar
 from tqdm import tqdm
 
 from streamtree.bulk.problems import BulkError
-from streamtree.bulk.sources import FORMATS, Source
+from streamtree.bulk.rows import check_columns
+from streamtree.bulk.sources import FORMATS, Source, open_source
+from streamtree.client import Client, RemoteModel
 
 __all__ = ["DEFAULT_URL", "Parser", "Progress", "add_common", "pipelined"]
 
@@ -187,3 +190,27 @@ def run_command(command: str, body: Callable[[], None]) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(1) from None
+
+
+@contextlib.contextmanager
+def source_and_model(args: argparse.Namespace, transport: Any = None) -> Iterator[tuple[Source, RemoteModel]]:
+    """The command's open file (its columns checked against ``--label`` and ``--id-column``)
+    and its model on the service, each bad option a :class:`BulkError` naming it; the file is
+    closed and the client's connections let go on the way out."""
+    if args.id_column is not None and args.id_column == args.label:
+        raise BulkError(f"--id-column and --label name the same column {args.label!r}")
+    source = open_source(args.file, args.format, args.batch_size)
+    try:
+        check_columns(source.columns, source.name, args.label, args.id_column)
+        try:
+            client = Client(args.url, token=args.token, retries=args.retries, transport=transport)
+        except ValueError as e:
+            raise BulkError(f"--url or --token: {e}") from None
+        with client:
+            try:
+                model = client.model(args.model)
+            except ValueError as e:
+                raise BulkError(f"--model: {e}") from None
+            yield source, model
+    finally:
+        source.close()
