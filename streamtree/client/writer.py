@@ -43,7 +43,37 @@ class WriterStopped(RuntimeError):
     """A call on a writer after its error was raised, or after it was closed."""
 
 
-class Writer:
+class _Buffered:
+    """What both writers keep: the counts the service acknowledged, the buffer, and the first
+    error, raised once and then answered with :class:`WriterStopped`."""
+
+    def __init__(self, batch_size: int, flush_seconds: float) -> None:
+        self.batch_size = check_batch_size(batch_size)
+        self.flush_seconds = _check_seconds(flush_seconds)
+        self.learned = 0
+        self.seq = 0
+        self.unsent: list[dict[str, Any]] = []
+        self._events: list[bytes] = []
+        self._first = 0.0
+        self._error: BaseException | None = None
+        self._raised = False
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise WriterStopped("this writer is closed")
+        self._raise_pending()
+
+    def _raise_pending(self) -> None:
+        if self._error is None:
+            return
+        if self._raised:
+            raise WriterStopped(f"this writer stopped at an earlier error: {self._error}") from self._error
+        self._raised = True
+        raise self._error
+
+
+class Writer(_Buffered):
     """Buffers ``learn_one`` and posts batches (see the module's description).
 
     Attributes
@@ -57,18 +87,9 @@ class Writer:
     """
 
     def __init__(self, model: BatchSink, batch_size: int = 1000, flush_seconds: float = 1.0) -> None:
-        self.batch_size = check_batch_size(batch_size)
-        self.flush_seconds = _check_seconds(flush_seconds)
-        self.learned = 0
-        self.seq = 0
-        self.unsent: list[dict[str, Any]] = []
+        super().__init__(batch_size, flush_seconds)
         self._model = model
         self._encode = model.encode_event
-        self._events: list[bytes] = []
-        self._first = 0.0
-        self._error: BaseException | None = None
-        self._raised = False
-        self._closed = False
         self._lock = threading.Lock()  # guards the buffer, _first, _error and _closed
         self._state = threading.Condition(self._lock)  # the timer waits on it
         self._posting = threading.Lock()  # one batch posted at a time, in order of taking
@@ -116,19 +137,6 @@ class Writer:
         if raise_error:
             self._raise_pending()
 
-    def _check(self) -> None:
-        if self._closed:
-            raise WriterStopped("this writer is closed")
-        self._raise_pending()
-
-    def _raise_pending(self) -> None:
-        if self._error is None:
-            return
-        if self._raised:
-            raise WriterStopped(f"this writer stopped at an earlier error: {self._error}") from self._error
-        self._raised = True
-        raise self._error
-
     def _post(self) -> None:
         """Take the buffer and post it (or keep it in ``unsent`` after an error)."""
         with self._posting:
@@ -175,22 +183,13 @@ class AsyncBatchSink(Protocol):
     def post_events(self, events: list[bytes], key: str | None = None) -> Awaitable[Any]: ...
 
 
-class AsyncWriter:
+class AsyncWriter(_Buffered):
     """:class:`Writer` for :class:`~streamtree.client.aio.AsyncRemoteModel`: ``await w.learn_one(x, y)``;
     the timer is a task of the running loop."""
 
     def __init__(self, model: AsyncBatchSink, batch_size: int = 1000, flush_seconds: float = 1.0) -> None:
-        self.batch_size = check_batch_size(batch_size)
-        self.flush_seconds = _check_seconds(flush_seconds)
-        self.learned = 0
-        self.seq = 0
-        self.unsent: list[dict[str, Any]] = []
+        super().__init__(batch_size, flush_seconds)
         self._model = model
-        self._events: list[bytes] = []
-        self._first = 0.0
-        self._error: BaseException | None = None
-        self._raised = False
-        self._closed = False
         self._posting = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
 
@@ -233,19 +232,6 @@ class AsyncWriter:
                 pass
         if raise_error:
             self._raise_pending()
-
-    def _check(self) -> None:
-        if self._closed:
-            raise WriterStopped("this writer is closed")
-        self._raise_pending()
-
-    def _raise_pending(self) -> None:
-        if self._error is None:
-            return
-        if self._raised:
-            raise WriterStopped(f"this writer stopped at an earlier error: {self._error}") from self._error
-        self._raised = True
-        raise self._error
 
     async def _post(self) -> None:
         async with self._posting:
