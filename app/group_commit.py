@@ -175,7 +175,7 @@ class GroupCommit:
             try:
                 async with host.apply_lock:
                     await self._process(group)
-                    if host.seq - host.snapshot_seq >= host.settings.snapshot_every:
+                    if self._snapshot_due():
                         self._start_snapshot()
             except Exception:  # the writer must survive anything: back to the durable state
                 log.exception("model %r: writer failed", host.name)
@@ -345,6 +345,11 @@ class GroupCommit:
             if not request.future.done():
                 request.future.set_result((n, last))
 
+    def _snapshot_due(self) -> bool:
+        """Whether ``snapshot_every`` events were learned since the last snapshot."""
+        host = self.host
+        return host.seq - host.snapshot_seq >= host.settings.snapshot_every
+
     def _start_snapshot(self) -> None:
         """Capture the current (fully durable) state and save it in the background, unless a
         save is under way (the next group starts one then) or the pace (module docstring)
@@ -369,8 +374,7 @@ class GroupCommit:
         await asyncio.sleep(delay)
         host = self.host
         async with host.apply_lock:
-            due = host.seq - host.snapshot_seq >= host.settings.snapshot_every
-            if due and not self.closing and not host.recovering:
+            if self._snapshot_due() and not self.closing and not host.recovering:
                 self._start_snapshot()
 
     async def _snapshot(self) -> None:
