@@ -14,7 +14,7 @@ from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps, loads
 from streamtree.client.errors import Conflict, ConnectionFailed, error_for
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
-from streamtree.client.sync import DEFAULT_URL, client_headers
+from streamtree.client.sync import DEFAULT_URL, base_url, client_headers
 from streamtree.client.writer import AsyncWriter
 
 __all__ = ["AsyncClient", "AsyncRemoteModel"]
@@ -50,10 +50,8 @@ class AsyncClient:
         backoff: float = 0.2,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValueError(f"url: an http:// or https:// URL, got {url!r}")
+        self.url = base_url(url)
         check_policy(timeout, retries, backoff)
-        self.url = url.rstrip("/")
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.AsyncClient(

@@ -16,9 +16,16 @@ from streamtree.client.errors import Conflict, ConnectionFailed, error_for
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.writer import Writer
 
-__all__ = ["Client", "RemoteModel", "client_headers"]
+__all__ = ["Client", "RemoteModel", "base_url", "client_headers"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def base_url(url: str) -> str:
+    """``url`` without a trailing slash; a ``ValueError`` unless it is an http(s) URL."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"url: an http:// or https:// URL, got {url!r}")
+    return url.rstrip("/")
 
 
 def client_headers(token: str | None) -> dict[str, str]:
@@ -61,10 +68,8 @@ class Client:
         backoff: float = 0.2,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValueError(f"url: an http:// or https:// URL, got {url!r}")
+        self.url = base_url(url)
         check_policy(timeout, retries, backoff)
-        self.url = url.rstrip("/")
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.Client(
