@@ -24,7 +24,7 @@ from typing import Any
 
 from streamtree.bulk.problems import BulkError, explain
 from streamtree.bulk.rows import chunk_key, encode_learn
-from streamtree.bulk.running import Parser, Progress, add_common, pipelined, run_command, source_and_model
+from streamtree.bulk.running import Interrupts, Parser, Progress, add_common, pipelined, run_command, source_and_model
 from streamtree.bulk.sources import Chunk, Source
 from streamtree.client import RemoteModel
 from streamtree.client.errors import ConnectionFailed, InvalidRequest, ServiceError
@@ -75,15 +75,16 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
     (an ``httpx.BaseTransport``) sends the requests instead of the network."""
     args = parser().parse_args(list(argv))
     config = read_config(args.create) if args.create is not None else None
-    with source_and_model(args, transport) as (source, model):
-        Learning(args, source, model).run(config)
+    with Interrupts("learn") as interrupts, source_and_model(args, transport) as (source, model):
+        Learning(args, source, model, interrupts).run(config)
 
 
 class Learning:
     """One run: the chunks sent in order, what the service answered, the progress shown."""
 
-    def __init__(self, args: Any, source: Source, model: RemoteModel) -> None:
+    def __init__(self, args: Any, source: Source, model: RemoteModel, interrupts: Interrupts) -> None:
         self.args = args
+        self.interrupts = interrupts
         self.source = source
         self.model = model
         self.url = model.client.url
@@ -114,8 +115,9 @@ class Learning:
             raise self.fail(e) from None
         progress = Progress(self.source, not self.args.no_progress, "events")
         started = time.perf_counter()
+        stopped = self.interrupts.requested
         try:
-            for chunk, events, key in pipelined(self.chunks()):
+            for chunk, events, key in () if stopped else pipelined(self.chunks()):
                 try:
                     answer = self.model.learn_batch(events, key)
                 except (ServiceError, ConnectionFailed) as e:
@@ -125,6 +127,9 @@ class Learning:
                 if int(answer["seq"]) > start_seq:
                     self.new += n
                 progress.update(len(chunk))
+                if self.interrupts.requested:
+                    stopped = True
+                    break
         except BulkError as e:
             progress.close()
             if self.learned:
@@ -132,14 +137,13 @@ class Learning:
                     f"{e}; {self.learned:,} events are learned (run the same command again to resume)"
                 ) from None
             raise
-        except KeyboardInterrupt:
-            progress.close()
+        progress.close()
+        if stopped:
             sys.stderr.write(
                 f"streamtree learn: interrupted; {self.learned:,} events are learned "
                 "(run the same command again to resume)\n"
             )
-            raise SystemExit(130) from None
-        progress.close()
+            raise SystemExit(130)
         elapsed = time.perf_counter() - started
         rate = self.learned / elapsed if elapsed > 0 else 0.0
         print(

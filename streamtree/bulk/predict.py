@@ -23,7 +23,7 @@ import pandas as pd
 
 from streamtree.bulk.problems import BulkError, explain
 from streamtree.bulk.rows import encode_predict
-from streamtree.bulk.running import Parser, Progress, add_common, pipelined, run_command, source_and_model
+from streamtree.bulk.running import Interrupts, Parser, Progress, add_common, pipelined, run_command, source_and_model
 from streamtree.bulk.sinks import open_sink
 from streamtree.bulk.sources import Chunk, Source
 from streamtree.client import RemoteModel
@@ -78,15 +78,18 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
     """:func:`main` without the exit: a user's error is a :class:`BulkError`."""
     args = parser().parse_args(list(argv))
     costs = read_costs(args.decide) if args.decide is not None else None
-    with source_and_model(args, transport) as (source, model):
-        Predicting(args, source, model, costs).run()
+    with Interrupts("predict") as interrupts, source_and_model(args, transport) as (source, model):
+        Predicting(args, source, model, costs, interrupts).run()
 
 
 class Predicting:
     """One run: the chunks sent in order, the answers written in order."""
 
-    def __init__(self, args: Any, source: Source, model: RemoteModel, costs: dict[str, Any] | None) -> None:
+    def __init__(
+        self, args: Any, source: Source, model: RemoteModel, costs: dict[str, Any] | None, interrupts: Interrupts
+    ) -> None:
         self.args = args
+        self.interrupts = interrupts
         self.source = source
         self.model = model
         self.costs = costs
@@ -146,20 +149,23 @@ class Predicting:
         sink = open_sink(self.args.out)
         progress = Progress(self.source, not self.args.no_progress, "rows")
         started = time.perf_counter()
+        stopped = self.interrupts.requested
         try:
-            for chunk, instances, ids in pipelined(self.chunks()):
+            for chunk, instances, ids in () if stopped else pipelined(self.chunks()):
                 sink.write(self.frame(chunk, ids, self.ask(chunk, instances)))
                 progress.update(len(chunk))
-        except KeyboardInterrupt:
-            progress.close()
-            sys.stderr.write(f"streamtree predict: interrupted after {sink.rows:,} rows written to {self.args.out}\n")
-            raise SystemExit(130) from None
+                if self.interrupts.requested:
+                    stopped = True
+                    break
         except BulkError as e:
             progress.close()
             raise BulkError(f"{e} ({sink.rows:,} rows before it written to {self.args.out})") from None
         finally:
             sink.close()
         progress.close()
+        if stopped:
+            sys.stderr.write(f"streamtree predict: interrupted after {sink.rows:,} rows written to {self.args.out}\n")
+            raise SystemExit(130)
         elapsed = time.perf_counter() - started
         rate = sink.rows / elapsed if elapsed > 0 else 0.0
         sys.stderr.write(

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import os
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from streamtree.bulk.rows import check_columns
 from streamtree.bulk.sources import FORMATS, Source, open_source
 from streamtree.client import Client, RemoteModel
 
-__all__ = ["DEFAULT_URL", "Parser", "Progress", "add_common", "pipelined"]
+__all__ = ["DEFAULT_URL", "Interrupts", "Parser", "Progress", "add_common", "pipelined"]
 
 T = TypeVar("T")
 
@@ -170,6 +171,48 @@ def pipelined(items: Iterator[T], depth: int = 1) -> Iterator[T]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+class Interrupts:
+    """Ctrl-C for a bulk command: the first one stops the run between two chunks, the second
+    ends the process at once.
+
+    Raising ``KeyboardInterrupt`` wherever the main thread happens to be (inside httpx's
+    connection pool, a queue's lock) can leave a lock held that the way out then waits on
+    forever, and it loses the answer to the request in flight (learned, but not counted).
+    So while this is entered (in the main thread), SIGINT only sets :attr:`requested`; the
+    loop checks it after each answer and stops there, with every answer counted. A second
+    Ctrl-C, for a service that does not answer, writes one line and exits with status 130
+    without running any clean-up. Outside the main thread (where Python cannot take
+    signals) this does nothing. Enter it before the first request, so that no request is
+    ever interrupted half-way by the first Ctrl-C.
+    """
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        # os.write, not sys.stderr: the handler may run inside a write to sys.stderr
+        if self.requested:
+            os.write(2, f"\nstreamtree {self.command}: stopped at once (a second Ctrl-C)\n".encode())
+            os._exit(130)
+        self.requested = True
+        os.write(
+            2,
+            f"\nstreamtree {self.command}: stopping after the batch in flight (Ctrl-C again to stop at once)\n".encode(),
+        )
 
 
 class _Failure:

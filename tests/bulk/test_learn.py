@@ -5,8 +5,8 @@ nothing twice; a refused row stops the run keeping the rows before it."""
 from __future__ import annotations
 
 import io
-import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -166,15 +166,32 @@ def test_ctrl_c_then_a_rerun_learns_each_row_once(service: Service, client: Clie
     cut_at = model.info()["seq"]
     assert proc.returncode == 130, err.decode()
     assert 0 < cut_at < len(frame), "the run ended before it was interrupted: make the file larger"
-    assert "interrupted" in err.decode() and "run the same command again to resume" in err.decode()
+    # the first Ctrl-C lets the batch in flight finish, so its answer is counted too
+    assert f"interrupted; {cut_at:,} events are learned (run the same command again to resume)" in err.decode()
     done = cli(service, *args, "--no-progress")
     assert done.returncode == 0, done.stderr.decode()
-    # a request in flight at the signal may still be learned after the CLI is gone: count from the re-run
-    m = re.search(r"\(([\d,]+) new, ([\d,]+) already learned\)", done.stdout.decode())
-    assert m is not None, done.stdout.decode()
-    new, already = (int(g.replace(",", "")) for g in m.groups())
-    assert new + already == len(frame) and cut_at <= already < len(frame)
+    assert f"({len(frame) - cut_at:,} new, {cut_at:,} already learned)" in done.stdout.decode()
     assert logged(client, name) == expected_events(frame)
+
+
+def test_a_second_ctrl_c_stops_at_once_when_the_service_does_not_answer(service: Service, tmp_path: Path) -> None:
+    path = write(table(10, seed=4), tmp_path / "rows.csv")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        args = ["learn", str(path), "--model", "m", "--label", "y", "--url", url, "--retries", "0"]
+        proc = subprocess.Popen([str(EXE), *args], env=env(service), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        silent.settimeout(60)
+        conn, _ = silent.accept()  # the command's first request: its Ctrl-C handling is in place
+        with conn:
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            assert proc.poll() is None, "the first Ctrl-C waits for the answer in flight"
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "stopping after the batch in flight (Ctrl-C again to stop at once)" in err.decode()
+    assert "streamtree learn: stopped at once (a second Ctrl-C)" in err.decode()
+    assert "Traceback" not in err.decode()
 
 
 def test_a_refused_row_keeps_the_rows_before_it_and_the_fixed_file_resumes(
