@@ -24,8 +24,9 @@ serve: $(BIN)/.installed
 
 # Includes tests/docs: the site builds with `mkdocs build --strict` and every answer the
 # README and the site show is run.
+# Two workers (pytest-xdist): the tests mostly wait on servers and subprocesses.
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # With `make serve` running: post a drifting stream, then watch $(URL)/dashboard.
 demo: $(BIN)/.installed

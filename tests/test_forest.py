@@ -38,6 +38,7 @@ def probas(model: ProbabilityForest | ProbabilityTree, n: int = 80) -> list[list
 
 
 @pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.usefixtures("frozen_heap")
 def test_river_checks(method: str) -> None:
     model = ProbabilityForest(n_trees=3, method=method)
     for check in checks.yield_checks(model):

@@ -49,6 +49,7 @@ def fitted(smoothing: str = "hgs", n: int = 600, **kwargs) -> ProbabilityTree:
 
 
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
+@pytest.mark.usefixtures("frozen_heap")
 def test_river_checks(smoothing: str) -> None:
     model = ProbabilityTree(smoothing=smoothing)
     for check in checks.yield_checks(model):
