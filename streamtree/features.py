@@ -27,6 +27,7 @@ import numbers
 import sys
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,8 @@ class _Absent:
 
 
 _ABSENT = _Absent()
+_ABSENT_NAN = float("nan")  # a NaN object of its own: an absent numeric feature, by identity
+_NONE = type(None)
 _NO_VALUE = frozenset({type(None), _Absent})
 _NUMERIC_TYPES = frozenset({float, int}) | _NO_VALUE
 _NOMINAL_TYPES = frozenset({str, bool}) | _NO_VALUE
@@ -310,16 +313,14 @@ class FeatureRegistry:
         nom = np.empty((n, len(nominal)), dtype=np.int64)
         found = 0
         for c, name in enumerate(numeric):
-            column = [x.get(name, _ABSENT) for x in xs]
+            # an absent feature reads as one NaN object, told from a user's NaN by identity
+            column = list(map(dict.get, xs, repeat(name), repeat(_ABSENT_NAN)))
             types = set(map(type, column))
             if not types <= _NUMERIC_TYPES or (int in types and name in self.nominal_features):
                 return None
-            if types & _NO_VALUE:
-                absent = column.count(_ABSENT)  # identity first: a scan of pointers
-                found += n - absent
-                column = [math.nan if v is None or v is _ABSENT else v for v in column]
-            else:
-                found += n
+            found += n - column.count(_ABSENT_NAN)  # identity first: a scan of pointers
+            if _NONE in types:
+                column = [math.nan if v is None else v for v in column]
             try:
                 values = np.array(column, dtype=np.float64)
             except OverflowError:  # an int beyond float: encode() refuses it with a message
@@ -328,17 +329,17 @@ class FeatureRegistry:
                 return None
             num[:, c] = values
         for c, name in enumerate(nominal):
-            column = [x.get(name, _ABSENT) for x in xs]
+            column = list(map(dict.get, xs, repeat(name), repeat(_ABSENT)))
             types = set(map(type, column))
             if not types <= _NOMINAL_TYPES:
                 return None
             codes_of = self.codes[c]
             if types & _NO_VALUE:
                 found += n - column.count(_ABSENT)
-                codes = [-1 if v is None or v is _ABSENT else codes_of.get(v, -2) for v in column]
+                codes_of = {**codes_of, None: -1, _ABSENT: -1}  # missing: -1, one lookup for all
             else:
                 found += n
-                codes = [codes_of.get(v, -2) for v in column]
+            codes = list(map(codes_of.get, column, repeat(-2)))
             if -2 in codes:  # a value not registered yet
                 return None
             nom[:, c] = codes
