@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     pending_max_bytes: int = Field(default=20 * MiB, ge=64 * 1024)
     pending_ttl_seconds: float = Field(default=3600.0, gt=0)
     snapshot_every: int = Field(default=10_000, ge=1)
-    snapshot_pace: float = Field(default=4.0, ge=0, le=1_000)
+    snapshot_pace: float = Field(default=10.0, ge=0, le=1_000)
     snapshots_kept: int = Field(default=2, ge=1)
     sync: Literal["full", "normal"] = "full"
     metrics_window: int = Field(default=1_000, ge=1)

@@ -264,7 +264,7 @@ def report(res: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=1000, help="--batch-size of the CLI (its default: 1000)")
+    parser.add_argument("--batch", type=int, default=5000, help="--batch-size of the CLI (its default: 5000)")
     parser.add_argument("--out", default="bulk", help="results name under bench/results (no suffix)")
     args = parser.parse_args()
     load_before = os.getloadavg()
