@@ -49,6 +49,9 @@ def explain(
         return BulkError(f"no model {model!r} at {url}{hint}")
     if isinstance(e, Conflict):
         return BulkError(f"model {model!r}: {e.line()}")
+    if isinstance(e, InvalidRequest) and e.loc and list(e.loc) in (["body", "events"], ["body", "instances"]):
+        if e.errors and e.errors[0].get("type") == "too_long":  # more events than the service's max_batch
+            return BulkError(f"the service at {url} refused a chunk: {e.message}: lower --batch-size")
     if isinstance(e, InvalidRequest) and row_of is not None and e.loc:
         loc = list(e.loc)
         if len(loc) >= 3 and loc[:2] in (["body", "events"], ["body", "instances"]) and isinstance(loc[2], int):

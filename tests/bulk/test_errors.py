@@ -117,6 +117,17 @@ def test_service_errors(service: Service, csv: Path, tmp_path: Path) -> None:
     assert "--out: cannot tell the format" in line
 
 
+def test_a_chunk_over_the_services_max_batch_says_to_lower_batch_size(service: Service, tmp_path: Path) -> None:
+    path = write(table(10_001, seed=7), tmp_path / "rows.csv")  # the service's max_batch: 10,000
+    name = fresh_name()
+    create = str(Path(__file__).parent / "default.json")
+    line = fails(learn, args(service, path, name, "--label", "y", "--batch-size", "10001", "--create", create))
+    assert line.startswith("streamtree learn: the service at") and line.endswith(": lower --batch-size"), line
+    assert "at most 10000 items, not 10001" in line
+    line = fails(predict, args(service, path, name, "--out", str(tmp_path / "p.csv"), "--batch-size", "10001"))
+    assert line.startswith("streamtree predict: the service at") and ": lower --batch-size (0 rows before it" in line
+
+
 def test_the_console_script_exits_1_with_one_line(service: Service, csv: Path) -> None:
     done = cli(service, "learn", str(csv), "--model", fresh_name(), "--label", "y")
     assert done.returncode == 1
