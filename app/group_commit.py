@@ -20,8 +20,9 @@ on the store's thread by a background task while learning goes on. At most one s
 flight (the next group starts one once it is done), and closing awaits it. Snapshots are
 paced by their cost: one starts no sooner than ``snapshot_pace`` (a setting) times the last one's
 duration after it ended (a task starts it then when no group comes), so however fast events
-arrive snapshots take at most 1/11 of the time (the default pace, 10) (each is a whole copy of the model), and a
-restart replays at most the events of that stretch.
+arrive snapshots (each a whole copy of the model) take at most ``1 / (1 + snapshot_pace)`` of
+the time (1/11 at the default pace, 10), and a restart replays at most the events of that
+stretch.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class _Absent:
 _ABSENT = _Absent()
 _ABSENT_NAN = float("nan")  # a NaN object of its own: an absent numeric feature, by identity
 _NONE = type(None)
-_NO_VALUE = frozenset({type(None), _Absent})
+_NO_VALUE = frozenset({_NONE, _Absent})
 _NUMERIC_TYPES = frozenset({float, int}) | _NO_VALUE
 _NOMINAL_TYPES = frozenset({str, bool}) | _NO_VALUE
 

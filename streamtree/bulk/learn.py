@@ -115,9 +115,8 @@ class Learning:
             raise self.fail(e) from None
         progress = Progress(self.source, not self.args.no_progress, "events")
         started = time.perf_counter()
-        stopped = self.interrupts.requested
         try:
-            for chunk, events, key in () if stopped else pipelined(self.chunks()):
+            for chunk, events, key in self.interrupts.until_requested(pipelined(self.chunks())):
                 try:
                     answer = self.model.learn_batch(events, key)
                 except (ServiceError, ConnectionFailed) as e:
@@ -127,9 +126,6 @@ class Learning:
                 if int(answer["seq"]) > start_seq:
                     self.new += n
                 progress.update(len(chunk))
-                if self.interrupts.requested:
-                    stopped = True
-                    break
         except BulkError as e:
             progress.close()
             if self.learned:
@@ -138,7 +134,7 @@ class Learning:
                 ) from None
             raise
         progress.close()
-        if stopped:
+        if self.interrupts.stopped_early:
             sys.stderr.write(
                 f"streamtree learn: interrupted; {self.learned:,} events are learned "
                 "(run the same command again to resume)\n"

@@ -149,21 +149,17 @@ class Predicting:
         sink = open_sink(self.args.out)
         progress = Progress(self.source, not self.args.no_progress, "rows")
         started = time.perf_counter()
-        stopped = self.interrupts.requested
         try:
-            for chunk, instances, ids in () if stopped else pipelined(self.chunks()):
+            for chunk, instances, ids in self.interrupts.until_requested(pipelined(self.chunks())):
                 sink.write(self.frame(chunk, ids, self.ask(chunk, instances)))
                 progress.update(len(chunk))
-                if self.interrupts.requested:
-                    stopped = True
-                    break
         except BulkError as e:
             progress.close()
             raise BulkError(f"{e} ({sink.rows:,} rows before it written to {self.args.out})") from None
         finally:
             sink.close()
         progress.close()
-        if stopped:
+        if self.interrupts.stopped_early:
             sys.stderr.write(f"streamtree predict: interrupted after {sink.rows:,} rows written to {self.args.out}\n")
             raise SystemExit(130)
         elapsed = time.perf_counter() - started

@@ -21,6 +21,9 @@ from streamtree.client.errors import (
 
 __all__ = ["BulkError", "explain"]
 
+#: Where a request's events (a learn) or instances (a prediction) are, in a 422's ``loc``.
+_BATCH_LOCS = (["body", "events"], ["body", "instances"])
+
 
 class BulkError(Exception):
     """A user's error, said in one line (the command's name is put before it)."""
@@ -49,12 +52,12 @@ def explain(
         return BulkError(f"no model {model!r} at {url}{hint}")
     if isinstance(e, Conflict):
         return BulkError(f"model {model!r}: {e.line()}")
-    if isinstance(e, InvalidRequest) and e.loc and list(e.loc) in (["body", "events"], ["body", "instances"]):
+    if isinstance(e, InvalidRequest) and e.loc and list(e.loc) in _BATCH_LOCS:
         if e.errors and e.errors[0].get("type") == "too_long":  # more events than the service's max_batch
             return BulkError(f"the service at {url} refused a chunk: {e.message}: lower --batch-size")
     if isinstance(e, InvalidRequest) and row_of is not None and e.loc:
         loc = list(e.loc)
-        if len(loc) >= 3 and loc[:2] in (["body", "events"], ["body", "instances"]) and isinstance(loc[2], int):
+        if len(loc) >= 3 and loc[:2] in _BATCH_LOCS and isinstance(loc[2], int):
             where = row_of(loc[2])
             rest = [str(p) for p in loc[3:]]
             if len(rest) >= 2 and rest[0] == "features":

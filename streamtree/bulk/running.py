@@ -191,6 +191,7 @@ class Interrupts:
     def __init__(self, command: str) -> None:
         self.command = command
         self.requested = False
+        self.stopped_early = False  # set by until_requested when it left items unread
         self._previous: Any = None
 
     def __enter__(self) -> Interrupts:
@@ -202,6 +203,19 @@ class Interrupts:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
+
+    def until_requested(self, items: Iterator[T]) -> Iterator[T]:
+        """``items`` until a Ctrl-C: checked before each next one, so after the caller has
+        handled the one before (its answer counted); :attr:`stopped_early` says whether some
+        were left (none is read once a Ctrl-C came first)."""
+        if self.requested:
+            self.stopped_early = True
+            return
+        for item in items:
+            yield item
+            if self.requested:
+                self.stopped_early = True
+                return
 
     def _handle(self, signum: int, frame: Any) -> None:
         # os.write, not sys.stderr: the handler may run inside a write to sys.stderr
