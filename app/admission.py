@@ -92,6 +92,7 @@ class LearnRequest:
     future: asyncio.Future[tuple[int, int]]
     key: str | None = None  # the Idempotency-Key, if given
     body_hash: str = ""
+    after: str | None = None  # the Idempotency-After: the key of the request this one follows
 
 
 @dataclass

@@ -5,7 +5,7 @@ models (``PUT``/``DELETE /models/{name}``) and predictions or decisions that car
 (the pending features of a delayed label live on the writer, so the label finds them
 whichever instance receives it). On the writer, and for every other request, this middleware
 only checks the role. A forwarded request keeps its method, path, query, body and the
-headers that matter (``Content-Type``, ``Authorization``, ``Idempotency-Key``); the writer's
+headers that matter (``Content-Type``, ``Authorization``, ``Idempotency-Key``, ``Idempotency-After``); the writer's
 answer is returned as it is, so the writer checks the body and the key. Small learns
 forwarded at the same time are merged into one request (:mod:`app.coalescing`).
 
@@ -47,7 +47,7 @@ LOST_ANSWER = (
 _LEARN = re.compile(r"^/(?:models/[^/]+/)?learn$")
 _MODEL = re.compile(r"^/models/[^/]+$")
 _WITH_ID = re.compile(r"^/(?:models/[^/]+/)?(?:predict_proba|decide)$")
-_KEPT = (b"content-type", b"authorization", b"idempotency-key")
+_KEPT = (b"content-type", b"authorization", b"idempotency-key", b"idempotency-after")
 _RETRY_EVERY = 0.05
 #: How often a forwarded request in flight checks that its writer still holds the lease.
 _WATCH_EVERY = 0.1

@@ -43,8 +43,9 @@ from streamtree.exceptions import InputError
 from streamtree.persistence import Capture
 
 from .admission import LearnRequest, admit, event_ids
-from .exceptions import LearnFailure, Loc, NotWriter, StorageFailure
+from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailure
 from .learning import bad_row, encode_events
+from .ordering import Ordering
 from .pacing import learn_in_stretches, stretch_events
 from .pending import PendingIds
 from .prequential import Prequential
@@ -131,6 +132,7 @@ class GroupCommit:
         self.queue: deque[LearnRequest] = deque()
         self.closing = False
         self._learned = host.telemetry.learned.labels(host.name)
+        self.ordering = Ordering(lambda requests: self.queue.extendleft(reversed(requests)))
         self._wakeup = asyncio.Event()
         self._saving: asyncio.Task[None] | None = None  # the snapshot being encoded and saved
         self._deferred: asyncio.Task[None] | None = None  # a due snapshot waiting for its pace
@@ -140,6 +142,7 @@ class GroupCommit:
 
     def submit(self, request: LearnRequest) -> None:
         """Queue a request; its future is resolved once its events are durable (or refused)."""
+        self.ordering.saw(request)
         self.queue.append(request)
         self._wakeup.set()
 
@@ -149,6 +152,7 @@ class GroupCommit:
         self.closing = True
         self._wakeup.set()
         await self._task
+        self.ordering.close(NotAvailable())  # what they follow will not come: nothing is taken any more
         if self._deferred is not None:
             self._deferred.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -184,6 +188,7 @@ class GroupCommit:
                     await host.rebuild()
                 for request in group:
                     _fail(request, StorageFailure())
+            self.ordering.release(group)  # the requests that follow one of this group's, placed again
 
     async def _process(self, group: list[LearnRequest]) -> None:
         """Learn a group of requests in chunks, then commit them in one transaction."""
@@ -210,10 +215,12 @@ class GroupCommit:
         A request whose key is logged gets the first answer (same body) or a 422 (another
         body) and is not learned. A request whose key an earlier request of the group holds
         goes back to the head of the queue: the next group finds the key logged if the
-        earlier one was learned, and learns it otherwise.
+        earlier one was learned, and learns it otherwise. A request that follows another
+        (``Idempotency-After``) is learned only if that one is logged (:mod:`app.ordering`).
         """
         host = self.host
-        keys = list({r.key for r in group if r.key is not None and not r.future.done()})
+        live = [r for r in group if r.key is not None and not r.future.done()]
+        keys = list({r.key for r in live} | {r.after for r in live if r.after is not None})
         if not keys:
             return group
         try:
@@ -229,6 +236,9 @@ class GroupCommit:
         kept: list[LearnRequest] = []
         later: list[LearnRequest] = []
         held: set[str] = set()
+        pending: set[str] = set()
+        if any(r.after is not None for r in live):
+            pending = {r.key for r in live if r.key is not None} | {r.key for r in self.queue if r.key is not None}
         for request in group:
             if request.key is None:
                 kept.append(request)
@@ -246,6 +256,10 @@ class GroupCommit:
                     request.future.set_result((answer.learned, answer.seq))
             elif request.key in held:
                 later.append(request)
+            elif request.after is not None and not self.ordering.place(
+                request, request.after in found, request.after in pending
+            ):
+                continue  # held until what it follows is settled, or refused
             else:
                 held.add(request.key)
                 kept.append(request)

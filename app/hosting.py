@@ -330,14 +330,21 @@ class ModelHost:
 
     # ------------------------------------------------------------------ writing
     async def learn(
-        self, events: Sequence[LearnEvent], batch: bool, key: str | None = None, body_hash: str = ""
+        self,
+        events: Sequence[LearnEvent],
+        batch: bool,
+        key: str | None = None,
+        body_hash: str = "",
+        after: str | None = None,
     ) -> tuple[int, int]:
         """Queue a request's events for the writer; return ``(learned, seq)`` once durable.
 
         With an idempotency ``key``, a request the model logged with that key (within the
         ``idempotency_window_seconds`` setting) is not learned again: it gets the first answer
         if its ``body_hash`` is the first request's, else a 422. The writer checks and records
-        keys in order, so two requests with one key are never both learned.
+        keys in order, so two requests with one key are never both learned. With ``after``
+        (the key of another request), it is learned only once that request is
+        (:mod:`app.ordering`).
 
         Raises
         ------
@@ -352,7 +359,7 @@ class ModelHost:
         if self.recovering:
             raise self.not_ready()
         future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
-        self.writer.submit(LearnRequest(events, batch, future, key, body_hash))
+        self.writer.submit(LearnRequest(events, batch, future, key, body_hash, after))
         return await future
 
     async def close(self, snapshot: bool) -> None:

@@ -87,10 +87,10 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
-def learn_cmd(csv: Path, name: str, url: str, config: Path, batch: int) -> list[str]:
+def learn_cmd(csv: Path, name: str, url: str, config: Path, batch: int, in_flight: int = 2) -> list[str]:
     return [
         str(EXE), "learn", str(csv), "--model", name, "--label", "y", "--url", url,
-        "--create", str(config), "--batch-size", str(batch), "--no-progress",
+        "--create", str(config), "--batch-size", str(batch), "--in-flight", str(in_flight), "--no-progress",
     ]  # fmt: skip
 
 
@@ -208,11 +208,15 @@ def report(res: dict[str, Any]) -> str:
         f"# streamtree learn: a {res['rows']:,}-row CSV ({res['date_utc']}, commit {res['commit']}, "
         f"{m['cpus']} CPUs, load average {m['loadavg_before'][0]:.2f} before, {m['loadavg_after'][0]:.2f} after)",
         "",
-        f"Command: `flock /tmp/streamtree-bench.lock nice -n 0 .venv/bin/python -m bench.bulk --rows {res['rows']} --batch {res['batch']}`. "
+        f"Command: `flock /tmp/streamtree-bench.lock nice -n 0 .venv/bin/python -m bench.bulk --rows {res['rows']} --batch {res['batch']} --in-flight {res['in_flight']}`. "
         f"The file: {res['rows']:,} rows of 10 numeric and 3 string columns, about 1% blank cells, a `yes`/`no` "
-        f"label ({res['csv_mb']:.0f} MB). `streamtree learn --batch-size {res['batch']}` as a subprocess against "
-        "`streamtree serve` (SQLite, default settings) on loopback, same machine. **The machine was shared with "
-        "other helpers' work during the run** (2 cores; see the load averages): rates are lower than on a quiet machine.",
+        f"label ({res['csv_mb']:.0f} MB). `streamtree learn --batch-size {res['batch']} --in-flight {res['in_flight']}` "
+        "as a subprocess against `streamtree serve` (SQLite, default settings) on loopback, same machine (2 cores"
+        + (
+            "; **other work was running**, see the load averages: rates are lower than on a quiet machine)."
+            if m["loadavg_before"][0] > 0.5
+            else ")."
+        ),
         "",
         "| run | events/s | wall s | CLI peak RSS MB | CLI CPU s | server CPU s | server peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -264,7 +268,8 @@ def report(res: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=5000, help="--batch-size of the CLI (its default: 5000)")
+    parser.add_argument("--batch", type=int, default=10_000, help="--batch-size of the CLI (its default: 10000)")
+    parser.add_argument("--in-flight", type=int, default=2, help="--in-flight of the CLI (its default: 2)")
     parser.add_argument("--out", default="bulk", help="results name under bench/results (no suffix)")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -279,11 +284,11 @@ def main() -> None:
         server = start_server(tmp_path / "data", port)
         try:
             with Client(url, timeout=120) as client:
-                full = run_cli(learn_cmd(csv, "full", url, config, args.batch), server.pid)
+                full = run_cli(learn_cmd(csv, "full", url, config, args.batch, args.in_flight), server.pid)
                 full["summary"] = parse_summary(full["stdout"])
                 full["events_per_s"] = full["summary"]["learned"] / full["summary"]["seconds"]
                 mark = int(0.4 * args.rows)
-                cmd = learn_cmd(csv, "resumed", url, config, args.batch)
+                cmd = learn_cmd(csv, "resumed", url, config, args.batch, args.in_flight)
                 first = run_cli(cmd, server.pid, kill_at=(client, "resumed", mark))
                 resumed = run_cli(cmd, server.pid)
                 resumed["summary"] = parse_summary(resumed["stdout"])
@@ -298,6 +303,7 @@ def main() -> None:
         csv_mb = csv.stat().st_size / 2**20
     res: dict[str, Any] = run_header(load_before) | {
         "rows": args.rows,
+        "in_flight": args.in_flight,
         "batch": args.batch,
         "csv_mb": csv_mb,
         "full": full,

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Header
 from ..admission import EventBatch, LearnEvent
 from ..deps import WriteDefaultModel, WriteModel
 from ..errors import FastJSON
+from ..exceptions import Loc
 from ..group_commit import KEY_LOC
 from ..hosting import ModelHost
 from ..ingest import check_batch, check_one
@@ -32,7 +33,16 @@ at most once (422 otherwise).
 With an `Idempotency-Key` header (1 to 255 printable ASCII characters), a retry of the
 request with the same key and body (within `idempotency_window_seconds`, default 24 h, per
 model) gets the first answer (same `learned` and `seq`) and learns nothing; the same key with
-another body is a 422 naming the header."""
+another body is a 422 naming the header.
+
+With `Idempotency-After` too (the `Idempotency-Key` of an earlier request to the same
+model), the request is learned only after that one: a client keeps several requests in
+flight and its events are still learned in the order it sent them. If that request was
+refused or failed, or has not reached the service within 10 s, the answer is 409
+(`"type": "after_not_learned"`) and nothing is learned."""
+
+#: Where a refused ``Idempotency-After`` is, in a 422's ``loc``.
+AFTER_LOC: Loc = ("header", "Idempotency-After")
 
 #: Longest accepted ``Idempotency-Key``.
 MAX_KEY_LENGTH = 255
@@ -48,10 +58,27 @@ IdempotencyKey = Annotated[
 ]
 
 
-async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> FastJSON:
+#: The ``Idempotency-After`` request header (optional): the key of the request this one follows.
+IdempotencyAfter = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-After",
+        description="The Idempotency-Key of an earlier request to this model: "
+        "this one is learned only after it (409 if it was not learned)",
+    ),
+]
+
+
+async def learn(host: ModelHost, body: LearnBody, key: str | None = None, after: str | None = None) -> FastJSON:
     """Check the request's limits, queue it for the model's writer, answer once durable."""
     if key is not None:
-        _check_key(key)
+        _check_key(key, KEY_LOC, "Idempotency-Key")
+    if after is not None:
+        _check_key(after, AFTER_LOC, "Idempotency-After")
+        if key is None:
+            raise field_error(AFTER_LOC, "Idempotency-After needs an Idempotency-Key on the same request", "missing")
+        if after == key:
+            raise field_error(AFTER_LOC, "Idempotency-After names another request's key, not this one's", "value_error")
     events: Sequence[LearnEvent]
     if body.events is None:
         assert body.label is not None
@@ -59,16 +86,14 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None) -> Fas
     else:
         events = check_batch(body.events, host.limits)  # in one pass over each column (app.ingest)
     batch = body.events is not None
-    learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "")
+    learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "", after)
     return FastJSON({"learned": learned, "seq": seq})
 
 
-def _check_key(key: str) -> None:
-    """Refuse an ``Idempotency-Key`` that is empty, too long or not printable ASCII."""
+def _check_key(key: str, loc: Loc, header: str) -> None:
+    """Refuse a key (of the ``header`` at ``loc``) that is empty, too long or not printable ASCII."""
     if not 1 <= len(key) <= MAX_KEY_LENGTH or not all(" " <= c <= "~" for c in key):
-        raise field_error(
-            KEY_LOC, f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable ASCII characters", "idempotency_key"
-        )
+        raise field_error(loc, f"An {header} is 1 to {MAX_KEY_LENGTH} printable ASCII characters", "idempotency_key")
 
 
 def _body_hash(events: Sequence[LearnEvent], batch: bool) -> str:
@@ -83,10 +108,20 @@ def _body_hash(events: Sequence[LearnEvent], batch: bool) -> str:
 
 
 @router.post("/learn", response_model=LearnResult, summary="Learn (default model)", description=_DOC)
-async def learn_default(body: LearnBody, host: WriteDefaultModel, idempotency_key: IdempotencyKey = None) -> FastJSON:
-    return await learn(host, body, idempotency_key)
+async def learn_default(
+    body: LearnBody,
+    host: WriteDefaultModel,
+    idempotency_key: IdempotencyKey = None,
+    idempotency_after: IdempotencyAfter = None,
+) -> FastJSON:
+    return await learn(host, body, idempotency_key, idempotency_after)
 
 
 @router.post("/models/{name}/learn", response_model=LearnResult, summary="Learn", description=_DOC)
-async def learn_named(body: LearnBody, host: WriteModel, idempotency_key: IdempotencyKey = None) -> FastJSON:
-    return await learn(host, body, idempotency_key)
+async def learn_named(
+    body: LearnBody,
+    host: WriteModel,
+    idempotency_key: IdempotencyKey = None,
+    idempotency_after: IdempotencyAfter = None,
+) -> FastJSON:
+    return await learn(host, body, idempotency_key, idempotency_after)

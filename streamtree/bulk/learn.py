@@ -1,10 +1,13 @@
 """``streamtree learn FILE --model NAME --label COLUMN``: learn a file's rows into a model.
 
 The file is read a chunk of ``--batch-size`` rows at a time (:mod:`streamtree.bulk.sources`),
-each chunk made into events (:mod:`streamtree.bulk.rows`) and posted as one batch, in order,
-with an ``Idempotency-Key`` that is a digest of the model, the chunk's index and its events.
-The next chunk is read while the previous one is in flight (one request at a time, so the
-log keeps the file's order; at most three chunks in memory: in flight, ready, being read).
+each chunk made into events (:mod:`streamtree.bulk.rows`) and posted as one batch with an
+``Idempotency-Key`` that is a digest of the model, the chunk's index and its events. Up to
+``--in-flight`` requests (2 by default) are on their way at once, each naming the one before
+it in ``Idempotency-After``, so the service learns them in the file's order however they
+arrive, while the next one's transfer and parsing overlap the previous one's learning and
+commit. The next chunk is read meanwhile: at most ``--in-flight`` + 2 chunks are in memory
+(in flight, ready, being read).
 
 Resuming: after an interruption (Ctrl-C, a failed network, a restarted service), the same
 command sends the file again; the chunks the service logged are answered from its record of
@@ -18,16 +21,27 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from streamtree.bulk.problems import BulkError, explain
 from streamtree.bulk.rows import chunk_key, encode_learn
-from streamtree.bulk.running import Interrupts, Parser, Progress, add_common, pipelined, run_command, source_and_model
+from streamtree.bulk.running import (
+    Interrupts,
+    Parser,
+    Progress,
+    add_common,
+    pipelined,
+    positive,
+    run_command,
+    source_and_model,
+)
 from streamtree.bulk.sources import Chunk, Source
 from streamtree.client import RemoteModel
-from streamtree.client.errors import ConnectionFailed, InvalidRequest, ServiceError
+from streamtree.client.errors import AFTER_NOT_LEARNED, Conflict, ConnectionFailed, InvalidRequest, ServiceError
 
 __all__ = ["main", "parser", "run"]
 
@@ -42,6 +56,14 @@ def parser() -> Parser:
     )
     add_common(p)
     p.add_argument("--label", required=True, metavar="COLUMN", help="the column of the labels")
+    p.add_argument(
+        "--in-flight",
+        type=positive,
+        default=2,
+        metavar="N",
+        help="requests on their way at once, learned in the file's order all the same (default 2; "
+        "1 for a service older than Idempotency-After)",
+    )
     p.add_argument(
         "--create",
         metavar="CONFIG.json",
@@ -96,11 +118,42 @@ class Learning:
         row_of = (lambda i: f"row {chunk.row(i):,}") if chunk is not None else None
         return explain(e, self.url, self.model.name, row_of)
 
-    def chunks(self) -> Iterator[tuple[Chunk, list[dict[str, Any]], str]]:
-        """Each chunk, its events and its key."""
+    def chunks(self) -> Iterator[tuple[Chunk, bytes, str]]:
+        """Each chunk, its events' JSON and its key."""
         for index, chunk in enumerate(self.source.chunks()):
-            events, blob = encode_learn(chunk, self.args.label, self.args.id_column)
-            yield chunk, events, chunk_key(self.model.name, index, blob)
+            _, blob = encode_learn(chunk, self.args.label, self.args.id_column)
+            yield chunk, blob, chunk_key(self.model.name, index, blob)
+
+    def answers(self, pool: ThreadPoolExecutor) -> Iterator[tuple[Chunk, dict[str, Any]]]:
+        """Each chunk sent and the service's answer, in the file's order, with up to
+        ``--in-flight`` requests on their way; at a Ctrl-C no more chunks are sent, and the
+        answers of those in flight are still collected.
+
+        Each request names the one sent before it (``after``). One the service refused
+        because that one had not reached it in time is sent again once that one's answer came.
+        """
+        flight: deque[tuple[Chunk, bytes, str, str | None, Future[dict[str, Any]]]] = deque()
+        previous: str | None = None
+
+        def collect() -> tuple[Chunk, dict[str, Any]]:
+            chunk, blob, key, after, future = flight.popleft()
+            try:
+                try:
+                    return chunk, future.result()
+                except Conflict as e:
+                    if not (isinstance(e.body, dict) and e.body.get("type") == AFTER_NOT_LEARNED):
+                        raise
+                    return chunk, self.model.learn_batch(blob, key, after)  # the one before is learned now
+            except (ServiceError, ConnectionFailed) as e:
+                raise self.fail(e, chunk) from None
+
+        for chunk, blob, key in self.interrupts.until_requested(pipelined(self.chunks())):
+            flight.append((chunk, blob, key, previous, pool.submit(self.model.learn_batch, blob, key, previous)))
+            previous = key
+            if len(flight) >= self.args.in_flight:
+                yield collect()
+        while flight:
+            yield collect()
 
     def run(self, config: dict[str, Any] | None) -> None:
         """Create the model if asked, send every chunk, print the summary line."""
@@ -115,24 +168,23 @@ class Learning:
             raise self.fail(e) from None
         progress = Progress(self.source, not self.args.no_progress, "events")
         started = time.perf_counter()
+        pool = ThreadPoolExecutor(self.args.in_flight, thread_name_prefix="streamtree-learn")
         try:
-            for chunk, events, key in self.interrupts.until_requested(pipelined(self.chunks())):
-                try:
-                    answer = self.model.learn_batch(events, key)
-                except (ServiceError, ConnectionFailed) as e:
-                    raise self.fail(e, chunk) from None
+            for chunk, answer in self.answers(pool):
                 n = int(answer["learned"])
                 self.learned += n
                 if int(answer["seq"]) > start_seq:
                     self.new += n
                 progress.update(len(chunk))
         except BulkError as e:
+            pool.shutdown(wait=False, cancel_futures=True)
             progress.close()
             if self.learned:
                 raise BulkError(
                     f"{e}; {self.learned:,} events are learned (run the same command again to resume)"
                 ) from None
             raise
+        pool.shutdown()
         progress.close()
         if self.interrupts.stopped_early:
             sys.stderr.write(

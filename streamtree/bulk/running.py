@@ -21,7 +21,7 @@ from streamtree.bulk.rows import check_columns
 from streamtree.bulk.sources import FORMATS, Source, open_source
 from streamtree.client import Client, RemoteModel
 
-__all__ = ["DEFAULT_URL", "Interrupts", "Parser", "Progress", "add_common", "pipelined"]
+__all__ = ["DEFAULT_URL", "Interrupts", "Parser", "Progress", "add_common", "pipelined", "positive"]
 
 T = TypeVar("T")
 
@@ -73,7 +73,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
         "--token", default=os.environ.get("STREAMTREE_TOKEN") or None, help="API key (default: $STREAMTREE_TOKEN)"
     )
     p.add_argument("--format", choices=FORMATS, help="the file's format (default: from its suffix; needed for -)")
-    p.add_argument("--batch-size", type=positive, default=5000, metavar="N", help="rows per request (default 5000)")
+    p.add_argument("--batch-size", type=positive, default=10_000, metavar="N", help="rows per request (default 10000)")
     p.add_argument("--id-column", metavar="COL", help="a column that names the row, not a feature")
     p.add_argument(
         "--retries",

@@ -79,11 +79,13 @@ class AsyncClient:
         key: str | None = None,
         params: Mapping[str, Any] | None = None,
         lost_ok: int | None = None,
+        after: str | None = None,
     ) -> httpx.Response:
         """Send a request, retrying as the client's policy says; the final 2xx answer.
 
         ``body`` is encoded as JSON (bytes are sent as they are); ``key`` is sent as the
-        ``Idempotency-Key`` of every attempt. An answer of status ``lost_ok`` is returned, not raised, when an earlier attempt's
+        ``Idempotency-Key`` of every attempt, and ``after`` as its ``Idempotency-After`` (the
+        key of the request it follows). An answer of status ``lost_ok`` is returned, not raised, when an earlier attempt's
         answer was lost (it may have been processed): the caller knows what it means.
 
         Raises
@@ -96,6 +98,8 @@ class AsyncClient:
         """
         content = body if body is None or type(body) is bytes else dumps(body)
         headers = None if key is None else {"Idempotency-Key": key}
+        if after is not None:
+            headers = (headers or {}) | {"Idempotency-After": after}
         attempt = 0
         lost = False
         while True:
@@ -202,13 +206,23 @@ class AsyncRemoteModel:
             after = got[-1]["seq"]
 
     # -- learning -----------------------------------------------------------------------------
-    async def learn_batch(self, events: list[dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+    async def learn_batch(
+        self, events: list[dict[str, Any]] | bytes, key: str | None = None, after: str | None = None
+    ) -> dict[str, Any]:
         """Post prepared events (``{"features", "label", "id"}`` dicts, as the service takes
-        them) as one batch with ``Idempotency-Key`` ``key`` (a new one if None);
-        the service's ``{"learned", "seq"}``."""
-        if not isinstance(events, list):
-            raise TypeError(f"events: a list of event dicts, not {type(events).__name__}")
-        return dict(await self.client.call("POST", self._paths.learn, {"events": events}, key or uuid.uuid4().hex))
+        them, or the JSON bytes of that list) as one batch with ``Idempotency-Key`` ``key`` (a
+        new one if None); the service's ``{"learned", "seq"}``. With ``after`` (the key of an
+        earlier batch), the service learns this batch only after that one (409
+        :class:`Conflict` if that one was not learned), so two batches can be in flight and
+        still be learned in the order sent."""
+        if isinstance(events, bytes):
+            body = b'{"events":' + events + b"}"
+        elif isinstance(events, list):
+            body = dumps({"events": events})
+        else:
+            raise TypeError(f"events: a list of event dicts or their JSON bytes, not {type(events).__name__}")
+        r = await self.client.send("POST", self._paths.learn, body, key or uuid.uuid4().hex, after=after)
+        return dict(loads(r.content))
 
     async def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]:
         """Learn one event; the service's ``{"learned", "seq"}``. With ``id``, the prediction

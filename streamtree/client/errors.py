@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "AFTER_NOT_LEARNED",
     "Conflict",
     "ConnectionFailed",
     "InvalidRequest",
@@ -25,6 +26,10 @@ __all__ = [
     "error_for",
     "format_loc",
 ]
+
+
+#: The ``type`` of a 409 refusing a learn whose ``Idempotency-After`` request was not learned.
+AFTER_NOT_LEARNED = "after_not_learned"
 
 
 def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -1,0 +1,134 @@
+"""Learn requests that name the request they follow (``Idempotency-After``), held back until it is learned.
+
+A learn request with the headers ``Idempotency-Key: B`` and ``Idempotency-After: A`` is
+learned only once the request with key ``A`` (to the same model) has been committed. A client
+can then keep two requests in flight, so that the second one's transfer, parsing and checks
+overlap the first one's learning and commit, and still have its events learned in the order
+it sent them (``streamtree learn`` does; what it gains: ``docs/guides/bulk.md``).
+
+At the start of each group the writer looks ``A`` up in the log with the group's own keys and
+asks :meth:`Ordering.place` what to do with the request:
+
+- ``A`` is logged (within the idempotency window): the request is learned now;
+- ``A`` is pending here (queued, in this group, or itself held): the request is held, and goes
+  back to the head of the queue once the group that holds ``A`` is done;
+- ``A`` was submitted to this writer and is settled without being logged (refused, failed, its
+  client gone): the request is refused, 409 :data:`AFTER_NOT_LEARNED`;
+- ``A`` was never seen (the request overtook it on the way): it is held until ``A`` arrives,
+  and refused the same way if ``A`` has not arrived within :data:`AFTER_WAIT_SECONDS`.
+
+A refused request is not learned and records nothing, so it can be sent again once ``A`` is
+learned. Held requests are answered 503 when the writer closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+from .admission import LearnRequest
+from .exceptions import Conflict
+
+__all__ = ["AFTER_NOT_LEARNED", "AFTER_WAIT_SECONDS", "SEEN_KEYS", "Ordering", "after_not_learned"]
+
+#: How long a request waits for the request it follows to reach the writer.
+AFTER_WAIT_SECONDS = 10.0
+#: Keys of submitted requests remembered (to tell a settled request from one not arrived yet).
+SEEN_KEYS = 100_000
+#: The ``type`` of the 409 refusing a request whose predecessor was not learned.
+AFTER_NOT_LEARNED = "after_not_learned"
+
+
+def after_not_learned(why: str) -> Conflict:
+    """The 409 of a request whose predecessor (``Idempotency-After``) was not learned."""
+    return Conflict(
+        f"The request named by Idempotency-After was not learned ({why}); send that request first, then this one again",
+        type=AFTER_NOT_LEARNED,
+    )
+
+
+class Ordering:
+    """The requests of one writer held for the request they follow.
+
+    Parameters
+    ----------
+    requeue
+        Puts requests back at the head of the writer's queue, in the order given.
+    """
+
+    def __init__(self, requeue: Callable[[list[LearnRequest]], None]) -> None:
+        self._requeue = requeue
+        self._held: dict[str, list[LearnRequest]] = {}  # by the key each request follows
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def saw(self, request: LearnRequest) -> None:
+        """Remember that a request with this key was submitted (the newest :data:`SEEN_KEYS`)."""
+        if request.key is None:
+            return
+        self._seen[request.key] = None
+        self._seen.move_to_end(request.key)
+        if len(self._seen) > SEEN_KEYS:
+            self._seen.popitem(last=False)
+
+    def place(self, request: LearnRequest, logged: bool, pending: bool) -> bool:
+        """Whether ``request`` (which has ``after``) is learned now; if not, it is held or refused.
+
+        ``logged``: the request it follows is in the log; ``pending``: it is queued or in the
+        writer's current group.
+        """
+        after = request.after
+        assert after is not None
+        if logged:
+            return True
+        if pending or self._is_held(after):
+            self._hold(request, None)
+        elif after in self._seen:
+            _fail(request, after_not_learned("it was refused or failed"))
+        else:
+            self._hold(request, AFTER_WAIT_SECONDS)
+        return False
+
+    def release(self, group: Iterable[LearnRequest]) -> None:
+        """After a group is done: the requests held for any of its requests go back to the
+        head of the queue, to be placed again."""
+        out: list[LearnRequest] = []
+        for request in group:
+            if request.key is not None:
+                out.extend(self._held.pop(request.key, ()))
+        if out:
+            self._requeue(out)
+
+    def close(self, error: Exception) -> None:
+        """Answer every held request with ``error`` (the writer is closing)."""
+        held, self._held = self._held, {}
+        for requests in held.values():
+            for request in requests:
+                _fail(request, error)
+
+    def _is_held(self, key: str) -> bool:
+        return any(r.key == key for requests in self._held.values() for r in requests)
+
+    def _hold(self, request: LearnRequest, wait: float | None) -> None:
+        after = request.after
+        assert after is not None
+        self._held.setdefault(after, []).append(request)
+        if wait is not None:
+            asyncio.get_running_loop().call_later(wait, self._expire, request)
+
+    def _expire(self, request: LearnRequest) -> None:
+        """Refuse ``request`` if what it follows has still not arrived."""
+        after = request.after
+        assert after is not None
+        held = self._held.get(after, [])
+        if after in self._seen or not any(r is request for r in held):
+            return  # it arrived (the request goes back to the queue with its group), or was released
+        held[:] = [r for r in held if r is not request]
+        if not held:
+            del self._held[after]
+        _fail(request, after_not_learned(f"it did not reach the writer within {AFTER_WAIT_SECONDS:g} s"))
+
+
+def _fail(request: LearnRequest, exc: BaseException) -> None:
+    if not request.future.done():
+        request.future.set_exception(exc)
