@@ -132,7 +132,7 @@ class GroupCommit:
         self.queue: deque[LearnRequest] = deque()
         self.closing = False
         self._learned = host.telemetry.learned.labels(host.name)
-        self.ordering = Ordering(lambda requests: self.queue.extendleft(reversed(requests)))
+        self.ordering = Ordering(self._requeue)
         self._wakeup = asyncio.Event()
         self._saving: asyncio.Task[None] | None = None  # the snapshot being encoded and saved
         self._deferred: asyncio.Task[None] | None = None  # a due snapshot waiting for its pace
@@ -142,8 +142,14 @@ class GroupCommit:
 
     def submit(self, request: LearnRequest) -> None:
         """Queue a request; its future is resolved once its events are durable (or refused)."""
-        self.ordering.saw(request)
+        if request.key is not None:
+            self.ordering.saw(request.key)
         self.queue.append(request)
+        self._wakeup.set()
+
+    def _requeue(self, requests: list[LearnRequest]) -> None:
+        """Put requests back at the head of the queue, in order (held ones, :mod:`app.ordering`)."""
+        self.queue.extendleft(reversed(requests))
         self._wakeup.set()
 
     async def close(self, snapshot: bool) -> None:

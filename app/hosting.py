@@ -362,6 +362,11 @@ class ModelHost:
         self.writer.submit(LearnRequest(events, batch, future, key, body_hash, after))
         return await future
 
+    def refused(self, key: str) -> None:
+        """A learn request with this idempotency key was refused before reaching the writer
+        (:meth:`app.ordering.Ordering.refused`)."""
+        self.writer.ordering.refused(key)
+
     async def close(self, snapshot: bool) -> None:
         """Stop taking requests, finish (and acknowledge) the queued ones, optionally snapshot
         (:meth:`app.group_commit.GroupCommit.close`)."""

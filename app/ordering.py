@@ -12,13 +12,15 @@ asks :meth:`Ordering.place` what to do with the request:
 - ``A`` is logged (within the idempotency window): the request is learned now;
 - ``A`` is pending here (queued, in this group, or itself held): the request is held, and goes
   back to the head of the queue once the group that holds ``A`` is done;
-- ``A`` was submitted to this writer and is settled without being logged (refused, failed, its
-  client gone): the request is refused, 409 :data:`AFTER_NOT_LEARNED`;
+- ``A`` was submitted to this writer, or refused before it reached it, and is settled without
+  being logged (refused, failed, its client gone): the request is refused, 409
+  :data:`AFTER_NOT_LEARNED` (and so are the requests that follow it);
 - ``A`` was never seen (the request overtook it on the way): it is held until ``A`` arrives,
   and refused the same way if ``A`` has not arrived within :data:`AFTER_WAIT_SECONDS`.
 
 A refused request is not learned and records nothing, so it can be sent again once ``A`` is
-learned. Held requests are answered 503 when the writer closes.
+learned. When the model closes (deleted, or the service stopping) held requests get what a learn
+arriving then gets (:class:`~app.exceptions.NotAvailable`, 404).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class Ordering:
     Parameters
     ----------
     requeue
-        Puts requests back at the head of the writer's queue, in the order given.
+        Puts requests back at the head of the writer's queue, in the order given, and wakes
+        the writer.
     """
 
     def __init__(self, requeue: Callable[[list[LearnRequest]], None]) -> None:
@@ -62,14 +65,18 @@ class Ordering:
         self._held: dict[str, list[LearnRequest]] = {}  # by the key each request follows
         self._seen: OrderedDict[str, None] = OrderedDict()
 
-    def saw(self, request: LearnRequest) -> None:
+    def saw(self, key: str) -> None:
         """Remember that a request with this key was submitted (the newest :data:`SEEN_KEYS`)."""
-        if request.key is None:
-            return
-        self._seen[request.key] = None
-        self._seen.move_to_end(request.key)
+        self._seen[key] = None
+        self._seen.move_to_end(key)
         if len(self._seen) > SEEN_KEYS:
             self._seen.popitem(last=False)
+
+    def refused(self, key: str) -> None:
+        """A request with this key was refused before it reached the writer: the requests
+        that follow it are placed again (and refused)."""
+        self.saw(key)
+        self._release([key])
 
     def place(self, request: LearnRequest, logged: bool, pending: bool) -> bool:
         """Whether ``request`` (which has ``after``) is learned now; if not, it is held or refused.
@@ -92,10 +99,12 @@ class Ordering:
     def release(self, group: Iterable[LearnRequest]) -> None:
         """After a group is done: the requests held for any of its requests go back to the
         head of the queue, to be placed again."""
+        self._release([r.key for r in group if r.key is not None])
+
+    def _release(self, keys: Iterable[str]) -> None:
         out: list[LearnRequest] = []
-        for request in group:
-            if request.key is not None:
-                out.extend(self._held.pop(request.key, ()))
+        for key in keys:
+            out.extend(self._held.pop(key, ()))
         if out:
             self._requeue(out)
 
@@ -127,6 +136,8 @@ class Ordering:
         if not held:
             del self._held[after]
         _fail(request, after_not_learned(f"it did not reach the writer within {AFTER_WAIT_SECONDS:g} s"))
+        if request.key is not None:
+            self._release([request.key])  # those that follow this one are refused in turn
 
 
 def _fail(request: LearnRequest, exc: BaseException) -> None:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header
 from ..admission import EventBatch, LearnEvent
 from ..deps import WriteDefaultModel, WriteModel
 from ..errors import FastJSON
-from ..exceptions import Loc
+from ..exceptions import InvalidInput, Loc
 from ..group_commit import KEY_LOC
 from ..hosting import ModelHost
 from ..ingest import check_batch, check_one
@@ -80,11 +80,16 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None, after:
         if after == key:
             raise field_error(AFTER_LOC, "Idempotency-After names another request's key, not this one's", "value_error")
     events: Sequence[LearnEvent]
-    if body.events is None:
-        assert body.label is not None
-        events = [check_one(body.features, body.label, body.id, ("body",), host.limits)]
-    else:
-        events = check_batch(body.events, host.limits)  # in one pass over each column (app.ingest)
+    try:
+        if body.events is None:
+            assert body.label is not None
+            events = [check_one(body.features, body.label, body.id, ("body",), host.limits)]
+        else:
+            events = check_batch(body.events, host.limits)  # in one pass over each column (app.ingest)
+    except InvalidInput:
+        if key is not None:
+            host.refused(key)  # a request that follows this one is refused now, not after a wait
+        raise
     batch = body.events is not None
     learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "", after)
     return FastJSON({"learned": learned, "seq": seq})

@@ -147,7 +147,16 @@ class Learning:
             except (ServiceError, ConnectionFailed) as e:
                 raise self.fail(e, chunk) from None
 
-        for chunk, blob, key in self.interrupts.until_requested(pipelined(self.chunks())):
+        chunks = self.interrupts.until_requested(pipelined(self.chunks()))
+        while True:
+            try:
+                chunk, blob, key = next(chunks)
+            except StopIteration:
+                break
+            except BulkError:  # a bad row: the chunks before it are answered (and counted) first
+                while flight:
+                    yield collect()
+                raise
             flight.append((chunk, blob, key, previous, pool.submit(self.model.learn_batch, blob, key, previous)))
             previous = key
             if len(flight) >= self.args.in_flight:

@@ -8,6 +8,7 @@ import io
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from streamtree.bulk import learn
 from streamtree.bulk.problems import BulkError
 from streamtree.client import Client
+from streamtree.client.errors import AFTER_NOT_LEARNED
 from tests.bulk.conftest import (
     EXE,
     TOKEN,
@@ -138,7 +140,7 @@ def test_a_run_cut_by_the_network_resumes_learning_nothing_twice(
     path = write(frame, tmp_path / "rows.csv")
     name = fresh_name()
     with pytest.raises(BulkError) as cut:
-        run(service, path, name, "--batch-size", "50", "--retries", "0", transport=FailAfter(4))
+        run(service, path, name, "--batch-size", "50", "--retries", "0", "--in-flight", "1", transport=FailAfter(4))
     line = str(cut.value)
     assert (
         "no answer from the service at" in line
@@ -148,6 +150,68 @@ def test_a_run_cut_by_the_network_resumes_learning_nothing_twice(
     run(service, path, name, "--batch-size", "50")
     assert logged(client, name) == expected_events(frame)
     assert "(200 new, 200 already learned)" in capsys.readouterr().out
+
+
+def test_two_in_flight_a_cut_run_keeps_the_file_order_and_resumes(
+    service: Service, client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = table(400, seed=3)
+    path = write(frame, tmp_path / "rows.csv")
+    name = fresh_name()
+    with pytest.raises(BulkError) as cut:
+        run(service, path, name, "--batch-size", "50", "--retries", "0", transport=FailAfter(4))
+    assert "; 150 events are learned (run the same command again to resume)" in str(cut.value)
+    got = logged(client, name)
+    # the 4th chunk was learned (its answer lost); the 5th, on its way meanwhile, may have been too
+    assert len(got) in (200, 250) and got == expected_events(frame)[: len(got)]
+    run(service, path, name, "--batch-size", "50")
+    assert logged(client, name) == expected_events(frame)
+    assert f"({400 - len(got)} new, {len(got)} already learned)" in capsys.readouterr().out
+
+
+class Recording(httpx.BaseTransport):
+    """Sends every request to the service, recording the learn requests' idempotency headers;
+    answers the learn requests numbered in ``refuse`` (from 1) with the 409 of a request whose
+    predecessor had not arrived, without sending them."""
+
+    def __init__(self, refuse: tuple[int, ...] = ()) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.refuse = refuse
+        self.sent: list[tuple[str, str | None]] = []
+        self.lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/learn"):
+            with self.lock:
+                self.sent.append((request.headers["idempotency-key"], request.headers.get("idempotency-after")))
+                n = len(self.sent)
+            if n in self.refuse:
+                body = {"detail": "The request named by Idempotency-After was not learned", "type": AFTER_NOT_LEARNED}
+                return httpx.Response(409, json=body, request=request)
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_each_chunk_names_the_one_before_it_and_a_refused_one_is_sent_again(
+    service: Service, client: Client, tmp_path: Path
+) -> None:
+    frame = table(250, seed=6)
+    path = write(frame, tmp_path / "rows.csv")
+    name = fresh_name()
+    recording = Recording(refuse=(2,))
+    run(service, path, name, "--batch-size", "50", transport=recording)
+    assert logged(client, name) == expected_events(frame)
+    keys = [key for key, _ in recording.sent]
+    # six requests for five chunks: the 2nd chunk was refused (as if it overtook the 1st) and sent again
+    assert len(recording.sent) == 6 and keys[1] == keys[2] and len(set(keys)) == 5
+    chunks = list(dict.fromkeys(keys))
+    assert dict(recording.sent) == {chunks[0]: None} | {chunks[i]: chunks[i - 1] for i in range(1, 5)}
+    again = Recording()  # a re-run: its first chunk follows nothing
+    run(service, path, name, "--batch-size", "50", transport=again)
+    assert again.sent == [(k, None if i == 0 else chunks[i - 1]) for i, k in enumerate(chunks)]
+    assert logged(client, name) == expected_events(frame)
 
 
 def test_ctrl_c_then_a_rerun_learns_each_row_once(service: Service, client: Client, tmp_path: Path) -> None:
