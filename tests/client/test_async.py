@@ -25,6 +25,20 @@ def run(service: Service, body: Callable[[AsyncClient], Awaitable[Any]], **kwarg
     return asyncio.run(main())
 
 
+def test_learn_batch_after_another(service: Service) -> None:
+    async def body(client: AsyncClient) -> list[Any]:
+        m = client.model(fresh_name())
+        await m.create()
+        later = asyncio.ensure_future(m.learn_batch([{"features": {"a": 2.0}, "label": "y"}], "b-2", after="b-1"))
+        await asyncio.sleep(0.3)
+        assert not later.done()
+        assert await m.learn_batch(b'[{"features": {"a": 1.0}, "label": "x"}]', "b-1") == {"learned": 1, "seq": 1}
+        assert await later == {"learned": 1, "seq": 2}
+        return [e["label"] async for e in m.events()]
+
+    assert run(service, body) == ["x", "y"]
+
+
 def test_every_method(service: Service) -> None:
     events = make_stream(60, seed=8)
     probes = [x for x, _ in make_stream(5, seed=80)]

@@ -3,12 +3,17 @@ against the service's own log and an in-process model fed the same events."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 
 from streamtree import ProbabilityTree
 from streamtree.client import Client, Conflict, InvalidRequest, NotFound, RemoteModel
+from streamtree.client.errors import AFTER_NOT_LEARNED
 from tests.app.conftest import make_stream
 from tests.client.conftest import fresh_name
 
@@ -156,6 +161,25 @@ def test_learn_batch_posts_prepared_events_under_the_callers_key(model: RemoteMo
     assert model.learn_batch(events, key="import-0001") == {"learned": 2, "seq": 2}
     assert model.learn_batch(events, key="import-0001") == {"learned": 2, "seq": 2}  # a retry: nothing learned
     assert model.learn_batch(events) == {"learned": 2, "seq": 4}
+
+
+def test_learn_batch_after_another_is_learned_after_it_even_when_sent_first(model: RemoteModel) -> None:
+    first = [{"features": {"a": 1.0}, "label": "x"}]
+    second = orjson.dumps([{"features": {"a": 2.0}, "label": "y"}])  # JSON bytes are sent as they are
+    with ThreadPoolExecutor(1) as pool:
+        later = pool.submit(model.learn_batch, second, "import-0002", "import-0001")
+        time.sleep(0.3)
+        assert not later.done()  # held by the service until import-0001 is learned
+        assert model.learn_batch(first, key="import-0001") == {"learned": 1, "seq": 1}
+        assert later.result(timeout=30) == {"learned": 1, "seq": 2}
+    assert [e["label"] for e in model.events()] == ["x", "y"]
+    with pytest.raises(InvalidRequest):
+        model.learn_batch([{"features": {"a": 3.0}}], key="import-0003")  # no label: refused
+    with pytest.raises(Conflict) as refused:  # and so is the batch that follows it
+        model.learn_batch(second, key="import-0004", after="import-0003")
+    assert refused.value.status == 409 and refused.value.body["type"] == AFTER_NOT_LEARNED
+    with pytest.raises(TypeError, match="a list of event dicts or their JSON bytes"):
+        model.learn_batch("[]")  # type: ignore[arg-type]
 
 
 def test_river_calls_a_remote_model_a_classifier(model: RemoteModel) -> None:
