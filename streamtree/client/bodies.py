@@ -91,6 +91,16 @@ def encoded_events(X: Any, y: Any, columns: Iterable[str] | None, labels: Labels
     ]
 
 
+def events_body(events: Any) -> bytes:
+    """The body of ``learn_batch``: ``{"events": ...}`` of prepared event dicts, or of their
+    JSON bytes (sent as they are)."""
+    if isinstance(events, bytes):
+        return b'{"events":' + events + b"}"
+    if isinstance(events, list):
+        return dumps({"events": events})
+    raise TypeError(f"events: a list of event dicts or their JSON bytes, not {type(events).__name__}")
+
+
 def single(x: Mapping[str, Any], id: Any) -> dict[str, Any]:
     """The body of one prediction or decision: ``{"features"}`` and the ``id`` if given."""
     if id is None:

@@ -236,12 +236,7 @@ class RemoteModel:
         earlier batch), the service learns this batch only after that one (409
         :class:`Conflict` if that one was not learned), so two batches can be in flight and
         still be learned in the order sent."""
-        if isinstance(events, bytes):
-            body = b'{"events":' + events + b"}"
-        elif isinstance(events, list):
-            body = dumps({"events": events})
-        else:
-            raise TypeError(f"events: a list of event dicts or their JSON bytes, not {type(events).__name__}")
+        body = bodies.events_body(events)
         r = self.client.send("POST", self._paths.learn, body, key or uuid.uuid4().hex, after=after)
         return dict(loads(r.content))
 
