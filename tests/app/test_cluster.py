@@ -198,6 +198,31 @@ def test_concurrent_small_learns_through_a_replica_are_merged_and_each_answered_
         assert 0 < learns_counted(w) - before < len(events)
 
 
+def test_a_replica_forwards_idempotency_after_so_the_writer_keeps_the_order(tmp_path: Path, pg_url: str) -> None:
+    events = make_stream(20, seed=78)
+
+    def body(part: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+        return {"events": [{"features": x, "label": y} for x, y in part]}
+
+    with instances(tmp_path, pg_url, 2) as [(_, w), (_, r)]:
+        answers: dict[str, tuple[int, Any]] = {}
+        second = threading.Thread(
+            target=lambda: answers.update(
+                b=request(
+                    r, "POST", "/learn", body(events[10:]), headers={"Idempotency-Key": "b", "Idempotency-After": "a"}
+                )
+            )
+        )
+        second.start()
+        time.sleep(0.5)
+        assert second.is_alive(), "the writer holds the second request until the first is learned"
+        answers["a"] = request(r, "POST", "/learn", body(events[:10]), headers={"Idempotency-Key": "a"})
+        second.join(timeout=30)
+        assert answers == {"a": (200, {"learned": 10, "seq": 10}), "b": (200, {"learned": 10, "seq": 20})}
+        status, out = request(w, "GET", "/models/default/events?after=0&limit=20")
+        assert status == 200 and [e["label"] for e in out["events"]] == [y for _, y in events]
+
+
 def test_sigkill_of_the_writer_under_load_loses_no_acknowledged_event(tmp_path: Path, pg_url: str) -> None:
     engine = Engine(tmp_path, pg_url)
     with instances(tmp_path, pg_url, 2, snapshot_every="500") as [(writer, w), (_, r)]:

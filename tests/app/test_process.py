@@ -78,11 +78,16 @@ def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
 
 
 def request(
-    port: int, method: str, path: str, body: Any = None, conn: http.client.HTTPConnection | None = None
+    port: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    conn: http.client.HTTPConnection | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     payload = None if body is None else json.dumps(body)
-    c.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+    c.request(method, path, body=payload, headers={"Content-Type": "application/json"} | (headers or {}))
     r = c.getresponse()
     data = r.read()
     if conn is None:
