@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .deps import access_of, check_access
+from .planned import Fallback, Plan, plan_of
 
 __all__ = ["JSONRoute", "SURROGATE", "parse_json", "surrogate_path"]
 
@@ -142,10 +143,35 @@ class JSONRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         write = access_of(self.dependant) if self.body_field is not None else None
+        plan = plan_of(self.dependant) if self.body_field is not None else None
 
         async def parse_with_pydantic_core(request: Request) -> Response:
             if write is not None:
                 check_access(request, write)
-            return await handler(_JSONRequest(request.scope, request.receive))
+            json_request = _JSONRequest(request.scope, request.receive)
+            if plan is not None and not request.app.dependency_overrides:
+                try:
+                    return await _planned(plan, json_request)
+                except Fallback:  # FastAPI's handler answers it (reading the body kept by the request)
+                    pass
+            return await handler(json_request)
 
         return parse_with_pydantic_core
+
+
+async def _planned(plan: Plan, request: _JSONRequest) -> Response:
+    """The route's answer through its plan (:mod:`app.planned`), for a JSON object body."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.partition(";")[0].strip().lower() != "application/json":
+        raise Fallback
+    if not await request.body():
+        raise Fallback
+    try:
+        body = await request.json()
+    except (ValueError, HTTPException):  # FastAPI's handler parses it again and answers the error
+        raise Fallback from None
+    if type(body) is not dict:
+        raise Fallback
+    response = await plan.run(request, body)
+    assert isinstance(response, Response)  # plan_of keeps only endpoints that return one
+    return response

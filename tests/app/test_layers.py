@@ -32,6 +32,7 @@ HTTP_LAYER = {
     "body_limit",
     "instrument",
     "json_route",
+    "planned",
     "cli",
     "routers",
     "forwarding",
