@@ -17,7 +17,7 @@ from tests.app.conftest import Event, learn_all
 
 
 def routes(router: APIRouter) -> dict[tuple[str, str], Any]:
-    return {(m, r.path): r for r in router.routes for m in getattr(r, "methods", ())}
+    return {(m, r.path): r for r in router.routes for m in getattr(r, "methods", ())}  # type: ignore[attr-defined]
 
 
 HOT = [
