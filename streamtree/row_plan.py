@@ -77,9 +77,13 @@ class RowPlan:
             numbers = list(values)
         elif types <= _NUMBER:
             limit = self.max_int
-            if not all(-limit <= v <= limit for v in values if type(v) is int):
+            # min and max compare ints and floats exactly (a NaN makes them fail, never pass
+            # wrongly): within the limit, every int is a float exactly; else check the ints
+            if not -limit <= min(values) <= max(values) <= limit and not all(
+                -limit <= v <= limit for v in values if type(v) is int
+            ):
                 return None
-            numbers = [float(v) for v in values]
+            numbers = list(map(float, values))
         else:
             return None
         if math.inf in numbers or -math.inf in numbers:
