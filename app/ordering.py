@@ -37,7 +37,7 @@ __all__ = ["AFTER_NOT_LEARNED", "AFTER_WAIT_SECONDS", "SEEN_KEYS", "Ordering", "
 #: How long a request waits for the request it follows to reach the writer.
 AFTER_WAIT_SECONDS = 10.0
 #: Keys of submitted requests remembered (to tell a settled request from one not arrived yet).
-SEEN_KEYS = 100_000
+SEEN_KEYS = 10_000
 #: The ``type`` of the 409 refusing a request whose predecessor was not learned.
 AFTER_NOT_LEARNED = "after_not_learned"
 
