@@ -123,12 +123,29 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
+    server_cores: float | None = None  # the server process's CPU seconds per second of the workload
+    client_cores: float | None = None  # this (the clients') process's
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU seconds so far (user + system, every thread)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run_load(
-    host: str, port: int, name: str, path: str, bodies: list[bytes], clients: int, items_per_request: int
+    host: str,
+    port: int,
+    name: str,
+    path: str,
+    bodies: list[bytes],
+    clients: int,
+    items_per_request: int,
+    server_pid: int | None = None,
 ) -> Result:
-    """Send ``bodies`` split over ``clients`` connections, each sequentially; time every request."""
+    """Send ``bodies`` split over ``clients`` connections, each sequentially; time every request
+    (and, given the server's pid, the CPU the server and the clients used meanwhile)."""
     conns = [await Connection.open(host, port) for _ in range(clients)]
     latencies: list[float] = []
     errors = 0
@@ -143,9 +160,14 @@ async def run_load(
             if status != 200:
                 errors += 1
 
+    server_cpu = cpu_seconds(server_pid) if server_pid is not None else 0.0
+    client_cpu = time.process_time()
     start = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in range(clients)))
     seconds = time.perf_counter() - start
+    client_cpu = time.process_time() - client_cpu
+    if server_pid is not None:
+        server_cpu = cpu_seconds(server_pid) - server_cpu
     for conn in conns:
         conn.close()
     latencies.sort()
@@ -161,6 +183,8 @@ async def run_load(
         1e3 * statistics.median(latencies),
         1e3 * latencies[min(n - 1, int(0.99 * n))],
         errors,
+        server_cpu / seconds if server_pid is not None else None,
+        client_cpu / seconds,
     )
 
 
@@ -322,9 +346,14 @@ async def http_workloads(
     probe: list[dict[str, Any]],
     n_single: int,
     n_batches: int,
+    server_pid: int | None = None,
 ) -> list[Result]:
     dumps = json.dumps
     results: list[Result] = []
+
+    async def load(*args: Any) -> Result:
+        return await run_load(*args, server_pid=server_pid)
+
     # Batched learning: the first `warm` events, 1,000 per request (1 client, then 8).
     half = warm // 2
     batches = [
@@ -333,21 +362,25 @@ async def http_workloads(
         ).encode()
         for i in range(0, warm, 1000)
     ]
-    results.append(await run_load(host, port, "learn batched", "/learn", batches[: half // 1000], 1, 1000))
-    results.append(await run_load(host, port, "learn batched", "/learn", batches[half // 1000 :], 8, 1000))
+    results.append(await load(host, port, "learn batched", "/learn", batches[: half // 1000], 1, 1000))
+    results.append(await load(host, port, "learn batched", "/learn", batches[half // 1000 :], 8, 1000))
     # Single-event learning: the next events, one per request.
     single = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[warm:], ys[warm:], strict=True)]
-    results.append(await run_load(host, port, "learn single", "/learn", single[: n_single // 2], 1, 1))
-    results.append(await run_load(host, port, "learn single", "/learn", single[n_single // 2 : n_single * 2], 8, 1))
+    results.append(await load(host, port, "learn single", "/learn", single[: n_single // 2], 1, 1))
+    results.append(await load(host, port, "learn single", "/learn", single[n_single // 2 : n_single * 2], 8, 1))
     # Predictions.
     preds = [dumps({"features": x}).encode() for x in probe]
-    results.append(await run_load(host, port, "predict single", "/predict_proba", preds[: n_single // 2], 1, 1))
-    results.append(await run_load(host, port, "predict single", "/predict_proba", preds[: n_single * 2], 8, 1))
+    results.append(await load(host, port, "predict single", "/predict_proba", preds[: n_single // 2], 1, 1))
+    results.append(await load(host, port, "predict single", "/predict_proba", preds[: n_single * 2], 8, 1))
     pbatches = [dumps({"instances": probe[i : i + 1000]}).encode() for i in range(0, len(probe), 1000)]
     pb = (pbatches * (n_batches // len(pbatches) + 1))[:n_batches]
-    results.append(await run_load(host, port, "predict batched", "/predict_proba", pb, 1, 1000))
-    results.append(await run_load(host, port, "predict batched", "/predict_proba", pb, 8, 1000))
+    results.append(await load(host, port, "predict batched", "/predict_proba", pb, 1, 1000))
+    results.append(await load(host, port, "predict batched", "/predict_proba", pb, 8, 1000))
     return results
+
+
+def _cores(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
 
 
 def table(results: list[Result], baseline: dict[str, float]) -> str:
@@ -359,14 +392,15 @@ def table(results: list[Result], baseline: dict[str, float]) -> str:
     }
     rows = [
         "| workload | clients | requests | items/s | requests/s | p50 ms | p99 ms | in-process items/s "
-        "| HTTP / in-process |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| HTTP / in-process | server CPU (cores) | clients' CPU (cores) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         b = baseline[base_for[r.name]]
         rows.append(
             f"| {r.name} | {r.clients} | {r.requests} | {r.items_per_s:,.0f} | {r.requests_per_s:,.0f} | "
-            f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {b:,.0f} | {r.items_per_s / b:.2f} |"
+            f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {b:,.0f} | {r.items_per_s / b:.2f} | "
+            f"{_cores(r.server_cores)} | {_cores(r.client_cores)} |"
         )
     return "\n".join(rows)
 
@@ -397,7 +431,7 @@ def serve_and_load(
     port = free_port()
     server = start_server(data_dir, port)
     try:
-        return asyncio.run(http_workloads("127.0.0.1", port, xs, ys, warm, probe, n_single, n_batches))
+        return asyncio.run(http_workloads("127.0.0.1", port, xs, ys, warm, probe, n_single, n_batches, server.pid))
     finally:
         server.terminate()
         server.wait(timeout=60)
