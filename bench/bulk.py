@@ -211,12 +211,9 @@ def report(res: dict[str, Any]) -> str:
         f"Command: `flock /tmp/streamtree-bench.lock nice -n 0 .venv/bin/python -m bench.bulk --rows {res['rows']} --batch {res['batch']} --in-flight {res['in_flight']}`. "
         f"The file: {res['rows']:,} rows of 10 numeric and 3 string columns, about 1% blank cells, a `yes`/`no` "
         f"label ({res['csv_mb']:.0f} MB). `streamtree learn --batch-size {res['batch']} --in-flight {res['in_flight']}` "
-        "as a subprocess against `streamtree serve` (SQLite, default settings) on loopback, same machine (2 cores"
-        + (
-            "; **other work was running**, see the load averages: rates are lower than on a quiet machine)."
-            if m["loadavg_before"][0] > 0.5
-            else ")."
-        ),
+        "as a subprocess against `streamtree serve` (SQLite, default settings) on loopback, same machine (2 cores; "
+        "the load averages in the title say how busy it was: a one-minute average still counts a run that "
+        "ended just before).",
         "",
         "| run | events/s | wall s | CLI peak RSS MB | CLI CPU s | server CPU s | server peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -229,6 +226,9 @@ def report(res: dict[str, Any]) -> str:
         )
     enc = res["encode_only"]
     lines += [
+        "",
+        f"The service's RSS when it first answered `/health`, before any model: "
+        f"{res.get('server_idle_rss_mb', float('nan')):.0f} MB (the compiled kernels and the libraries).",
         "",
         f"Killed (SIGKILL) at seq {first['killed_at_seq']:,}; the run again: {resumed['summary']['new']:,} new, "
         f"{resumed['summary']['already']:,} already learned (answered from the service's idempotency record).",
@@ -282,6 +282,7 @@ def main() -> None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = start_server(tmp_path / "data", port)
+        idle_rss_mb = proc_status(server.pid)["VmRSS"] / 1024  # answering /health, before any model
         try:
             with Client(url, timeout=120) as client:
                 full = run_cli(learn_cmd(csv, "full", url, config, args.batch, args.in_flight), server.pid)
@@ -303,6 +304,7 @@ def main() -> None:
         csv_mb = csv.stat().st_size / 2**20
     res: dict[str, Any] = run_header(load_before) | {
         "rows": args.rows,
+        "server_idle_rss_mb": idle_rss_mb,
         "in_flight": args.in_flight,
         "batch": args.batch,
         "csv_mb": csv_mb,
