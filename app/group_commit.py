@@ -148,7 +148,8 @@ class GroupCommit:
         self._wakeup.set()
 
     def _requeue(self, requests: list[LearnRequest]) -> None:
-        """Put requests back at the head of the queue, in order (held ones, :mod:`app.ordering`)."""
+        """Put requests back at the head of the queue, in order, and wake the writer (requests
+        whose key an earlier one holds, and those :mod:`app.ordering` releases)."""
         self.queue.extendleft(reversed(requests))
         self._wakeup.set()
 
@@ -269,7 +270,7 @@ class GroupCommit:
             else:
                 held.add(request.key)
                 kept.append(request)
-        self.queue.extendleft(reversed(later))
+        self._requeue(later)
         return kept
 
     async def _learn_chunk(self, chunk: list[LearnRequest], done: _Group) -> None:

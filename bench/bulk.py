@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.http_load import ROOT, free_port, run_header, start_server
+from bench.http_load import ROOT, cpu_seconds, free_port, run_header, start_server
 from streamtree.bulk.rows import chunk_key, encode_learn
 from streamtree.bulk.sources import open_source
 from streamtree.client import Client
@@ -75,15 +75,12 @@ def make_csv(path: Path, rows: int, seed: int = 0) -> np.ndarray:
 
 
 def proc_status(pid: int) -> dict[str, int]:
-    """``VmHWM``/``VmRSS`` (kB) of a process, and its CPU ticks (user + system)."""
+    """``VmHWM``/``VmRSS`` (kB) of a process."""
     out: dict[str, int] = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(("VmHWM:", "VmRSS:")):
                 out[line.split(":")[0]] = int(line.split()[1])
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    out["ticks"] = int(fields[11]) + int(fields[12])
     return out
 
 
@@ -97,9 +94,8 @@ def learn_cmd(csv: Path, name: str, url: str, config: Path, batch: int, in_fligh
 def run_cli(cmd: list[str], server_pid: int, kill_at: tuple[Client, str, int] | None = None) -> dict[str, Any]:
     """Run the CLI to its end (or SIGKILL it once the model's seq passes ``kill_at``'s mark):
     wall seconds, its peak RSS and CPU seconds, the server's CPU seconds and peak RSS, its output."""
-    tick = os.sysconf("SC_CLK_TCK")
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    server_before = proc_status(server_pid)
+    server_cpu = cpu_seconds(server_pid)
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
@@ -130,6 +126,7 @@ def run_cli(cmd: list[str], server_pid: int, kill_at: tuple[Client, str, int] | 
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode()
+    server_cpu = cpu_seconds(server_pid) - server_cpu
     server_after = proc_status(server_pid)
     return {
         "wall_s": wall,
@@ -137,7 +134,7 @@ def run_cli(cmd: list[str], server_pid: int, kill_at: tuple[Client, str, int] | 
         "killed_at_seq": killed_at,
         "cli_peak_rss_mb": peak_kb / 1024,
         "cli_cpu_s": usage.ru_utime + usage.ru_stime,
-        "server_cpu_s": (server_after["ticks"] - server_before["ticks"]) / tick,
+        "server_cpu_s": server_cpu,
         "server_peak_rss_mb": server_after["VmHWM"] / 1024,
         "stdout": stdout.strip(),
         "stderr": stderr.strip()[-2000:],

@@ -78,7 +78,7 @@ class RowPlan:
         elif types <= _NUMBER:
             limit = self.max_int
             # min and max compare ints and floats exactly (a NaN makes them fail, never pass
-            # wrongly): within the limit, every int is a float exactly; else check the ints
+            # wrongly): within the limit every int converts to a float; else check the ints
             if not -limit <= min(values) <= max(values) <= limit and not all(
                 -limit <= v <= limit for v in values if type(v) is int
             ):

@@ -186,14 +186,14 @@ class Learning:
                     self.new += n
                 progress.update(len(chunk))
         except BulkError as e:
-            pool.shutdown(wait=False, cancel_futures=True)
             progress.close()
             if self.learned:
                 raise BulkError(
                     f"{e}; {self.learned:,} events are learned (run the same command again to resume)"
                 ) from None
             raise
-        pool.shutdown()
+        finally:  # every answer collected was awaited; one still on its way is not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
         progress.close()
         if self.interrupts.stopped_early:
             sys.stderr.write(
