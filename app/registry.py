@@ -258,7 +258,9 @@ class Registry:
             model = self.model_cls(**config)
         except ConfigError as exc:
             param = getattr(exc, "param", None)
-            loc = ("body", *param.split(".")) if isinstance(param, str) else ("body",)
+            # "variants.1.linear": a list's index is a number, as in pydantic's locations
+            parts = [int(p) if p.isdigit() else p for p in param.split(".")] if isinstance(param, str) else []
+            loc = ("body", *parts)
             raise field_error(loc, str(exc), "config_error") from None
         except (StreamtreeError, ValueError, TypeError) as exc:
             raise field_error(("body",), str(exc), "config_error") from None

@@ -37,6 +37,7 @@ Usage::
     python -m bench.forests                                  # everything (about 20 minutes on 2 cores)
     python -m bench.forests --streams SEA Posterior-5 --n 5000 --models forest-rd river-HT-nba
     python -m bench.forests --tree '{"grace_period": 50}' --models forest-rd --tag sweep
+    python -m bench.forests --forest '{"poisson_rate": 2}' --models forest-bt+ --tag sweep
     python -m bench.forests --models forest-bt+ river-HT-nba --rounds 3 --tag forests_speed   # speed alone
 
 Results: ``bench/results/<tag>.json`` and ``.md`` (tag ``forests``), and with ``--plots`` the
@@ -151,16 +152,27 @@ def logistic_regression() -> Any:
     return (numbers_part + strings_part) | multiclass.OneVsRestClassifier(linear_model.LogisticRegression())
 
 
-def model_factories(tree_config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+def model_factories(
+    tree_config: dict[str, Any], forest_config: dict[str, Any] | None = None
+) -> dict[str, Callable[[], Any]]:
+    """Every model by name; ``tree_config`` for our trees and members, ``forest_config``
+    (``ProbabilityForest`` parameters, e.g. ``poisson_rate``, ``variants``) for our forests."""
+    fc = forest_config or {}
     ours: dict[str, Callable[[], Any]] = {
         "streamtree-tree": lambda: ProbabilityTree(**tree_config),
         # the counts alone (no linear component): what the component adds
         "streamtree-counts": lambda: ProbabilityTree(**{**tree_config, "linear": False}),
     }
     for method in METHODS:
-        ours[f"forest-{method}"] = lambda m=method: ProbabilityForest(n_trees=10, method=m, seed=42, tree=tree_config)
+        ours[f"forest-{method}"] = lambda m=method: ProbabilityForest(
+            **{"n_trees": 10, "method": m, "seed": 42, "tree": tree_config, **fc}
+        )
     ours["forest-bt+nb"] = lambda: ProbabilityForest(
-        n_trees=10, method="bt+", seed=42, tree={**tree_config, "naive_bayes": True}
+        **{"n_trees": 10, "method": "bt+", "seed": 42, "tree": {**tree_config, "naive_bayes": True}, **fc}
+    )
+    # BT+ with its members alike, as before they alternated the linear component: the A/B
+    ours["forest-bt+alike"] = lambda: ProbabilityForest(
+        **{"n_trees": 10, "method": "bt+", "seed": 42, "tree": tree_config, **fc, "variants": [{}]}
     )
     return ours | {
         "river-HT-nba": lambda: tree.HoeffdingTreeClassifier(),
@@ -381,6 +393,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", nargs="*", default=None)
     parser.add_argument("--n", type=int, default=N_EVENTS)
     parser.add_argument("--tree", type=json.loads, default={}, help="ProbabilityTree parameters (JSON) for ours")
+    parser.add_argument(
+        "--forest", type=json.loads, default={}, help="ProbabilityForest parameters (JSON) for our forests"
+    )
     parser.add_argument("--tag", default="forests")
     parser.add_argument("--plots", action="store_true", help="reliability diagrams per stream")
     parser.add_argument(
@@ -403,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
         (RESULTS / f"{args.tag}.md").write_text(markdown(results))
         print("\n".join(results["summary"]))
         return
-    factories = model_factories(args.tree)
+    factories = model_factories(args.tree, args.forest)
     names = args.models or [*factories, *(moa.MOA_PEERS if moa.available() else ())]
     unknown = [n for n in names if n not in factories and n not in moa.MOA_PEERS]
     if unknown:
@@ -453,6 +468,7 @@ def main(argv: list[str] | None = None) -> None:
         "machine": platform.machine(),
         "n": args.n,
         "tree": args.tree,
+        "forest": args.forest,
         "date": time.strftime("%Y-%m-%d"),
         "rounds": args.rounds,
         "note": f"{args.n:,} events per stream (fewer where the dataset is shorter), prequential; one run, one "
@@ -460,6 +476,7 @@ def main(argv: list[str] | None = None) -> None:
         + (f" (each model's least of {args.rounds} rounds, interleaved)" if args.rounds > 1 else "")
         + "; ours with tree config "
         + json.dumps(args.tree)
+        + (f" and forest config {json.dumps(args.forest)}" if args.forest else "")
         + "."
         + (
             " MOA's models' time is CapyMOA's per-instance predict_proba + train through JPype (bench.moa_speed "

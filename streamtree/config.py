@@ -22,6 +22,8 @@ __all__ = [
     "MAX_FEATURES_LIMIT",
     "MIN_BYTES",
     "validate_config",
+    "validate_forest_config",
+    "validate_poisson_rate",
 ]
 
 
@@ -116,7 +118,8 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: model stored before the category bound and the memory budget had neither).
 ADDED: dict[str, Any] = {"linear": False, "tau_scale": "absolute", "max_categories": None, "max_bytes": None}
 #: The same for a forest's own parameters: one stored before weighting averaged its members.
-FOREST_ADDED: dict[str, Any] = {"weighted": False}
+#: One stored before its members could differ (``variants``) had members all alike.
+FOREST_ADDED: dict[str, Any] = {"weighted": False, "poisson_rate": 1.0, "variants": [{}]}
 
 
 def validate_config(config: Mapping[str, Any]) -> None:
@@ -160,12 +163,23 @@ METHODS: dict[str, tuple[str, str]] = {
 }
 MAX_TREES = 1000
 FOREST_KEYS = ("splitter", "seed")  # set per member by the forest, not by its tree config
+#: Member parameters every member of a forest shares, so a variant may not set them: the
+#: features (one registry for all) and the size limits (a service bounds them per tree).
+SHARED_KEYS = ("nominal_features", "max_features", "max_categories", "max_nodes", "max_bytes")
 
 
-def validate_forest_config(n_trees: Any, method: Any, seed: Any, weighted: Any, tree: Any) -> None:
+def validate_forest_config(
+    n_trees: Any, method: Any, seed: Any, weighted: Any, tree: Any, variants: Any = None
+) -> None:
     """Raise :class:`ConfigError` (naming the parameter) unless the arguments are a valid
-    :class:`~streamtree.forest.ProbabilityForest` configuration; ``tree`` is checked by
-    :func:`validate_config`."""
+    :class:`~streamtree.forest.ProbabilityForest` configuration; ``tree`` and each variant
+    are checked by :func:`validate_config`.
+
+    >>> validate_forest_config(10, "bt+", 0, True, None, [{}, {"max_bytes": 2**20}])
+    Traceback (most recent call last):
+    ...
+    streamtree.exceptions.ConfigError: The 'variants' parameter of ProbabilityForest must not set 'max_bytes' (variants[1]): every member shares it.
+    """
     n = n_trees
     if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_TREES):
         raise ConfigError(
@@ -189,6 +203,7 @@ def validate_forest_config(n_trees: Any, method: Any, seed: Any, weighted: Any, 
             f"The 'weighted' parameter of ProbabilityForest must be a bool. Got {weighted!r} instead.",
             param="weighted",
         )
+    _validate_variants(variants)
     if tree is None:
         return
     if not isinstance(tree, Mapping) or not all(isinstance(k, str) for k in tree):
@@ -208,6 +223,59 @@ def validate_forest_config(n_trees: Any, method: Any, seed: Any, weighted: Any, 
         validate_config(tree)
     except ConfigError as exc:
         raise ConfigError(f"In the 'tree' parameter of ProbabilityForest: {exc}", param=f"tree.{exc.param}") from None
+
+
+MAX_POISSON_RATE = 16.0
+
+
+def validate_poisson_rate(rate: Any, method: str) -> None:
+    """Raise :class:`ConfigError` unless ``rate`` is a number in (0, 16], and 1 for a method
+    without bagging (``method`` already valid)."""
+    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0.0 < rate <= MAX_POISSON_RATE):
+        raise ConfigError(
+            "The 'poisson_rate' parameter of ProbabilityForest must be a number in (0, "
+            f"{MAX_POISSON_RATE:g}]. Got {_shown(rate)} instead.",
+            param="poisson_rate",
+        )
+    if METHODS[method][1] != "bagging" and rate != 1.0:
+        raise ConfigError(
+            f"The 'poisson_rate' parameter of ProbabilityForest applies to the bagging methods ('rf+', 'bt+'), "
+            f"not {method!r}. Got {rate!r} instead of 1.",
+            param="poisson_rate",
+        )
+
+
+def _validate_variants(variants: Any) -> None:
+    """:func:`validate_forest_config` of ``variants``: ``None``, or a non-empty list or tuple
+    of mappings of member parameters, none of :data:`FOREST_KEYS` or :data:`SHARED_KEYS`."""
+    if variants is None:
+        return
+    if not (isinstance(variants, (list, tuple)) and 1 <= len(variants) <= MAX_TREES):
+        raise ConfigError(
+            "The 'variants' parameter of ProbabilityForest must be None or a list of 1 to "
+            f"{MAX_TREES:,} mappings of ProbabilityTree parameters. Got {_shown(variants)} instead.",
+            param="variants",
+        )
+    for i, variant in enumerate(variants):
+        if not isinstance(variant, Mapping) or not all(isinstance(k, str) for k in variant):
+            raise ConfigError(
+                "The 'variants' parameter of ProbabilityForest must hold mappings of ProbabilityTree "
+                f"parameters. Got {type(variant).__name__} at variants[{i}] instead.",
+                param=f"variants.{i}",
+            )
+        for key in (*FOREST_KEYS, *SHARED_KEYS):
+            if key in variant:
+                owner = "the forest sets it for each member" if key in FOREST_KEYS else "every member shares it"
+                raise ConfigError(
+                    f"The 'variants' parameter of ProbabilityForest must not set {key!r} (variants[{i}]): {owner}.",
+                    param=f"variants.{i}.{key}",
+                )
+        try:
+            validate_config(variant)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"In variants[{i}] of ProbabilityForest: {exc}", param=f"variants.{i}.{exc.param}"
+            ) from None
 
 
 def _shown(value: Any) -> str:

@@ -1,8 +1,8 @@
 """One config for either model: what a service stores and rebuilds models from.
 
 A config is a :class:`~streamtree.tree.ProbabilityTree`'s parameters (``{"estimator": "tree"}``
-or no ``estimator`` at all) or ``{"estimator": "forest", "n_trees", "method", "seed", "tree"}``
-for a :class:`~streamtree.forest.ProbabilityForest`. :data:`ESTIMATORS` builds a model from
+or no ``estimator`` at all) or ``{"estimator": "forest", "n_trees", "method", "seed", "tree",
+"weighted", "poisson_rate", "variants"}`` for a :class:`~streamtree.forest.ProbabilityForest`. :data:`ESTIMATORS` builds a model from
 either, reads either from bytes, and gives back a model's complete config in the same form.
 
 >>> from streamtree.estimators import ESTIMATORS
@@ -31,7 +31,7 @@ _KINDS: dict[str, type[ProbabilityTree] | type[ProbabilityForest]] = {
     "tree": ProbabilityTree,
     "forest": ProbabilityForest,
 }
-_FOREST_PARAMS = frozenset({"n_trees", "method", "seed", "tree", "weighted"})
+_FOREST_PARAMS = frozenset({"n_trees", "method", "seed", "tree", "weighted", "poisson_rate", "variants"})
 
 
 class Estimators:

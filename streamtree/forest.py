@@ -58,19 +58,19 @@ arrays or start, adopt or drop a background tree) is handled as a tree handles i
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
 
-from streamtree import growth
+from streamtree import forest_inspection, growth
 from streamtree.classifier import Classifier
-from streamtree.config import FOREST_KEYS, METHODS, validate_forest_config
+from streamtree.config import FOREST_KEYS, METHODS, validate_forest_config, validate_poisson_rate
 from streamtree.dispatch import at_entry, direct
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry, check_mapping
-from streamtree.inspection import limit_notes
 from streamtree.kernels.forest import (
     ALL,
     BAGGING,
@@ -90,7 +90,7 @@ from streamtree.tree import ProbabilityTree, class_ids
 from streamtree.tree_state import registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
 
-__all__ = ["METHODS", "ProbabilityForest"]
+__all__ = ["METHODS", "ProbabilityForest", "poisson_cdf"]
 
 #: Member parameters each method starts from (``tree`` overrides them): a random split costs no
 #: test, so random trees grow fast, and a disjoint member sees a fraction of the stream; BT+
@@ -100,6 +100,13 @@ METHOD_TREE_DEFAULTS: dict[str, dict[str, Any]] = {
     "dst": {"grace_period": 5},
     "bt+": {"grace_period": 15},
 }
+#: Each method's member variants (``variants=None``): BT+ members alternate with and without
+#: the linear component. The forest weighs its members by their recent loss, so where the
+#: stream is linear the members with it carry the forest, and where it is local and curved
+#: (RandomRBF) the others do (``docs/decisions/forest-variants.md``).
+METHOD_VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "bt+": [{}, {"linear": False}],
+}
 #: How sharply the weighted forest prefers its better members: a member whose recent mean log
 #: loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much (why 25:
 #: ``docs/decisions/forests.md``).
@@ -107,8 +114,19 @@ WEIGHT_ETA = 25.0
 #: The members' loss is an exponential moving average with this decay: about the last 1,000
 #: examples each learned.
 WEIGHT_DECAY = 0.999
-# Poisson(1) cumulative probabilities, k = 0..19: w = #{k : u >= F(k)} for u uniform in [0, 1)
-_POISSON_CDF = np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)])
+
+
+def poisson_cdf(rate: float) -> np.ndarray:
+    """Poisson(``rate``) cumulative probabilities ``F(k)``, ``k = 0 .. rate + 10 sqrt(rate) + 8``
+    (0 .. 19 at rate 1; what lies beyond is below 1e-15): a draw is ``w = #{k : u >= F(k)}``
+    for ``u`` uniform in [0, 1) (:func:`~streamtree.kernels.forest.draw_reps`)."""
+    n = int(rate + 10.0 * math.sqrt(rate)) + 9
+    return np.cumsum([math.exp(-rate) * rate**k / math.factorial(k) for k in range(n)])
+
+
+_TREE_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(ProbabilityTree).parameters.items() if p.kind is p.KEYWORD_ONLY
+}
 _SAMPLING_CODES = {"all": ALL, "bagging": BAGGING, "disjoint": DISJOINT}
 
 
@@ -136,6 +154,17 @@ class ProbabilityForest(Classifier):
     weighted
         Weigh the members by their recent log loss (module docstring); ``False``: the plain
         mean of the paper.
+    poisson_rate
+        The bagging methods' (``"bt+"``, ``"rf+"``): each member learns each example
+        ``Poisson(poisson_rate)`` times, in (0, 16]. Above 1 the members grow sooner and are
+        more alike (MOA's and river's ARF use 6); what it gives and costs:
+        ``docs/decisions/forest-variants.md``.
+    variants
+        Member parameters that differ between members, cycled: member ``i`` learns with
+        ``tree`` updated by ``variants[i % len(variants)]``. ``None``: the method's
+        (:data:`METHOD_VARIANTS`; ``[{}]``, members all alike, for a method without). A variant
+        may not set the parameters the members share (the features and size limits:
+        :data:`~streamtree.config.SHARED_KEYS`) nor ``splitter`` and ``seed``.
 
     Examples
     --------
@@ -157,16 +186,27 @@ class ProbabilityForest(Classifier):
         seed: int = 0,
         tree: Mapping[str, Any] | None = None,
         weighted: bool = True,
+        poisson_rate: float = 1.0,
+        variants: list[Mapping[str, Any]] | None = None,
     ) -> None:
         self.n_trees = n_trees
         self.method = method
         self.seed = seed
         self.tree = tree
         self.weighted = weighted
-        validate_forest_config(self.n_trees, self.method, self.seed, self.weighted, self.tree)
+        self.poisson_rate = poisson_rate
+        self.variants = variants
+        validate_forest_config(self.n_trees, self.method, self.seed, self.weighted, self.tree, self.variants)
+        validate_poisson_rate(poisson_rate, method)
         splitter, self._sampling = METHODS[method]
+        self._poisson_cdf = poisson_cdf(float(poisson_rate))
         base = {**METHOD_TREE_DEFAULTS.get(method, {}), **(tree or {})}
-        self.members = [ProbabilityTree(**base, splitter=splitter, seed=_member_seed(seed, i)) for i in range(n_trees)]
+        chosen = METHOD_VARIANTS.get(method, [{}]) if variants is None else variants
+        self._variants = [dict(v) for v in chosen]
+        self.members = [
+            ProbabilityTree(**(base | self._variants[i % len(chosen)]), splitter=splitter, seed=_member_seed(seed, i))
+            for i in range(n_trees)
+        ]
         self._reset()
 
     def _reset(self) -> None:
@@ -200,13 +240,19 @@ class ProbabilityForest(Classifier):
 
         ``tree`` holds every member parameter (the defaults filled in) but ``splitter`` and
         ``seed``."""
-        tree = {k: v for k, v in self.members[0].get_config().items() if k not in FOREST_KEYS}
+        member = self.members[0].get_config()
+        # member 0's parameters, but those its variant set: the forest's own (or the defaults)
+        base = {**METHOD_TREE_DEFAULTS.get(self.method, {}), **(self.tree or {})}
+        member.update({k: base.get(k, _TREE_DEFAULTS[k]) for k in self._variants[0]})
+        tree = {k: v for k, v in member.items() if k not in FOREST_KEYS}
         return {
             "n_trees": self.n_trees,
             "method": self.method,
             "seed": self.seed,
             "tree": tree,
             "weighted": self.weighted,
+            "poisson_rate": self.poisson_rate,
+            "variants": [dict(v) for v in self._variants],
         }
 
     @property
@@ -243,7 +289,7 @@ class ProbabilityForest(Classifier):
         """``(n_trees, n)``: how many times each member learns each of the next ``n`` examples
         (:func:`~streamtree.kernels.forest.draw_reps`)."""
         reps = np.empty((self.n_trees, n), dtype=np.int64)
-        draw_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_examples, _POISSON_CDF, reps)
+        draw_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_examples, self._poisson_cdf, reps)
         return reps
 
     def _learn(
@@ -292,7 +338,7 @@ class ProbabilityForest(Classifier):
             _SAMPLING_CODES[self._sampling],
             self.seed,
             self.n_examples,
-            _POISSON_CDF,
+            self._poisson_cdf,
             self.loss_,
             self._eta,
             WEIGHT_DECAY,
@@ -355,58 +401,14 @@ class ProbabilityForest(Classifier):
 
     # -- introspection ------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        """Size and state of the forest as JSON-able data: totals, and each member's summary.
-        ``growth_stop`` counts the members stopped at each limit, ``other_values`` and
-        ``notes`` are a tree's (:meth:`ProbabilityTree.summary`)."""
-        members = [m.summary() for m in self.members]
-        drifts = [s["drift"] for s in members]
-        stops: dict[str, int] = {}
-        for s in members:
-            if s["growth_stop"]:
-                stops[s["growth_stop"]] = stops.get(s["growth_stop"], 0) + 1
-        first = self.members[0]
-        limits = {"max_nodes": first.max_nodes, "max_bytes": first.max_bytes}
-        return {
-            "n_trees": self.n_trees,
-            "method": self.method,
-            "n_nodes": sum(s["n_nodes"] for s in members),
-            "n_leaves": sum(s["n_leaves"] for s in members),
-            "depth": max(s["depth"] for s in members),
-            "n_examples": self.n_examples,
-            "classes": list(self.classes_),
-            "n_features": len(self.registry.names),
-            "memory_bytes": sum(s["memory_bytes"] for s in members),
-            "growth_stop": stops,
-            "max_bytes": first.max_bytes,
-            "max_categories": first.max_categories,
-            "other_values": self.registry.overflow(),
-            "notes": limit_notes(self.registry, first.max_categories, stops, limits, self.n_trees),
-            "drift": self.drift_summary(),
-            "weights": self.weights(),
-            "members": [
-                {k: s[k] for k in ("n_nodes", "n_leaves", "depth", "memory_bytes", "growth_stop")}
-                | {"n_detections": d["n_detections"], "n_swaps": d["n_swaps"]}
-                for s, d in zip(members, drifts)
-            ],
-        }
+        """Size and state of the forest as JSON-able data: totals, and each member's summary
+        (:func:`streamtree.forest_inspection.forest_summary`)."""
+        return forest_inspection.forest_summary(self)
 
     def drift_summary(self) -> dict[str, Any]:
         """The members' change detection, summed: ``events`` merged in order and ``background``
         (the background trees being compared, or ``None``), each with its member."""
-        drifts = [m.drift_summary() for m in self.members]
-        events = sorted(
-            ({**e, "member": i} for i, d in enumerate(drifts) for e in d["events"]),
-            key=lambda e: (e["at"], e["member"]),
-        )
-        backgrounds = [{**d["background"], "member": i} for i, d in enumerate(drifts) if d.get("background")]
-        return {
-            "detection": any(d["detection"] for d in drifts),
-            "background": backgrounds or None,
-            "n_detections": sum(d["n_detections"] for d in drifts),
-            "n_swaps": sum(d["n_swaps"] for d in drifts),
-            "n_dropped": sum(d["n_dropped"] for d in drifts),
-            "events": events,
-        }
+        return forest_inspection.drift_summary(self.members)
 
     def explain_one(self, x: Mapping[Hashable, Any]) -> dict[str, Any]:
         """Each member's probabilities for ``x`` and its share of the forest's (its weight:

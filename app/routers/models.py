@@ -28,7 +28,8 @@ ConfigBody = Annotated[
     dict[str, Any],
     Body(
         description='`ProbabilityTree` parameters, or `{"estimator": "forest", "n_trees", "method", '
-        '"seed", "tree"}` for a `ProbabilityForest` (`tree`: its members\' parameters); omitted '
+        '"seed", "tree", "weighted", "poisson_rate", "variants"}` for a `ProbabilityForest` (`tree`: its '
+        "members' parameters, `variants`: those that differ between members); omitted "
         "ones take the library's defaults. Optionally `costs`, a cost matrix (decision to "
         "{label: cost}): the prequential metrics then also hold the improved squared error and the cost "
         "of the decisions of least expected cost. Unknown or invalid parameters get 422 naming the "

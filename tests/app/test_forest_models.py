@@ -65,3 +65,14 @@ def test_bad_forest_configs_are_422_naming_the_field(client, body, loc) -> None:
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == loc
     assert client.get("/models/g").status_code == 404
+
+
+def test_a_forest_with_variants_is_created_and_a_bad_variant_is_422_at_its_index(client) -> None:  # type: ignore[no-untyped-def]
+    variants = [{"linear": False}, {"grace_period": 5}]
+    r = client.put("/models/v", json={"estimator": "forest", "n_trees": 3, "variants": variants})
+    assert r.status_code in (200, 201), r.text
+    assert r.json()["config"]["variants"] == variants
+    r = client.put("/models/w", json={"estimator": "forest", "variants": [{}, {"linear": "no"}]})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "variants", 1, "linear"]
+    assert client.get("/models/w").status_code == 404

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from streamtree import ProbabilityForest
-from streamtree.forest import _POISSON_CDF, WEIGHT_DECAY
+from streamtree.forest import WEIGHT_DECAY, poisson_cdf
 from streamtree.kernels.forest import BAGGING_STREAM, DISJOINT_STREAM
 from streamtree.kernels.randomness import uniforms
 from streamtree.typing import ClassLabel, FloatArray
@@ -35,7 +35,9 @@ class LoopForest(ProbabilityForest):
             return (owner[None, :] == np.arange(self.n_trees)[:, None]).astype(np.int64)
         reps = np.empty((self.n_trees, n), dtype=np.int64)
         for t in range(self.n_trees):
-            reps[t] = np.searchsorted(_POISSON_CDF, uniforms(self.seed, t + 1, first, n, BAGGING_STREAM), side="right")
+            reps[t] = np.searchsorted(
+                poisson_cdf(self.poisson_rate), uniforms(self.seed, t + 1, first, n, BAGGING_STREAM), side="right"
+            )
         return reps
 
     def _weights(self) -> tuple[list[float], float]:
