@@ -170,9 +170,18 @@ def model_factories(
     ours["forest-bt+nb"] = lambda: ProbabilityForest(
         **{"n_trees": 10, "method": "bt+", "seed": 42, "tree": {**tree_config, "naive_bayes": True}, **fc}
     )
-    # BT+ with its members alike, as before they alternated the linear component: the A/B
+    # BT+ as it was before its members differed: alike, bagging rate 1, every repetition an
+    # example seen (docs/decisions/forest-variants.md): the default's A/B
     ours["forest-bt+alike"] = lambda: ProbabilityForest(
-        **{"n_trees": 10, "method": "bt+", "seed": 42, "tree": tree_config, **fc, "variants": [{}]}
+        **{
+            "n_trees": 10,
+            "method": "bt+",
+            "seed": 42,
+            "tree": {**tree_config, "repeats_as_seen": True},
+            **fc,
+            "variants": [{}],
+            "poisson_rate": 1.0,
+        }
     )
     return ours | {
         "river-HT-nba": lambda: tree.HoeffdingTreeClassifier(),

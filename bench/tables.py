@@ -30,6 +30,8 @@ from bench.forests import PEERS, RESULTS
 #: The commit whose ``forests.json`` holds every model at the growth defaults before this
 #: comparison's changes (absolute ``tau=0.2``, ``min_branch_fraction=0.01``).
 BEFORE = "f3b4d0e"
+#: The forests' run the tie-threshold table reads for the relative rule: before BT+'s members differed
+RELATIVE = "c67cac6"
 CLASSES = {
     "ImageSegments": 7,
     "RandomRBF": 5,
@@ -87,7 +89,7 @@ def tie_threshold() -> str:
     old = load_at(BEFORE, "forests")  # absolute 0.2, min_branch_fraction 0.01: every model
     tree1 = load("tie_threshold_tree")  # the tree at absolute 1.0, min_branch_fraction 0.01
     absolute = load("min_branch_fraction_forests")  # forests at absolute 0.2, min_branch_fraction 0.001
-    relative = load("forests")  # the defaults: relative 0.2, min_branch_fraction 0.001
+    relative = load_at(RELATIVE, "forests")  # the defaults then: relative 0.2, min_branch_fraction 0.001
     one = load("tie_threshold_forests")  # forests at absolute 1.0, min_branch_fraction 0.01
     out = [
         "# The tie threshold: absolute against relative to the criterion's range",
@@ -112,7 +114,7 @@ def tie_threshold() -> str:
         '  ([`tie_threshold_tree.md`](tie_threshold_tree.md), run as `{"tau": 1.0}` before the parameter existed, `min_branch_fraction=0.01`);',
         "- forests at absolute 0.2 and `min_branch_fraction=0.001`: [`min_branch_fraction_forests.md`](min_branch_fraction_forests.md)",
         "  (run before the parameter existed, when absolute was the only rule);",
-        "- forests relative (the defaults): [`forests.md`](forests.md);",
+        f"- forests relative (the defaults then, members alike): `forests.json` at commit {RELATIVE};",
         '- forests at absolute 1.0 (the rejected alternative): `python -m bench.forests --models forest-bt+ forest-rd forest-rf+ forest-dst --tree \'{"tau": 1.0, "tau_scale": "absolute"}\' --tag tie_threshold_forests`',
         "  ([`tie_threshold_forests.md`](tie_threshold_forests.md), `min_branch_fraction=0.01`: its Shuttle column is not comparable).",
         "",

@@ -106,6 +106,7 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "drift_patience": _int(1, EXAMPLES),
     "naive_bayes": (lambda v: isinstance(v, bool), "a bool"),
     "linear": (lambda v: isinstance(v, bool), "a bool"),
+    "repeats_as_seen": (lambda v: isinstance(v, bool), "a bool"),
     "splitter": _choice("hoeffding", "subspace", "random"),
     "subspace_size": _int(1, MAX_FEATURES_LIMIT, none=True),
     "seed": _int(0, 2**63 - 1),
@@ -116,7 +117,13 @@ CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: complete config was stored before the parameter existed (its default may differ: the
 #: linear component is on by default, but a model stored without the parameter had none; a
 #: model stored before the category bound and the memory budget had neither).
-ADDED: dict[str, Any] = {"linear": False, "tau_scale": "absolute", "max_categories": None, "max_bytes": None}
+ADDED: dict[str, Any] = {
+    "linear": False,
+    "tau_scale": "absolute",
+    "max_categories": None,
+    "max_bytes": None,
+    "repeats_as_seen": True,
+}
 #: The same for a forest's own parameters: one stored before weighting averaged its members.
 #: One stored before its members could differ (``variants``) had members all alike.
 FOREST_ADDED: dict[str, Any] = {"weighted": False, "poisson_rate": 1.0, "variants": [{}]}

@@ -98,8 +98,12 @@ __all__ = ["METHODS", "ProbabilityForest", "poisson_cdf"]
 METHOD_TREE_DEFAULTS: dict[str, dict[str, Any]] = {
     "rd": {"grace_period": 5},
     "dst": {"grace_period": 5},
-    "bt+": {"grace_period": 15},
+    "bt+": {"grace_period": 15, "repeats_as_seen": False},
 }
+#: Each method's ``poisson_rate`` (``None``): BT+ members learn each example Poisson(2) times,
+#: the repetitions counted in their counts but not among their leaves' examples seen
+#: (``repeats_as_seen=False`` above; ``docs/decisions/forest-variants.md``).
+METHOD_POISSON_RATE: dict[str, float] = {"bt+": 2.0}
 #: Each method's member variants (``variants=None``): BT+ members alternate with and without
 #: the linear component. The forest weighs its members by their recent loss, so where the
 #: stream is linear the members with it carry the forest, and where it is local and curved
@@ -156,8 +160,10 @@ class ProbabilityForest(Classifier):
         mean of the paper.
     poisson_rate
         The bagging methods' (``"bt+"``, ``"rf+"``): each member learns each example
-        ``Poisson(poisson_rate)`` times, in (0, 16]. Above 1 the members grow sooner and are
-        more alike (MOA's and river's ARF use 6); what it gives and costs:
+        ``Poisson(poisson_rate)`` times, in (0, 16]; ``None``: the method's
+        (:data:`METHOD_POISSON_RATE`: 2 for BT+, whose members count the repetitions in their
+        counts but not among their leaves' examples seen, ``repeats_as_seen=False``; 1 for
+        RF+). MOA's and river's ARF use 6; what the rate gives and costs:
         ``docs/decisions/forest-variants.md``.
     variants
         Member parameters that differ between members, cycled: member ``i`` learns with
@@ -186,7 +192,7 @@ class ProbabilityForest(Classifier):
         seed: int = 0,
         tree: Mapping[str, Any] | None = None,
         weighted: bool = True,
-        poisson_rate: float = 1.0,
+        poisson_rate: float | None = None,
         variants: list[Mapping[str, Any]] | None = None,
     ) -> None:
         self.n_trees = n_trees
@@ -197,9 +203,11 @@ class ProbabilityForest(Classifier):
         self.poisson_rate = poisson_rate
         self.variants = variants
         validate_forest_config(self.n_trees, self.method, self.seed, self.weighted, self.tree, self.variants)
-        validate_poisson_rate(poisson_rate, method)
+        if poisson_rate is not None:
+            validate_poisson_rate(poisson_rate, method)
+        self._rate = float(METHOD_POISSON_RATE.get(method, 1.0) if poisson_rate is None else poisson_rate)
         splitter, self._sampling = METHODS[method]
-        self._poisson_cdf = poisson_cdf(float(poisson_rate))
+        self._poisson_cdf = poisson_cdf(self._rate)
         base = {**METHOD_TREE_DEFAULTS.get(method, {}), **(tree or {})}
         chosen = METHOD_VARIANTS.get(method, [{}]) if variants is None else variants
         self._variants = [dict(v) for v in chosen]
@@ -251,7 +259,7 @@ class ProbabilityForest(Classifier):
             "seed": self.seed,
             "tree": tree,
             "weighted": self.weighted,
-            "poisson_rate": self.poisson_rate,
+            "poisson_rate": self._rate,
             "variants": [dict(v) for v in self._variants],
         }
 

@@ -182,6 +182,13 @@ class ProbabilityTree(Classifier):
         The seed of the randomized splitters' draws, a non-negative int: each draw is a hash of
         the seed, the leaf and the attempt (:mod:`streamtree.kernels.randomness`), so the same
         seed and examples give the same tree.
+    repeats_as_seen
+        For an example learned more than once in a row (a bagged forest member's repetitions,
+        :class:`~streamtree.forest.ProbabilityForest`): whether each repetition is another
+        example seen by its leaf, for the Hoeffding bound's ``n``, the tie threshold and the
+        grace period, or only the first is (``False``). The counts and split statistics take
+        every repetition either way. A tree alone learns each example once, so it does not
+        matter there.
 
     Attributes
     ----------
@@ -239,6 +246,7 @@ class ProbabilityTree(Classifier):
         splitter: str = "hoeffding",
         subspace_size: int | None = None,
         seed: int = 0,
+        repeats_as_seen: bool = True,
     ) -> None:
         self.smoothing = smoothing
         self.split_criterion = split_criterion
@@ -268,6 +276,7 @@ class ProbabilityTree(Classifier):
         self.splitter = splitter
         self.subspace_size = subspace_size
         self.seed = seed
+        self.repeats_as_seen = repeats_as_seen
         validate_config(self.get_config() | {"nominal_features": nominal_features})  # as given: a str is no list
         self.registry = FeatureRegistry(self.nominal_features or (), self.max_features, self.max_categories)
         self.classes_: list[ClassLabel] = []

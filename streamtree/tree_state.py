@@ -44,6 +44,7 @@ from streamtree.kernels.learn import (
     C_PATIENCE,
     C_REFIT_EVERY,
     C_REFIT_STEPS,
+    C_REPEATS_SEEN,
     C_SEED,
     C_SMOOTHER,
     C_SPLIT_POINTS,
@@ -115,6 +116,7 @@ def kernel_config(config: Mapping[str, Any], smoother_code: int) -> tuple[np.nda
     cfg_i[C_SEED] = config["seed"]
     cfg_i[C_SUBSPACE] = 0 if config["subspace_size"] is None else config["subspace_size"]
     cfg_i[C_TAU_RANGE] = config["tau_scale"] == "range"
+    cfg_i[C_REPEATS_SEEN] = config["repeats_as_seen"]
     cfg_f = np.zeros(CONFIG_FLOATS)
     cfg_f[C_DELTA] = config["delta"]
     cfg_f[C_TAU] = config["tau"]

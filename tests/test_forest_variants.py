@@ -130,3 +130,42 @@ def test_an_invalid_poisson_rate_names_the_parameter(kwargs: dict[str, Any], mes
     with pytest.raises(ConfigError, match="poisson_rate") as info:
         ProbabilityForest(**kwargs)
     assert info.value.param == "poisson_rate" and message in str(info.value)
+
+
+def test_bt_plus_members_learn_at_rate_2_counting_each_example_once_among_those_seen() -> None:
+    forest = ProbabilityForest()
+    assert forest.get_config()["poisson_rate"] == 2.0 and forest.poisson_rate is None
+    assert forest.get_config()["tree"]["repeats_as_seen"] is False
+    assert all(not m.repeats_as_seen for m in forest.members)
+    rf = ProbabilityForest(method="rf+")
+    assert rf.get_config()["poisson_rate"] == 1.0 and rf.members[0].repeats_as_seen is True
+
+
+def test_repeats_as_seen_changes_a_bagged_forest_but_not_a_tree() -> None:
+    counted = ProbabilityForest(n_trees=4, poisson_rate=2.0, tree={**FAST, "repeats_as_seen": True})
+    once = ProbabilityForest(n_trees=4, poisson_rate=2.0, tree={**FAST, "repeats_as_seen": False})
+    for x, y in stream(600):
+        counted.learn_one(x, y)
+        once.learn_one(x, y)
+    assert probas(counted) != probas(once)
+    # an example counted once among those seen: a leaf attempts a split after grace_period
+    # distinct examples, so the members grow less than when every repetition counts
+    assert once.n_nodes < counted.n_nodes
+    from streamtree import ProbabilityTree
+
+    trees = [ProbabilityTree(grace_period=20, repeats_as_seen=flag) for flag in (True, False)]
+    for x, y in stream(600):
+        for tree in trees:
+            tree.learn_one(x, y)
+    assert trees[0].state.tree.counts.tolist() == trees[1].state.tree.counts.tolist()
+    assert probas(trees[0]) == probas(trees[1])
+
+
+def test_a_tree_saved_before_repeats_as_seen_counts_repeats_as_it_did() -> None:
+    from streamtree.estimators import ESTIMATORS
+
+    assert ESTIMATORS.from_stored({"grace_period": 30})["repeats_as_seen"] is True
+    stored = ESTIMATORS.from_stored({"estimator": "forest", "n_trees": 3, "tree": {"grace_period": 30}})
+    assert stored["poisson_rate"] == 1.0 and stored["variants"] == [{}] and stored["tree"]["repeats_as_seen"] is True
+    with pytest.raises(ConfigError, match="repeats_as_seen"):
+        ProbabilityForest(tree={"repeats_as_seen": "no"})

@@ -43,8 +43,9 @@ __all__ = [
     C_SUBSPACE,
     C_LINEAR,
     C_TAU_RANGE,
-) = range(19)
-CONFIG_INTS = 19
+    C_REPEATS_SEEN,
+) = range(20)
+CONFIG_INTS = 20
 (C_DELTA, C_TAU, C_MIN_BRANCH, C_M) = range(4)
 CONFIG_FLOATS = 4
 

@@ -12,9 +12,9 @@ import math
 
 from numba import njit
 
-from streamtree.state import MAX, MIN, N_, Q_, S_, SEEN
+from streamtree.state import KIND, LEAF, MAX, MIN, N_, Q_, S_, SEEN, SLOT
 
-__all__ = ["classes_seen", "splittable", "update_stats", "value_seen"]
+__all__ = ["classes_seen", "splittable", "unsee", "update_stats", "value_seen"]
 
 
 @njit(cache=True, inline="always")
@@ -124,3 +124,16 @@ def value_seen(nom_stats, slot, col, v, k) -> bool:  # type: ignore[no-untyped-d
         if nom_stats[slot, col, v, c] > 0.0:
             return True
     return False
+
+
+@njit(cache=True, inline="always")
+def unsee(t, path, length):  # type: ignore[no-untyped-def]
+    """Before a repetition of an example is learned again in tree ``t`` (a handle), routed to
+    ``path[:length]`` (``repeats_as_seen=False``): take back the example seen that
+    :func:`update_stats` will add to its leaf's slot, so the leaf's examples seen (the
+    Hoeffding bound's ``n``, the tie threshold's, the grace period's clock) count the example
+    once while its counts and split statistics count every repetition."""
+    leaf = path[length - 1]
+    slot = t.node[leaf, SLOT]
+    if t.node[leaf, KIND] == LEAF and slot >= 0:
+        t.slot_seen[slot, SEEN] -= 1.0

@@ -71,6 +71,7 @@ from streamtree.kernels.codes import (
     C_PATIENCE,
     C_REFIT_EVERY,
     C_REFIT_STEPS,
+    C_REPEATS_SEEN,
     C_SEED,
     C_SMOOTHER,
     C_SPLIT_POINTS,
@@ -87,7 +88,7 @@ from streamtree.kernels.codes import (
 )
 from streamtree.kernels.drift import adopt, argmax_error, log_event
 from streamtree.kernels.grow import attempt_split, has_room
-from streamtree.kernels.leaf_stats import update_stats
+from streamtree.kernels.leaf_stats import unsee, update_stats
 from streamtree.kernels.linear_step import learn_linear
 from streamtree.kernels.naive_bayes import nb_score
 from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_loglik, tree_proba
@@ -155,6 +156,7 @@ __all__ = [
     "C_PATIENCE",
     "C_REFIT_EVERY",
     "C_REFIT_STEPS",
+    "C_REPEATS_SEEN",
     "C_SEED",
     "C_SMOOTHER",
     "C_SPLIT_POINTS",
@@ -439,12 +441,16 @@ def learn_tree_rows(
             scores[r] = 0.0 if k >= known else served
         for _ in range(1, w):  # again, on the path as it is now (the leaf may have split)
             length = route(t.node, t.thr, num_row, nom_row, path)
+            if not cfg_i[C_REPEATS_SEEN]:
+                unsee(t, path, length)
             learn_in_tree_call(
                 t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, False
             )
         if active:
-            for _ in range(w):
+            for rep in range(w):
                 bg_length = route(bg.node, bg.thr, num_row, nom_row, bg_path)
+                if rep > 0 and not cfg_i[C_REPEATS_SEEN]:
+                    unsee(bg, bg_path, bg_length)
                 learn_in_tree_call(
                     bg,
                     cfg_i,

@@ -36,7 +36,9 @@ class LoopForest(ProbabilityForest):
         reps = np.empty((self.n_trees, n), dtype=np.int64)
         for t in range(self.n_trees):
             reps[t] = np.searchsorted(
-                poisson_cdf(self.poisson_rate), uniforms(self.seed, t + 1, first, n, BAGGING_STREAM), side="right"
+                poisson_cdf(self.get_config()["poisson_rate"]),
+                uniforms(self.seed, t + 1, first, n, BAGGING_STREAM),
+                side="right",
             )
         return reps
 
