@@ -23,7 +23,6 @@ __all__ = [
     "MIN_BYTES",
     "validate_config",
     "validate_forest_config",
-    "validate_poisson_rate",
 ]
 
 
@@ -176,11 +175,12 @@ SHARED_KEYS = ("nominal_features", "max_features", "max_categories", "max_nodes"
 
 
 def validate_forest_config(
-    n_trees: Any, method: Any, seed: Any, weighted: Any, tree: Any, variants: Any = None
+    n_trees: Any, method: Any, seed: Any, weighted: Any, tree: Any, variants: Any = None, poisson_rate: Any = None
 ) -> None:
     """Raise :class:`ConfigError` (naming the parameter) unless the arguments are a valid
     :class:`~streamtree.forest.ProbabilityForest` configuration; ``tree`` and each variant
-    are checked by :func:`validate_config`.
+    are checked by :func:`validate_config`; ``None`` for ``variants`` or ``poisson_rate``
+    is the method's.
 
     >>> validate_forest_config(10, "bt+", 0, True, None, [{}, {"max_bytes": 2**20}])
     Traceback (most recent call last):
@@ -211,6 +211,8 @@ def validate_forest_config(
             param="weighted",
         )
     _validate_variants(variants)
+    if poisson_rate is not None:
+        _validate_poisson_rate(poisson_rate, method)
     if tree is None:
         return
     if not isinstance(tree, Mapping) or not all(isinstance(k, str) for k in tree):
@@ -235,9 +237,9 @@ def validate_forest_config(
 MAX_POISSON_RATE = 16.0
 
 
-def validate_poisson_rate(rate: Any, method: str) -> None:
-    """Raise :class:`ConfigError` unless ``rate`` is a number in (0, 16], and 1 for a method
-    without bagging (``method`` already valid)."""
+def _validate_poisson_rate(rate: Any, method: str) -> None:
+    """:func:`validate_forest_config` of ``poisson_rate``: a number in (0, 16], and 1 for a
+    method without bagging (``method`` already valid)."""
     if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0.0 < rate <= MAX_POISSON_RATE):
         raise ConfigError(
             "The 'poisson_rate' parameter of ProbabilityForest must be a number in (0, "

@@ -2,8 +2,9 @@
 
 A config is a :class:`~streamtree.tree.ProbabilityTree`'s parameters (``{"estimator": "tree"}``
 or no ``estimator`` at all) or ``{"estimator": "forest", "n_trees", "method", "seed", "tree",
-"weighted", "poisson_rate", "variants"}`` for a :class:`~streamtree.forest.ProbabilityForest`. :data:`ESTIMATORS` builds a model from
-either, reads either from bytes, and gives back a model's complete config in the same form.
+"weighted", "poisson_rate", "variants"}`` for a :class:`~streamtree.forest.ProbabilityForest`.
+:data:`ESTIMATORS` builds a model from either, reads either from bytes, and gives back a
+model's complete config in the same form.
 
 >>> from streamtree.estimators import ESTIMATORS
 >>> model = ESTIMATORS(estimator="forest", n_trees=3, method="rf+")

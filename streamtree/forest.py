@@ -67,7 +67,7 @@ import numpy as np
 
 from streamtree import forest_inspection, growth
 from streamtree.classifier import Classifier
-from streamtree.config import FOREST_KEYS, METHODS, validate_forest_config, validate_poisson_rate
+from streamtree.config import FOREST_KEYS, METHODS, validate_forest_config
 from streamtree.dispatch import at_entry, direct
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry, check_mapping
@@ -202,13 +202,11 @@ class ProbabilityForest(Classifier):
         self.weighted = weighted
         self.poisson_rate = poisson_rate
         self.variants = variants
-        validate_forest_config(self.n_trees, self.method, self.seed, self.weighted, self.tree, self.variants)
-        if poisson_rate is not None:
-            validate_poisson_rate(poisson_rate, method)
+        validate_forest_config(n_trees, method, seed, weighted, tree, variants, poisson_rate)
         self._rate = float(METHOD_POISSON_RATE.get(method, 1.0) if poisson_rate is None else poisson_rate)
         splitter, self._sampling = METHODS[method]
         self._poisson_cdf = poisson_cdf(self._rate)
-        base = {**METHOD_TREE_DEFAULTS.get(method, {}), **(tree or {})}
+        base = self._member_base()
         chosen = METHOD_VARIANTS.get(method, [{}]) if variants is None else variants
         self._variants = [dict(v) for v in chosen]
         self.members = [
@@ -216,6 +214,10 @@ class ProbabilityForest(Classifier):
             for i in range(n_trees)
         ]
         self._reset()
+
+    def _member_base(self) -> dict[str, Any]:
+        """The members' parameters but their variants': the method's defaults under ``tree``."""
+        return {**METHOD_TREE_DEFAULTS.get(self.method, {}), **(self.tree or {})}
 
     def _reset(self) -> None:
         self.classes_: list[ClassLabel] = []
@@ -250,7 +252,7 @@ class ProbabilityForest(Classifier):
         ``seed``."""
         member = self.members[0].get_config()
         # member 0's parameters, but those its variant set: the forest's own (or the defaults)
-        base = {**METHOD_TREE_DEFAULTS.get(self.method, {}), **(self.tree or {})}
+        base = self._member_base()
         member.update({k: base.get(k, _TREE_DEFAULTS[k]) for k in self._variants[0]})
         tree = {k: v for k, v in member.items() if k not in FOREST_KEYS}
         return {

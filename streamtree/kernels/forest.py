@@ -379,8 +379,9 @@ def draw_reps(sampling, seed, first, poisson_cdf, reps):  # type: ignore[no-unty
     ``ALL``: once each. ``BAGGING``: member ``t`` learns row ``i`` ``w`` times, ``w`` the
     number of ``poisson_cdf`` entries at most ``u = uniform(seed, t + 1, i, BAGGING_STREAM)``
     (a Poisson draw of the forest's ``poisson_rate``). ``DISJOINT``: only member
-    ``min(floor(u T), T - 1)`` learns it, once, ``u = uniform(seed, 0, i, DISJOINT_STREAM)``. Every draw is a hash of the seed, the member
-    and the row's position (:mod:`streamtree.kernels.randomness`)."""
+    ``min(floor(u T), T - 1)`` learns it, once, ``u = uniform(seed, 0, i, DISJOINT_STREAM)``.
+    Every draw is a hash of the seed, the member and the row's position
+    (:mod:`streamtree.kernels.randomness`)."""
     n_members, n = reps.shape
     for i in range(n):
         if sampling == ALL:
