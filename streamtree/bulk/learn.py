@@ -147,22 +147,28 @@ class Learning:
             except (ServiceError, ConnectionFailed) as e:
                 raise self.fail(e, chunk) from None
 
-        chunks = self.interrupts.until_requested(pipelined(self.chunks()))
-        while True:
-            try:
-                chunk, blob, key = next(chunks)
-            except StopIteration:
-                break
-            except BulkError:  # a bad row: the chunks before it are answered (and counted) first
-                while flight:
+        made = pipelined(self.chunks())
+        chunks = self.interrupts.until_requested(made)
+        try:
+            while True:
+                try:
+                    chunk, blob, key = next(chunks)
+                except StopIteration:
+                    break
+                except BulkError:  # a bad row: the chunks before it are answered (and counted) first
+                    while flight:
+                        yield collect()
+                    raise
+                flight.append((chunk, blob, key, previous, pool.submit(self.model.learn_batch, blob, key, previous)))
+                previous = key
+                if len(flight) >= self.args.in_flight:
                     yield collect()
-                raise
-            flight.append((chunk, blob, key, previous, pool.submit(self.model.learn_batch, blob, key, previous)))
-            previous = key
-            if len(flight) >= self.args.in_flight:
+            while flight:
                 yield collect()
-        while flight:
-            yield collect()
+        finally:
+            # the reading thread stops here, before the caller closes the file it reads: left to
+            # the garbage collector, it could still be in pandas' parser when the file closes
+            made.close()
 
     def run(self, config: dict[str, Any] | None) -> None:
         """Create the model if asked, send every chunk, print the summary line."""
