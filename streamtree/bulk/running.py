@@ -11,7 +11,7 @@ import queue
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NoReturn, TypeVar
 
 from tqdm import tqdm
@@ -127,7 +127,7 @@ class Progress:
 _END = object()
 
 
-def pipelined(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+def pipelined(items: Iterator[T], depth: int = 1) -> Generator[T, None, None]:
     """``items`` made in a background thread, at most ``depth`` waiting beside the one in use.
 
     With ``depth=1`` the next chunk is read and encoded while the previous request is in
