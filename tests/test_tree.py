@@ -412,3 +412,24 @@ def test_max_features_refuses_what_would_pass_it_and_changes_nothing() -> None:
     again = ProbabilityTree.from_bytes(model.to_bytes())
     with pytest.raises(InputError, match="max_features=3"):
         again.learn_one({"e": 1.0}, "p")
+
+
+@pytest.mark.parametrize("config", [{}, {"grace_period": 5, "tau": 0.6, "linear": False}])
+def test_the_order_of_an_examples_features_changes_no_split(config: dict) -> None:
+    """Two features that always agree tie on every split; the tie goes to the feature's key
+    (a hash of its name), not to the column it arrived in, so the same examples with their
+    features in another order grow the same tree (river's ``check_shuffle_features_no_impact``
+    for eager growth, where ties are broken on a handful of examples)."""
+    rng = random.Random(3)
+    rows = []
+    for _ in range(400):
+        a = rng.random()
+        rows.append(({"a": a, "copy": a, "noise": rng.random()}, a > 0.4))
+    trees = [ProbabilityTree(**config), ProbabilityTree(**config)]
+    for x, y in rows:
+        trees[0].learn_one(x, y)
+        trees[1].learn_one(dict(reversed(list(x.items()))), y)
+    splits = [[p["split"] for p in t.explain_one(rows[0][0])["path"][:-1]] for t in trees]
+    assert splits[0] == splits[1] and splits[0]
+    probe = {"a": 0.41, "copy": 0.41, "noise": 0.5}
+    assert trees[0].predict_proba_one(probe) == pytest.approx(trees[1].predict_proba_one(probe), rel=1e-12)

@@ -265,6 +265,7 @@ def attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right) -> None:  # type: i
         cfg_i[C_SPLIT_POINTS],
         cfg_f[C_MIN_BRANCH],
         allowed,
+        fkeys,
         left,
         right,
     )

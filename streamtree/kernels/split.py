@@ -90,6 +90,7 @@ def best_split(  # type: ignore[no-untyped-def]
     n_split_points,
     min_branch_fraction,
     allowed,
+    keys,
     left_out,
     right_out,
 ):
@@ -112,6 +113,10 @@ def best_split(  # type: ignore[no-untyped-def]
         ``allowed[f]`` for numeric column ``f``, ``allowed[F + c]`` for nominal column ``c``:
         the features that may be split on (all of them for a Hoeffding tree, a random subset
         per attempt for a random-subspace tree).
+    keys : int64[:]
+        A key per feature, in the order of ``allowed`` (the registry's
+        :meth:`~streamtree.features.FeatureRegistry.feature_keys`): features of equal merit go
+        to the smallest key, so the split does not depend on the order features arrived in.
     left_out, right_out : float64[:]
         Receive the chosen split's class counts on each side in ``[:n_classes]`` (zeros when
         none is found).
@@ -144,9 +149,9 @@ def best_split(  # type: ignore[no-untyped-def]
     leaf: ``L_k = nom[slot, c, v, k]``, ``R_k = T_k - L_k`` with ``T_k = sum_v nom[slot, c, v, k]``.
 
     A candidate whose left fraction ``sum L / sum T`` is not in ``(m, 1 - m)`` scores -inf. The
-    best candidate of each feature (the first of equals) competes in the order numeric columns,
-    nominal columns; the first best is chosen (numpy ``argmax``), and nothing is found unless its
-    merit is finite.
+    best candidate of each feature (the first of equals) competes; of the features of the best
+    merit, the one with the smallest key is chosen, and nothing is found unless its merit is
+    finite.
     """
     k = n_classes
     held = np.empty(8 * k + merit_scratch(k))  # the only allocation,
@@ -166,6 +171,7 @@ def best_split(  # type: ignore[no-untyped-def]
     best_kind = -1
     best_col = -1
     best_thr = 0.0
+    best_key = 0
     have_best = False
     mbf = min_branch_fraction
 
@@ -215,10 +221,11 @@ def best_split(  # type: ignore[no-untyped-def]
                 f_thr = t
                 for c in range(k):
                     fleft[c] = cand[c]
-        if f_best > best:
+        if f_best > best or (have_best and f_best == best and keys[f] < best_key):
             if have_best and best > second:
                 second = best
             best = f_best
+            best_key = keys[f]
             have_best = True
             best_kind = NUMERIC
             best_col = f
@@ -261,10 +268,11 @@ def best_split(  # type: ignore[no-untyped-def]
             if m > f_best:
                 f_best = m
                 f_val = v
-        if f_best > best:
+        if f_best > best or (have_best and f_best == best and keys[n_numeric + col] < best_key):
             if have_best and best > second:
                 second = best
             best = f_best
+            best_key = keys[n_numeric + col]
             have_best = True
             best_kind = NOMINAL
             best_col = col

@@ -135,7 +135,9 @@ def _assert_same_stats(oracle: LeafStats, arrays, n_classes, n_numeric, n_nomina
 def _check_best_split(oracle, arrays, slot, dims, criterion, n_split_points, mbf) -> str:  # type: ignore[no-untyped-def]
     """Kernel and oracle agree on the split of ``slot``; returns the kind found (for coverage)."""
     n_classes, n_numeric, n_nominal, n_values = dims
-    expected = oracle.best_split(slot, criterion, n_split_points, mbf)
+    # features of equal merit go to the smallest key: keys in a random order, not the columns'
+    keys = np.random.default_rng(slot).permutation(n_numeric + n_nominal).astype(np.int64)
+    expected = oracle.best_split(slot, criterion, n_split_points, mbf, keys)
     left = np.full(n_classes + 1, 7.0)
     right = np.full(n_classes + 1, 7.0)
     found, kind, col, thr, merit, second = ks.best_split(
@@ -152,6 +154,7 @@ def _check_best_split(oracle, arrays, slot, dims, criterion, n_split_points, mbf
         n_split_points,
         mbf,
         np.ones(n_numeric + n_nominal, dtype=np.bool_),
+        keys,
         left,
         right,
     )
@@ -413,10 +416,22 @@ def _leaf(rows: list[list[float]], ys: list[int], n_classes: int, shift: list[fl
     return arrays
 
 
-def _split(arrays, n_classes, criterion="info_gain", n_split_points=3, mbf=0.0, n_nominal=0, n_values=1, allowed=None):  # type: ignore[no-untyped-def]
+def _split(
+    arrays,
+    n_classes,
+    criterion="info_gain",
+    n_split_points=3,
+    mbf=0.0,
+    n_nominal=0,
+    n_values=1,
+    allowed=None,
+    keys=None,
+):  # type: ignore[no-untyped-def]
     left, right = np.zeros(n_classes), np.zeros(n_classes)
     if allowed is None:
         allowed = np.ones(arrays.shift.size + n_nominal, dtype=np.bool_)
+    if keys is None:
+        keys = np.arange(allowed.size, dtype=np.int64)
     result = ks.best_split(
         arrays.num_stats,
         arrays.num_range,
@@ -431,6 +446,7 @@ def _split(arrays, n_classes, criterion="info_gain", n_split_points=3, mbf=0.0, 
         n_split_points,
         mbf,
         allowed,
+        keys,
         left,
         right,
     )
@@ -443,6 +459,15 @@ def test_best_split_hand_example() -> None:
     (found, kind, col, thr, merit, second), left, right = _split(arrays, 2)
     assert (found, kind, col, thr, merit, second) == (True, NUMERIC, 0, 1.0, 1.0, 0.0)  # column 1: max == min
     assert left.tolist() == [2.0, 0.0] and right.tolist() == [0.0, 2.0]
+
+
+def test_features_of_equal_merit_go_to_the_smallest_key() -> None:
+    """Columns 0 and 2 separate the classes equally well (column 1 less well): the split is
+    on whichever of them has the smaller key, so it does not depend on the columns' order."""
+    arrays = _leaf([[0.0, 0.0, 5.0], [0.0, 1.0, 5.0], [4.0, 0.0, 9.0], [4.0, 1.0, 9.0]], [0, 0, 1, 1], 2)
+    for keys, col in (([1, 0, 2], 0), ([2, 0, 1], 2), ([9, -3, 9], 0)):
+        (found, kind, chosen, _, merit, second), _, _ = _split(arrays, 2, keys=np.array(keys, dtype=np.int64))
+        assert (found, kind, chosen, merit, second) == (True, NUMERIC, col, 1.0, 1.0)
 
 
 def test_best_split_nothing_to_split() -> None:
@@ -489,6 +514,7 @@ def test_classes_seen_and_a_leaf_of_one_class_never_splits() -> None:
                     10,
                     0.0,
                     np.ones(n_numeric + n_nominal, dtype=np.bool_),
+                    np.arange(n_numeric + n_nominal, dtype=np.int64),
                     np.empty(n_classes),
                     np.empty(n_classes),
                 )

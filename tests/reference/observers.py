@@ -168,9 +168,19 @@ class LeafStats:
 
     # -- split search -------------------------------------------------------------------
     def best_split(
-        self, slot: int, criterion: str, n_split_points: int, min_branch_fraction: float
+        self,
+        slot: int,
+        criterion: str,
+        n_split_points: int,
+        min_branch_fraction: float,
+        keys: np.ndarray | None = None,
     ) -> SplitSuggestion | None:
-        """The best binary split of the slot's leaf, or ``None`` when no split is possible."""
+        """The best binary split of the slot's leaf, or ``None`` when no split is possible.
+        Features of equal merit go to the smallest of ``keys`` (one per feature, numeric then
+        nominal; ``None``: the column order)."""
+        if keys is None:
+            keys = np.arange(self.n_numeric + self.n_nominal, dtype=np.int64)
+        feature_keys: list[np.ndarray] = []
         self.flush(slot)
         crit = CRITERIA[criterion]
         k = self.n_classes
@@ -199,6 +209,7 @@ class LeafStats:
             j = merit.argmax(axis=1)
             f = np.arange(cols.size)
             merits.append(merit[f, j])
+            feature_keys.append(keys[cols])
             picks.append((NUMERIC, cols, t[f, j], left[f, j], n_u - left[f, j], merit[f, j]))
 
         counts = self.nom[slot, : self.n_nominal, : self.n_values, :k]
@@ -211,12 +222,14 @@ class LeafStats:
             j = merit.argmax(axis=1)
             f = np.arange(cols.size)
             merits.append(merit[f, j])
+            feature_keys.append(keys[self.n_numeric + cols])
             picks.append((NOMINAL, cols, j.astype(np.float64), c[f, j], total[cols] - c[f, j], merit[f, j]))
 
         if not merits:
             return None
         every = np.concatenate(merits)
-        best = int(np.argmax(every))
+        tied = np.flatnonzero(every == every.max())
+        best = int(tied[np.argmin(np.concatenate(feature_keys)[tied])])
         if not np.isfinite(every[best]):
             return None
         rest = np.delete(every, best)
