@@ -14,10 +14,11 @@ from tests.test_forest import FAST, fitted, probas
 from tests.test_tree import stream
 
 
-def test_bt_plus_members_alternate_with_and_without_the_linear_component() -> None:
+def test_bt_plus_members_differ_in_the_linear_component_and_in_growth() -> None:
     forest = ProbabilityForest()
-    assert [m.linear for m in forest.members] == [True, False] * 5
-    assert forest.get_config()["variants"] == [{}, {"linear": False}] == METHOD_VARIANTS["bt+"]
+    kinds = [(m.linear, m.grace_period, m.tau) for m in forest.members]
+    assert kinds == ([(True, 15, 0.2), (False, 15, 0.2), (True, 5, 0.6), (False, 5, 0.6)] * 3)[:10]
+    assert forest.get_config()["variants"] == METHOD_VARIANTS["bt+"]
     assert forest.get_config()["tree"]["linear"] is True
 
 
