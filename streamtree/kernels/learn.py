@@ -297,8 +297,9 @@ def learn_rows(tree, background, drift, cfg_i, cfg_f, num, nom, ks, reps, fkeys,
         counted in the tree's refit schedule.
     fkeys
         A key per feature (int64; numeric columns, then nominal ones), a hash of its name:
-        the randomized splitters draw by feature key, not by column, so the order in which
-        features first appeared does not change the tree (:mod:`streamtree.kernels.grow`).
+        the randomized splitters draw by feature key, and every splitter breaks a tie in merit
+        by it, not by column, so the order in which features first appeared does not change
+        the tree (:mod:`streamtree.kernels.grow`, :func:`~streamtree.kernels.split.best_split`).
     total
         Examples the model learned before row ``start`` (drift events are dated by it).
     proba_out, want_proba

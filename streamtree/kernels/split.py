@@ -75,6 +75,14 @@ def _ndtr(z):  # type: ignore[no-untyped-def]
     return 1.0 - y if x > 0.0 else y
 
 
+@njit(cache=True, inline="always")
+def _beats(merit, key, best, best_key, have_best):  # type: ignore[no-untyped-def]
+    """Whether a feature of best merit ``merit`` and key ``key`` takes the place of the best
+    so far: a higher merit, or an equal one and a smaller key (so the choice does not depend on
+    the order of the columns)."""
+    return merit > best or (have_best and merit == best and key < best_key)
+
+
 @njit(cache=True)
 def best_split(  # type: ignore[no-untyped-def]
     num_stats,
@@ -221,7 +229,7 @@ def best_split(  # type: ignore[no-untyped-def]
                 f_thr = t
                 for c in range(k):
                     fleft[c] = cand[c]
-        if f_best > best or (have_best and f_best == best and keys[f] < best_key):
+        if _beats(f_best, keys[f], best, best_key, have_best):
             if have_best and best > second:
                 second = best
             best = f_best
@@ -268,7 +276,7 @@ def best_split(  # type: ignore[no-untyped-def]
             if m > f_best:
                 f_best = m
                 f_val = v
-        if f_best > best or (have_best and f_best == best and keys[n_numeric + col] < best_key):
+        if _beats(f_best, keys[n_numeric + col], best, best_key, have_best):
             if have_best and best > second:
                 second = best
             best = f_best

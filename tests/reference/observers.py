@@ -173,13 +173,11 @@ class LeafStats:
         criterion: str,
         n_split_points: int,
         min_branch_fraction: float,
-        keys: np.ndarray | None = None,
+        keys: np.ndarray,
     ) -> SplitSuggestion | None:
         """The best binary split of the slot's leaf, or ``None`` when no split is possible.
         Features of equal merit go to the smallest of ``keys`` (one per feature, numeric then
-        nominal; ``None``: the column order)."""
-        if keys is None:
-            keys = np.arange(self.n_numeric + self.n_nominal, dtype=np.int64)
+        nominal)."""
         feature_keys: list[np.ndarray] = []
         self.flush(slot)
         crit = CRITERIA[criterion]
