@@ -36,8 +36,9 @@ exponentially weighted average,
 
 where ``L_t`` is an exponential moving average (decay :data:`WEIGHT_DECAY`, about the last
 1,000 examples) of member ``t``'s log loss on the examples it learns, each scored before it
-learned it (:func:`~streamtree.kernels.forest.weigh_rows`), and ``eta`` is
-:data:`WEIGHT_ETA`. Equal losses give equal weights: the plain mean, bit for bit.
+learned it, relative to the weighted mean of the members that learned the example and capped
+at ``ln(1 / WEIGHT_FLOOR)`` nats an example (:func:`~streamtree.kernels.forest.weigh_rows`);
+``eta`` is :data:`WEIGHT_ETA`. Equal losses give equal weights: the plain mean, bit for bit.
 
 Every random draw is a hash of the forest's seed, the member and the example's position
 (:mod:`streamtree.kernels.randomness`): the same seed and event sequence give the same forest,
@@ -113,10 +114,14 @@ METHOD_POISSON_RATE: dict[str, float] = {"bt+": 2.0}
 METHOD_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "bt+": [{}, {"linear": False}, {"grace_period": 5, "tau": 0.6}, {"linear": False, "grace_period": 5, "tau": 0.6}],
 }
-#: How sharply the weighted forest prefers its better members: a member whose recent mean log
-#: loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much (why 25:
-#: ``docs/decisions/forests.md``).
-WEIGHT_ETA = 25.0
+#: How sharply the weighted forest prefers its better members: a member whose recent mean
+#: relative log loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much
+#: (why 35: ``docs/decisions/member-weights.md``).
+WEIGHT_ETA = 35.0
+#: A member's loss on an example is at most ``ln(1 / WEIGHT_FLOOR)`` nats (3.0) above the
+#: forest's: one confident mistake where the other members were right does not take a member's
+#: weight for the next thousand examples (``docs/decisions/member-weights.md``).
+WEIGHT_FLOOR = 0.05
 #: The members' loss is an exponential moving average with this decay: about the last 1,000
 #: examples each learned.
 WEIGHT_DECAY = 0.999
@@ -354,6 +359,7 @@ class ProbabilityForest(Classifier):
             self.loss_,
             self._eta,
             WEIGHT_DECAY,
+            WEIGHT_FLOOR,
             reps,
             member_proba,
             scores,
@@ -386,7 +392,7 @@ class ProbabilityForest(Classifier):
                     arrays.paths,
                     arrays.work,
                 )
-            weigh_rows(self.loss_, self._eta, WEIGHT_DECAY, scores, member_proba, proba, want_proba)
+            weigh_rows(self.loss_, self._eta, WEIGHT_DECAY, WEIGHT_FLOOR, scores, member_proba, proba, want_proba)
         arrays.finish(n)
         self.n_examples += n
         return proba if want_proba else None

@@ -28,10 +28,11 @@ Python orchestration and numba's dispatch of some 30 arrays (what that cost:
   was about a third of it: three calls through numba's dispatcher, and the arrays they take
   made in Python.
 
-The members' probabilities are weighted by their recent log loss (:func:`weigh_rows`,
-:func:`member_weights`; all weights 1.0 while the losses are equal). Sums are taken member by
-member in order (``((w_0 p_0 + w_1 p_1) + w_2 p_2) + ...``, then divided by the weights' sum),
-as the per-member reference does, so the forest's probabilities are the same bits.
+The members' probabilities are weighted by their recent log loss relative to the forest's
+(:func:`weigh_rows`, :func:`member_weights`; all weights 1.0 while the losses are equal). Sums
+are taken member by member in order (``((w_0 p_0 + w_1 p_1) + w_2 p_2) + ...``, then divided by
+the weights' sum), as the per-member reference does, so the forest's probabilities are the
+same bits.
 """
 
 from __future__ import annotations
@@ -234,6 +235,7 @@ def learn_forest(
     loss,
     eta,
     decay,
+    floor,
     reps,
     member_proba,
     scores,
@@ -249,8 +251,8 @@ def learn_forest(
     ``reps``, ``member_proba`` and ``scores`` are :func:`learn_forest_rows`' arrays, filled
     here (the draws; zeros; NaN), so their former contents do not matter: a forest reuses
     one set for every event; ``paths`` and ``work`` are its working arrays. ``loss``, ``eta``,
-    ``decay`` and ``proba`` (the forest's prequential predictions, with ``want_proba``) are
-    :func:`weigh_rows`'.
+    ``decay``, ``floor`` and ``proba`` (the forest's prequential predictions, with
+    ``want_proba``) are :func:`weigh_rows`'.
 
     Returns
     -------
@@ -282,7 +284,7 @@ def learn_forest(
         work,
     )
     if reason == DONE:
-        weigh_rows(loss, eta, decay, scores, member_proba, proba, want_proba)
+        weigh_rows(loss, eta, decay, floor, scores, member_proba, proba, want_proba)
     return member, row, reason
 
 
@@ -303,23 +305,27 @@ def member_weights(loss, eta, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  # type: ignore[no-untyped-def]
+def weigh_rows(loss, eta, decay, floor, scores, member_proba, proba_out, want_proba):  # type: ignore[no-untyped-def]
     """After the members learned a batch: row after row, the forest's prequential prediction
     (with ``want_proba``) from the members' weights before the row, then each member's loss
     updated by its score of the row.
 
     With ``p_m`` member ``m``'s probability of a row's class (``scores``, NaN for a row it did
-    not learn, which leaves its loss as it was), the loss is an exponential moving average
-    of its log loss over the rows it learns,
+    not learn, which leaves its loss as it was) and ``q`` the weighted mean of the ``p_m`` of
+    the members that learned the row (weights before the row), each of those members' loss is
+    an exponential moving average of its log loss *relative to* ``q``, capped:
 
     .. math::
 
-        L_m \\leftarrow \\lambda L_m + (1 - \\lambda)\\,(-\\ln \\max(p_m, 10^{-15})),
+        L_m \\leftarrow \\lambda L_m + (1 - \\lambda)\\,\\bigl(-\\ln \\max(p_m / q,\\ \\phi)\\bigr),
 
-    ``lambda = decay``, and the forest serves ``sum_m w_m p_m(y|x) / sum_m w_m`` with
-    ``w_m = exp(-eta (L_m - min_j L_j))`` (:func:`member_weights`): an exponentially
-    weighted average forecaster whose memory is about ``1 / (1 - decay)`` rows. Members
-    summed in member order, as :func:`predict_forest_rows` does.
+    ``lambda = decay``, ``phi = floor`` (``q`` floored at ``1e-15``). Every member that learned
+    a row shares its ``q``, so the members' losses differ as their log losses do, except that
+    a member confidently wrong where the others were right pays at most ``ln(1 / phi)`` nats
+    for the row. The forest serves ``sum_m w_m p_m(y|x) / sum_m w_m`` with
+    ``w_m = exp(-eta (L_m - min_j L_j))`` (:func:`member_weights`): an exponentially weighted
+    average forecaster whose memory is about ``1 / (1 - decay)`` rows. Members summed in member
+    order, as :func:`predict_forest_rows` does.
     """
     n_members = loss.shape[0]
     weights = np.empty(n_members)
@@ -333,10 +339,22 @@ def weigh_rows(loss, eta, decay, scores, member_proba, proba_out, want_proba):  
                 proba_out[r, c] = acc / total
         if scores.shape[1] == 0:  # an unweighted forest keeps no losses
             continue
+        if not want_proba:
+            member_weights(loss, eta, weights)
+        acc = 0.0
+        learned = 0.0
         for m in range(n_members):
             p = scores[m, r]
             if p == p:
-                loss[m] = decay * loss[m] + (1.0 - decay) * -math.log(max(p, 1e-15))
+                acc += weights[m] * p
+                learned += weights[m]
+        if learned == 0.0:  # no member learned the row
+            continue
+        q = max(acc / learned, 1e-15)
+        for m in range(n_members):
+            p = scores[m, r]
+            if p == p:
+                loss[m] = decay * loss[m] + (1.0 - decay) * -math.log(max(p / q, floor))
 
 
 @njit(cache=True)

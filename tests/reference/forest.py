@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from streamtree import ProbabilityForest
-from streamtree.forest import WEIGHT_DECAY, poisson_cdf
+from streamtree.forest import WEIGHT_DECAY, WEIGHT_FLOOR, poisson_cdf
 from streamtree.kernels.forest import BAGGING_STREAM, DISJOINT_STREAM
 from streamtree.kernels.randomness import uniforms
 from streamtree.typing import ClassLabel, FloatArray
@@ -75,10 +75,18 @@ class LoopForest(ProbabilityForest):
                     acc += w * float(proba[r, c])
                 out[r, c] = acc / total
             if self.weighted:
-                for m, proba in enumerate(probas):
-                    if reps[m][r] > 0:
-                        p = float(proba[r, column[label]])
-                        self.loss_[m] = WEIGHT_DECAY * self.loss_[m] + (1.0 - WEIGHT_DECAY) * -math.log(max(p, 1e-15))
+                # each learner's loss relative to the weighted mean of the learners', capped
+                learners = [m for m in range(len(probas)) if reps[m][r] > 0]
+                if learners:
+                    acc = learned = 0.0
+                    for m in learners:
+                        acc += weights[m] * float(probas[m][r, column[label]])
+                        learned += weights[m]
+                    q = max(acc / learned, 1e-15)
+                    for m in learners:
+                        p = float(probas[m][r, column[label]])
+                        relative = -math.log(max(p / q, WEIGHT_FLOOR))
+                        self.loss_[m] = WEIGHT_DECAY * self.loss_[m] + (1.0 - WEIGHT_DECAY) * relative
         return out if want_proba else None
 
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
