@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from streamtree.forest import WEIGHT_DECAY, WEIGHT_ETA, WEIGHT_FLOOR
 from streamtree.kernels.forest import member_weights, weigh_rows
@@ -29,9 +30,12 @@ def test_a_members_loss_is_its_log_loss_relative_to_the_learners_mean() -> None:
 def test_a_confident_mistake_costs_at_most_the_cap() -> None:
     loss = weigh(np.zeros(3), np.array([[0.9], [0.9], [1e-9]]))
     assert loss[2] == (1.0 - WEIGHT_DECAY) * -math.log(WEIGHT_FLOOR)  # ln 20 above the forest
-    # against the members that were right: 3.4 nats, where their plain log losses differ by 20.6
+    # against the members that were right: ln 20 + ln(0.9 / q), 3.4 nats, where their plain log
+    # losses differ by ln(0.9 / 1e-9), 20.6
+    q = (0.9 + 0.9 + 1e-9) / 3
     gap = (loss[2] - loss[0]) / (1.0 - WEIGHT_DECAY)
-    assert 3.3 < gap < 3.5 and math.log(0.9 / 1e-9) > 20.6
+    assert gap == pytest.approx(-math.log(WEIGHT_FLOOR) + math.log(0.9 / q), rel=1e-9)
+    assert 3.3 < gap < 3.5
 
 
 def test_a_member_that_did_not_learn_the_row_keeps_its_loss_and_is_not_in_the_mean() -> None:
