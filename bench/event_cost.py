@@ -7,7 +7,7 @@ then ``learn_one`` on a dict, as ``bench.moa_speed`` times it) on the same six g
 - **total**: ``predict_proba_one(x)`` then ``learn_one(x, y)``;
 - **predict**: ``predict_proba_one(x)`` alone; **learn** is total minus predict (the row
   encoded for the prediction is reused by the learn);
-- **encode**: ``registry.encode_known(x)``, the dict read into the kernels' row (the first
+- **encode**: ``registry.encode_known_row(x)``, the dict read into the kernels' row (the first
   step of a prediction);
 - **predict kernel** and **learn kernel**: the tree state's own one-event calls
   (``TreeState.predict_one``, ``TreeState.learn_one``) on rows encoded beforehand: the
@@ -78,23 +78,17 @@ def measure(name: str, warm: int, n: int, rounds: int) -> dict[str, float]:
             m.predict_proba_one(x)
 
     def encode(m: ProbabilityTree) -> None:
-        encode_known = m.registry.encode_known
+        encode_known_row = m.registry.encode_known_row
         for x in xs:
-            encode_known(x)
+            encode_known_row(x)
 
     encoded = []
     for x, y in rows:
-        known = warmed.registry.encode_known(x)
+        known = warmed.registry.encode_known_row(x)
         if known is None or y not in warmed.class_index:
             continue  # a new feature value or class: the general path, left out of the kernel's share
-        values, codes = known
-        encoded.append(
-            (
-                np.array([values], dtype=np.float64).reshape(1, -1),
-                np.array([codes], dtype=np.int64).reshape(1, -1),
-                np.array([warmed.class_index[y]], dtype=np.int64),
-            )
-        )
+        num, nom = known
+        encoded.append((num, nom, np.array([warmed.class_index[y]], dtype=np.int64)))
     n_classes = len(warmed.classes_)
 
     def predict_kernel(m: ProbabilityTree) -> None:

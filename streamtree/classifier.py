@@ -23,6 +23,7 @@ from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
 from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.row_plan import NO_CODES, NO_VALUES
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["Classifier", "check_label", "check_labels"]
@@ -46,17 +47,13 @@ def check_label(y: Any) -> ClassLabel:
 
 
 _PLAIN_LABELS = frozenset({str, int, bool})
-#: One example's values of a model without numeric (or nominal) features: never written (the
-#: kernels only read their inputs), shared instead of built per call (``docs/decisions/compiled-core.md``).
-_NO_VALUES = np.empty((1, 0), dtype=np.float64)
-_NO_CODES = np.empty((1, 0), dtype=np.int64)
 
 
 def _one_row(values: list[float], codes: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """One example's ``(1, n_numeric)`` values and ``(1, n_nominal)`` codes for the kernels."""
     return (
-        np.array([values], dtype=np.float64) if values else _NO_VALUES,
-        np.array([codes], dtype=np.int64) if codes else _NO_CODES,
+        np.array([values], dtype=np.float64) if values else NO_VALUES,
+        np.array([codes], dtype=np.int64) if codes else NO_CODES,
     )
 
 
@@ -120,9 +117,7 @@ class Classifier(base.MiniBatchClassifier):
         reg = self.registry
         row = self._row_of_last_prediction(x)  # test-then-train: x was encoded a moment ago
         if row is None:
-            known = reg.encode_known(x)  # the steady state: nothing new to validate or register
-            if known is not None:
-                row = _one_row(*known)
+            row = reg.encode_known_row(x)  # the steady state: nothing new to validate or register
         if row is not None:
             self._learn_one(row[0], row[1], y)
             return
@@ -191,11 +186,11 @@ class Classifier(base.MiniBatchClassifier):
         if not classes:
             return {}
         reg = self.registry
-        known = reg.encode_known(x)  # when it applies, the very values encode_one gives
+        known = reg.encode_known_row(x)  # when it applies, the very values encode_one gives
         if known is None:
             num, nom = _one_row(*encode_one(reg, x))
         else:
-            num, nom = _one_row(*known)
+            num, nom = known
             # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)
             self._last_row = (x, list(x), list(x.values()), reg, num, nom)
         return dict(zip(classes, self._predict_one(num, nom)))

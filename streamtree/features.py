@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from streamtree.exceptions import InputError
-from streamtree.row_plan import RowPlan
+from streamtree.row_plan import NO_CODES, NO_VALUES, RowPlan
 
 __all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
 
@@ -282,6 +282,30 @@ class FeatureRegistry:
             elif value is not None:
                 return None
         return values, codes
+
+    def encode_known_row(self, x: Mapping[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`encode_known` as the kernels' ``(1, n_numeric)`` values and ``(1, n_nominal)``
+        codes, or ``None``: the steady state converts the dict in one step
+        (:meth:`RowPlan.encode_row`), the rest goes through :meth:`encode_known`.
+
+        >>> reg = FeatureRegistry()
+        >>> _ = reg.encode({"a": 1.0, "b": "x"}, learn=True)
+        >>> [a.tolist() for a in reg.encode_known_row({"a": 2, "b": "x"})], reg.encode_known_row({"b": "new"})
+        ([[[2.0]], [[0]]], None)
+        """
+        plan = self.plan
+        if plan is not None and type(x) is dict:
+            row = plan.encode_row(x)
+            if row is not None:
+                return row
+        known = self.encode_known(x)  # makes the plan; the general path where it declines
+        if known is None:
+            return None
+        values, codes = known
+        return (
+            np.array([values], dtype=np.float64) if values else NO_VALUES,
+            np.array([codes], dtype=np.int64) if codes else NO_CODES,
+        )
 
     def encode_known_many(self, xs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`encode_known` for a batch, column by column: the ``(n, n_numeric)`` values

@@ -17,7 +17,14 @@ from collections.abc import Callable, Hashable, Sequence
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["RowPlan"]
+import numpy as np
+
+__all__ = ["NO_CODES", "NO_VALUES", "RowPlan"]
+
+#: One example's values (codes) of a model without numeric (nominal) features: never written
+#: (kernels only read their inputs), so shared rather than built per event.
+NO_VALUES = np.empty((1, 0), dtype=np.float64)
+NO_CODES = np.empty((1, 0), dtype=np.int64)
 
 _FLOAT = frozenset({float})
 _NUMBER = frozenset({float, int})
@@ -57,7 +64,7 @@ class RowPlan:
     ) -> None:
         self.n_features = len(numeric) + len(nominal)
         self.numeric = _getter(numeric)
-        self.nominal = _getter(nominal)
+        self.nominal = _getter(nominal) if nominal else None
         self.codes = codes
         self.max_int = max_int
 
@@ -65,32 +72,54 @@ class RowPlan:
         """``x``'s values and codes by column when it holds exactly the registered features,
         each numeric value a finite float or an int within ``max_int`` (as a float) and each
         nominal value a known str or bool; ``None`` otherwise."""
+        read = self._read(x)
+        return None if read is None else (list(map(float, read[0])), read[1])
+
+    def encode_row(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`encode` as the kernels' row: ``(1, n_numeric)`` float64 values and
+        ``(1, n_nominal)`` int64 codes, new arrays (or the shared empty ones, never written:
+        kernels only read their inputs). numpy converts each int as ``float`` does, so the
+        values are :meth:`encode`'s bits, in one conversion from the values as read."""
+        read = self._read(x)
+        if read is None:
+            return None
+        values, codes = read
+        return (
+            np.array([values], dtype=np.float64) if values else NO_VALUES,
+            np.array([codes], dtype=np.int64) if codes else NO_CODES,
+        )
+
+    def _read(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], list[int]] | None:
+        """The numeric values as read (floats and ints, checked) and the codes, or ``None``."""
         if len(x) != self.n_features:
             return None
         try:
             values = self.numeric(x)
-            names = self.nominal(x)
+            names = () if self.nominal is None else self.nominal(x)
         except KeyError:
             return None
         types = set(map(type, values))
         if types <= _FLOAT:
-            numbers = list(values)
+            if math.inf in values or -math.inf in values:
+                return None
         elif types <= _NUMBER:
             limit = self.max_int
-            # min and max compare ints and floats exactly (a NaN makes them fail, never pass
-            # wrongly): within the limit every int converts to a float; else check the ints
-            if not -limit <= min(values) <= max(values) <= limit and not all(
-                -limit <= v <= limit for v in values if type(v) is int
+            # min and max compare ints and floats exactly, and an infinity is beyond the limit
+            # (a NaN makes them fail, never pass wrongly): within it, every int converts to a
+            # float and no value is infinite; else check each value
+            if not -limit <= min(values) <= max(values) <= limit and (
+                math.inf in values
+                or -math.inf in values
+                or not all(-limit <= v <= limit for v in values if type(v) is int)
             ):
                 return None
-            numbers = list(map(float, values))
         else:
             return None
-        if math.inf in numbers or -math.inf in numbers:
-            return None
+        if not names:
+            return values, []
         if not set(map(type, names)) <= _NOMINAL:
             return None
         codes = list(map(dict.get, self.codes, names))
         if None in codes:
             return None
-        return numbers, codes  # type: ignore[return-value]
+        return values, codes  # type: ignore[return-value]

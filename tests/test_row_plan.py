@@ -56,6 +56,12 @@ def test_the_plan_agrees_with_the_general_path(x: dict[str, Any]) -> None:
     planned = reg.plan.encode(x)
     if planned is not None:
         assert np.array(planned[0]).tobytes() == np.array(slow[0]).tobytes() and planned[1] == slow[1]
+    row = reg.encode_known_row(x)  # the kernels' row: the same bits, in (1, n) arrays
+    assert (row is None) == (slow is None)
+    if row is not None:
+        assert row[0].shape == (1, reg.n_numeric) and row[1].shape == (1, reg.n_nominal)
+        assert row[0].dtype == np.float64 and row[1].dtype == np.int64
+        assert row[0].tobytes() == np.array(slow[0], dtype=np.float64).tobytes() and row[1][0].tolist() == slow[1]
 
 
 def test_the_plan_answers_the_steady_state_and_declines_the_rest() -> None:
@@ -67,6 +73,10 @@ def test_the_plan_answers_the_steady_state_and_declines_the_rest() -> None:
     assert plan is not None
     x = {"d": True, "a": 0.5, "c": "v", "b": 7}  # any key order
     assert plan.encode(x) == ([0.5, 7.0], [1, 0]) == general(reg, x)
+    row = plan.encode_row(x)
+    assert row is not None
+    num, nom = row
+    assert num.tolist() == [[0.5, 7.0]] and nom.tolist() == [[1, 0]]
     for bad in (
         {**x, "a": math.inf},
         {**x, "a": None},
@@ -77,6 +87,6 @@ def test_the_plan_answers_the_steady_state_and_declines_the_rest() -> None:
         {k: v for k, v in x.items() if k != "a"},
         {**x, "extra": 1.0},
     ):
-        assert plan.encode(bad) is None
+        assert plan.encode(bad) is None and plan.encode_row(bad) is None
     reg.encode({"new": 1.0}, learn=True)
     assert reg.plan is None  # a new feature: a new plan
