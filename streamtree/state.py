@@ -29,7 +29,9 @@ Leaf split statistics (capacity ``M`` slots; one per growing leaf):
 - ``num_stats[s, f, k, N_ | S_ | Q_]``: count, sum and sum of squares of ``x - shift[f]``;
 - ``num_range[s, f, MIN | MAX]``: raw minimum and maximum (``+inf``/``-inf`` when empty);
 - ``nom_stats[s, c, v, k]``: counts per nominal value code;
-- ``slot_seen[s, SEEN | LAST_ATTEMPT]``;
+- ``slot_seen[s, SEEN | LAST_ATTEMPT | BEHIND]``: the leaf's examples seen, their number at its
+  last split attempt, and the forgetting passes (``half_life``) its statistics have not had yet
+  (:func:`~streamtree.kernels.refit.catch_up`);
 - ``free_slots[:meta[N_FREE]]``: a stack of free slots (the lowest on top).
 
 The naive-Bayes factor's statistics use the same layout with one slot (``nb_num``,
@@ -84,7 +86,7 @@ HGS_COLUMNS = 4
 # num_stats last axis, num_range last axis, slot_seen columns
 N_, S_, Q_ = range(3)
 MIN, MAX = range(2)
-SEEN, LAST_ATTEMPT = range(2)
+SEEN, LAST_ATTEMPT, BEHIND = range(3)
 # adwin
 ADWIN_ROWS = 64
 TOTAL, VARIANCE = range(2)
@@ -215,7 +217,7 @@ def new_arrays(
         num_stats=np.zeros((slots, numeric, classes, 3)),
         num_range=_empty_range(slots, numeric),
         nom_stats=np.zeros((slots, nominal, values, classes)),
-        slot_seen=np.zeros((slots, 2)),
+        slot_seen=np.zeros((slots, 3)),
         free_slots=np.arange(slots - 1, -1, -1, dtype=np.int64),
         shift=np.zeros(numeric),
         nb_num=np.zeros((nb_slots, numeric, classes, 3)),
@@ -324,13 +326,13 @@ def grown_capacities(
 def nbytes(caps: tuple[int, int, int, int, int, int], naive_bayes: bool, linear: bool) -> int:
     """The bytes of a tree's arrays at capacities ``caps`` (:func:`capacities`), with or
     without the naive-Bayes factor and the linear component: per node ``7 + 1 + 4`` ints and
-    floats and two counts per class; per slot ``F K 3 + 2 F + C V K + 3`` values; then the
+    floats and two counts per class; per slot ``F K 3 + 2 F + C V K + 4`` values; then the
     factor's and the component's arrays and ``meta``. Equal to the sum of the ``nbytes`` of
     the arrays :func:`grow` makes (a test checks it), without making them."""
     N, M, K, F, C, V = caps
     nb, lin = int(naive_bayes), int(linear)
     cells = N * (NODE_COLUMNS + 1 + HGS_COLUMNS + 2 * K) + F
-    cells += M * (F * K * 3 + F * 2 + C * V * K + 2 + 1)
+    cells += M * (F * K * 3 + F * 2 + C * V * K + 3 + 1)
     cells += nb * (F * K * 3 + F * 2 + C * V * K + 2 + 3 * F * K + C * (V + 1) * K + 2 * BUFFER * K + BUFFER)
     cells += lin * (K * F + K * 2 + F * 4 + 2 * WINDOW * K + 2 * WINDOW)
     return 8 * (cells + META_INTS + META_FLOATS)
@@ -344,7 +346,7 @@ def empty_slots(slots: int, numeric: int, nominal: int, values: int, classes: in
         "num_stats": np.zeros((slots, numeric, classes, 3)),
         "num_range": _empty_range(slots, numeric),
         "nom_stats": np.zeros((slots, nominal, values, classes)),
-        "slot_seen": np.zeros((slots, 2)),
+        "slot_seen": np.zeros((slots, 3)),
         "free_slots": np.arange(slots - 1, -1, -1, dtype=np.int64),
     }
 
@@ -397,7 +399,7 @@ def grow(
         num_stats=_fit(t.num_stats, (M, F, K, 3), 0.0),
         num_range=_fit_range(t.num_range, M, F),
         nom_stats=_fit(t.nom_stats, (M, C, V, K), 0.0),
-        slot_seen=_fit(t.slot_seen, (M, 2), 0.0),
+        slot_seen=_fit(t.slot_seen, (M, 3), 0.0),
         free_slots=free_slots,
         shift=_fit(t.shift, (F,), 0.0),
         nb_num=_fit(t.nb_num, (nb, F, K, 3), 0.0),

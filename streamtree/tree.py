@@ -134,7 +134,7 @@ class ProbabilityTree(Classifier):
     half_life
         Forget: every count, and every growing leaf's split statistics, lose half their weight
         each ``half_life`` examples (applied at each refit, so examples of one ``refit_every``
-        block weigh the same). ``None`` (the default) keeps every count: forgetting helps under
+        block weigh the same; a leaf's statistics when it next learns). ``None`` (the default) keeps every count: forgetting helps under
         drift but costs stationary streams (``docs/decisions/forgetting.md``); abrupt change
         is handled by ``drift_delta``.
     drift_delta

@@ -92,7 +92,7 @@ from streamtree.kernels.leaf_stats import unsee, update_stats
 from streamtree.kernels.linear_step import learn_linear
 from streamtree.kernels.naive_bayes import nb_score
 from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_loglik, tree_proba
-from streamtree.kernels.refit import refit
+from streamtree.kernels.refit import catch_up, refit
 from streamtree.kernels.route import route
 from streamtree.state import (
     A_CHANGE,
@@ -238,6 +238,7 @@ def learn_in_tree(
     leaf = path[length - 1]
     slot = t.node[leaf, SLOT]
     if t.node[leaf, KIND] == LEAF and slot >= 0:
+        catch_up(t, cfg_i, slot)
         update_stats(t.num_stats, t.num_range, t.nom_stats, t.slot_seen, t.shift, slot, k, num_row, nom_row)
         if t.slot_seen[slot, SEEN] - t.slot_seen[slot, LAST_ATTEMPT] >= cfg_i[C_GRACE]:
             attempt_split(t, cfg_i, cfg_f, fkeys, leaf, left, right)

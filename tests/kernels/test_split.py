@@ -213,7 +213,7 @@ def test_update_stats_one_example() -> None:
     assert arrays.num_range[1, 0].tolist() == [3.0, 3.0]
     assert arrays.num_range[1, 1].tolist() == [math.inf, -math.inf]
     assert arrays.nom_stats[1, 0, 3, 2] == 1.0 and arrays.nom_stats.sum() == 1.0
-    assert arrays.slot_seen[1].tolist() == [1.0, 0.0] and arrays.slot_seen[0].tolist() == [0.0, 0.0]
+    assert arrays.slot_seen[1].tolist() == [1.0, 0.0, 0.0] and arrays.slot_seen[0].tolist() == [0.0, 0.0, 0.0]
 
 
 def test_update_stats_row_shorter_than_capacity_and_signed_zeros() -> None:
