@@ -105,14 +105,15 @@ METHOD_TREE_DEFAULTS: dict[str, dict[str, Any]] = {
 #: the repetitions counted in their counts but not among their leaves' examples seen
 #: (``repeats_as_seen=False`` above; ``docs/decisions/forest-variants.md``).
 METHOD_POISSON_RATE: dict[str, float] = {"bt+": 2.0}
-#: Each method's member variants (``variants=None``): BT+ members differ in two ways, with or
-#: without the linear component, and cautious or eager growth (a split attempt every 5
-#: examples, ties broken at the first: ``tau=0.6``). The forest weighs its members by their
-#: recent loss, so each kind carries the streams it predicts best: the regression the linear
-#: ones, cautious members the crisp ones (Agrawal, Shuttle), eager ones the local, clustered
-#: ones (RandomRBF) (``docs/decisions/forest-variants.md``).
+#: Each method's member variants (``variants=None``): BT+ members are of three kinds, in turn:
+#: eager and forgetting (a split attempt every 5 examples, ties broken at the first:
+#: ``tau=0.6``; counts halved every 2,000 examples), cautious without the linear component,
+#: and cautious with it. The forest weighs its members by their recent loss, so each kind
+#: carries the streams it predicts best: eager, forgetting ones the local, clustered and
+#: moving ones (RandomRBF, RandomRBFDrift), cautious ones the crisp ones (Agrawal, Shuttle),
+#: the linear ones the regression (``docs/decisions/forest-variants.md``).
 METHOD_VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "bt+": [{}, {"linear": False}, {"grace_period": 5, "tau": 0.6}, {"linear": False, "grace_period": 5, "tau": 0.6}],
+    "bt+": [{"grace_period": 5, "tau": 0.6, "half_life": 2000}, {"linear": False}, {}],
 }
 #: How sharply the weighted forest prefers its better members: a member whose recent mean
 #: relative log loss is ``d`` nats above the best one's weighs ``exp(-WEIGHT_ETA d)`` as much

@@ -14,10 +14,10 @@ from tests.test_forest import FAST, fitted, probas
 from tests.test_tree import stream
 
 
-def test_bt_plus_members_differ_in_the_linear_component_and_in_growth() -> None:
+def test_bt_plus_members_differ_in_growth_forgetting_and_the_linear_component() -> None:
     forest = ProbabilityForest()
-    kinds = [(m.linear, m.grace_period, m.tau) for m in forest.members]
-    assert kinds == ([(True, 15, 0.2), (False, 15, 0.2), (True, 5, 0.6), (False, 5, 0.6)] * 3)[:10]
+    kinds = [(m.linear, m.grace_period, m.tau, m.half_life) for m in forest.members]
+    assert kinds == ([(True, 5, 0.6, 2000), (False, 15, 0.2, None), (True, 15, 0.2, None)] * 4)[:10]
     assert forest.get_config()["variants"] == METHOD_VARIANTS["bt+"]
     assert forest.get_config()["tree"]["linear"] is True
 
