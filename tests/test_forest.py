@@ -174,7 +174,9 @@ def test_members_start_from_their_methods_defaults_and_tree_overrides_them(metho
 
     def graces(forest: ProbabilityForest) -> set[int]:
         variants = forest.get_config()["variants"]
-        return {m.grace_period for i, m in enumerate(forest.members) if "grace_period" not in variants[i % len(variants)]}
+        return {
+            m.grace_period for i, m in enumerate(forest.members) if "grace_period" not in variants[i % len(variants)]
+        }
 
     assert graces(ProbabilityForest(n_trees=3, method=method)) == {grace}
     assert graces(ProbabilityForest(n_trees=3, method=method, tree={"grace_period": 40})) == {40}
