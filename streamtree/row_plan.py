@@ -5,9 +5,11 @@ keys, numbers for the numeric features and known strings or bools for the nomina
 :meth:`RowPlan.encode` reads such an event's values in column order with one C-level call per
 kind (``operator.itemgetter``) and checks their types by the set of types present, instead of
 looking each key up and branching on each value in Python
-(:meth:`~streamtree.features.FeatureRegistry.encode_known`). Anything else (a feature missing
-or extra, ``None``, an unseen nominal value, an infinite number, another type) is answered
-``None``, and the caller takes the general path: the two give the same values where both apply.
+(:meth:`~streamtree.features.FeatureRegistry.encode_known`); :meth:`RowPlan.encode_row`
+hands them to the kernels as a ``(1, n)`` row in one conversion. Anything else (a feature
+missing or extra, ``None``, an unseen nominal value, an infinite number, another type) is
+answered ``None``, and the caller takes the general path: the two give the same values where
+both apply.
 """
 
 from __future__ import annotations
