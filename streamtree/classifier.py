@@ -23,7 +23,7 @@ from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
 from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
-from streamtree.row_plan import NO_CODES, NO_VALUES
+from streamtree.row_plan import one_row
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["Classifier", "check_label", "check_labels"]
@@ -47,14 +47,6 @@ def check_label(y: Any) -> ClassLabel:
 
 
 _PLAIN_LABELS = frozenset({str, int, bool})
-
-
-def _one_row(values: list[float], codes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """One example's ``(1, n_numeric)`` values and ``(1, n_nominal)`` codes for the kernels."""
-    return (
-        np.array([values], dtype=np.float64) if values else NO_VALUES,
-        np.array([codes], dtype=np.int64) if codes else NO_CODES,
-    )
 
 
 def check_labels(y: Any) -> list[ClassLabel]:
@@ -188,7 +180,7 @@ class Classifier(base.MiniBatchClassifier):
         reg = self.registry
         known = reg.encode_known_row(x)  # when it applies, the very values encode_one gives
         if known is None:
-            num, nom = _one_row(*encode_one(reg, x))
+            num, nom = one_row(*encode_one(reg, x))
         else:
             num, nom = known
             # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)

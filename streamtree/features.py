@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from streamtree.exceptions import InputError
-from streamtree.row_plan import NO_CODES, NO_VALUES, RowPlan
+from streamtree.row_plan import RowPlan, one_row
 
 __all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
 
@@ -299,13 +299,7 @@ class FeatureRegistry:
             if row is not None:
                 return row
         known = self.encode_known(x)  # makes the plan; the general path where it declines
-        if known is None:
-            return None
-        values, codes = known
-        return (
-            np.array([values], dtype=np.float64) if values else NO_VALUES,
-            np.array([codes], dtype=np.int64) if codes else NO_CODES,
-        )
+        return None if known is None else one_row(*known)
 
     def encode_known_many(self, xs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`encode_known` for a batch, column by column: the ``(n, n_numeric)`` values

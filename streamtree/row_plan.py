@@ -21,12 +21,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NO_CODES", "NO_VALUES", "RowPlan"]
+__all__ = ["NO_CODES", "NO_VALUES", "RowPlan", "one_row"]
 
 #: One example's values (codes) of a model without numeric (nominal) features: never written
 #: (kernels only read their inputs), so shared rather than built per event.
 NO_VALUES = np.empty((1, 0), dtype=np.float64)
 NO_CODES = np.empty((1, 0), dtype=np.int64)
+
+
+def one_row(values: Sequence[Any], codes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """One example's ``(1, n_numeric)`` float64 values and ``(1, n_nominal)`` int64 codes for
+    the kernels: new arrays, or the shared empty ones (never written: kernels only read their
+    inputs). numpy converts an int as ``float`` does, so ints and floats give the same bits."""
+    return (
+        np.array([values], dtype=np.float64) if values else NO_VALUES,
+        np.array([codes], dtype=np.int64) if codes else NO_CODES,
+    )
+
 
 _FLOAT = frozenset({float})
 _NUMBER = frozenset({float, int})
@@ -78,18 +89,10 @@ class RowPlan:
         return None if read is None else (list(map(float, read[0])), read[1])
 
     def encode_row(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
-        """:meth:`encode` as the kernels' row: ``(1, n_numeric)`` float64 values and
-        ``(1, n_nominal)`` int64 codes, new arrays (or the shared empty ones, never written:
-        kernels only read their inputs). numpy converts each int as ``float`` does, so the
-        values are :meth:`encode`'s bits, in one conversion from the values as read."""
+        """:meth:`encode` as the kernels' row (:func:`one_row`): :meth:`encode`'s bits, in
+        one conversion from the values as read."""
         read = self._read(x)
-        if read is None:
-            return None
-        values, codes = read
-        return (
-            np.array([values], dtype=np.float64) if values else NO_VALUES,
-            np.array([codes], dtype=np.int64) if codes else NO_CODES,
-        )
+        return None if read is None else one_row(*read)
 
     def _read(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], list[int]] | None:
         """The numeric values as read (floats and ints, checked) and the codes, or ``None``."""
