@@ -250,12 +250,17 @@ class FeatureRegistry:
         """
         if type(x) is not dict:
             return None
-        plan = self.plan
-        if plan is None:
-            plan = self.plan = RowPlan(*self.names_by_kind, self.codes, MAX_INT)
-        encoded = plan.encode(x)  # the steady state: exactly the registered features
-        if encoded is not None:
-            return encoded
+        encoded = (self.plan or self._new_plan()).encode(x)  # the steady state: exactly the registered features
+        return encoded if encoded is not None else self._encode_known_by_name(x)
+
+    def _new_plan(self) -> RowPlan:
+        """The plan of the features registered now, kept until another one is registered."""
+        self.plan = RowPlan(*self.names_by_kind, self.codes, MAX_INT)
+        return self.plan
+
+    def _encode_known_by_name(self, x: dict[Hashable, Any]) -> tuple[list[float], list[int]] | None:
+        """:meth:`encode_known` where the plan declines: each key looked up, each value checked
+        (a feature may be missing, a value ``None``)."""
         index, kinds, cols, codes_of = self.index, self.kinds, self.cols, self.codes
         values = [math.nan] * self.n_numeric
         codes = [-1] * self.n_nominal
@@ -293,12 +298,12 @@ class FeatureRegistry:
         >>> [a.tolist() for a in reg.encode_known_row({"a": 2, "b": "x"})], reg.encode_known_row({"b": "new"})
         ([[[2.0]], [[0]]], None)
         """
-        plan = self.plan
-        if plan is not None and type(x) is dict:
-            row = plan.encode_row(x)
-            if row is not None:
-                return row
-        known = self.encode_known(x)  # makes the plan; the general path where it declines
+        if type(x) is not dict:
+            return None
+        row = (self.plan or self._new_plan()).encode_row(x)
+        if row is not None:
+            return row
+        known = self._encode_known_by_name(x)  # where the plan declines, not tried again
         return None if known is None else one_row(*known)
 
     def encode_known_many(self, xs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
