@@ -224,8 +224,14 @@ def trial(
 def check_log(url: str, clients: list[Client]) -> dict[str, Any]:
     """The log against what was acknowledged: gaps, seqs acknowledged twice, events lost."""
     with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT seq, event FROM streamtree_events WHERE model = 'default' ORDER BY seq").fetchall()
-    log = {int(seq): json.loads(text) for seq, text in rows}
+        rows = conn.execute(
+            "SELECT seq, n, event FROM streamtree_events WHERE model = 'default' ORDER BY seq"
+        ).fetchall()
+    log = {  # a row is a record of n events, one per line (app.storage.records)
+        int(seq) + i: json.loads(text)
+        for seq, n, record in rows
+        for i, text in enumerate(record.split("\n") if n > 1 else [record])
+    }
     acked: dict[int, list[tuple[dict[str, Any], str]]] = {}
     for c in clients:
         for seq, event, _ in c.acked:

@@ -8,12 +8,10 @@ value comes near the server's 1 GB limit (a 656 MB snapshot in one value could n
 its text form is twice that). The schema is created and migrated at open
 (:mod:`app.storage.postgres_schema`).
 
-Connections come from a ``psycopg_pool`` pool in autocommit mode. A small append (a few
-single-event learns) is one ``INSERT ... SELECT`` statement that checks the numbering and
-writes the events: one round trip. A large one (a batch) reads the last seq and writes the
-rows with ``COPY`` in one transaction: four times faster than the statement from a thousand
-events on (measured: 18 ms against 70 ms per 1,000 events, commit included). Either way one
-commit (``synchronous_commit=on`` with
+Connections come from a ``psycopg_pool`` pool in autocommit mode. An append is one
+``INSERT ... SELECT`` statement that checks the numbering and writes the events as records
+(:mod:`app.storage.records`: a batch is one row): one round trip and one commit
+(``synchronous_commit=on`` with
 ``sync="full"``: on the server's disk before it returns; ``off`` with ``sync="normal"``:
 survives a killed service process, not a database crash). A connection that breaks is
 dropped by the pool and the next call opens a new one.
@@ -69,14 +67,12 @@ from .base import (
     read_pieces,
 )
 from .postgres_schema import migrate
+from .records import expand, records, seq_range
 
 __all__ = ["PostgresStore"]
 
 #: Seconds to wait for a connection (at open, and from the pool for each call) before failing.
 CONNECT_TIMEOUT = 10.0
-
-#: Appends of at least this many events are written with ``COPY`` rather than one ``INSERT``.
-COPY_FROM = 64
 
 #: Seconds a store session may sit idle inside a transaction, and a statement may wait for a
 #: lock, before the server ends it: bounds how long a stopped process's transaction holds its
@@ -84,11 +80,15 @@ COPY_FROM = 64
 #: transactions waits on its client (every statement's data is ready before it begins).
 SESSION_TIMEOUT = 5.0
 
-_APPEND = """
-INSERT INTO streamtree_events (model, seq, event)
-SELECT %(model)s, %(first)s + u.i - 1, u.event
-FROM unnest(%(events)s::text[]) WITH ORDINALITY AS u(event, i)
-WHERE (SELECT COALESCE(max(seq), 0) FROM streamtree_events WHERE model = %(model)s) = %(first)s - 1
+#: The seq of a model's last logged event (0 without any), from its newest record.
+_LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM streamtree_events WHERE model = {} ORDER BY seq DESC LIMIT 1), 0)"
+
+#: Writes the records (:mod:`app.storage.records`) if they follow the model's last logged event.
+_APPEND = f"""
+INSERT INTO streamtree_events (model, seq, n, event)
+SELECT %(model)s, u.seq, u.n, u.event
+FROM unnest(%(seqs)s::bigint[], %(ns)s::integer[], %(events)s::text[]) AS u(seq, n, event)
+WHERE {_LAST_SEQ.format("%(model)s")} = %(first)s - 1
 """
 
 #: Locks the lease row against a change of holder until the transaction ends; no row: the lease is lost.
@@ -97,11 +97,11 @@ _FENCE = "SELECT 1 FROM streamtree_lease WHERE id = 1 AND token = %(token)s FOR 
 #: :data:`_APPEND` under the fence, still one statement.
 _FENCED_APPEND = f"""
 WITH fence AS ({_FENCE})
-INSERT INTO streamtree_events (model, seq, event)
-SELECT %(model)s, %(first)s + u.i - 1, u.event
-FROM unnest(%(events)s::text[]) WITH ORDINALITY AS u(event, i)
+INSERT INTO streamtree_events (model, seq, n, event)
+SELECT %(model)s, u.seq, u.n, u.event
+FROM unnest(%(seqs)s::bigint[], %(ns)s::integer[], %(events)s::text[]) AS u(seq, n, event)
 WHERE EXISTS (SELECT 1 FROM fence)
-AND (SELECT COALESCE(max(seq), 0) FROM streamtree_events WHERE model = %(model)s) = %(first)s - 1
+AND {_LAST_SEQ.format("%(model)s")} = %(first)s - 1
 """
 
 
@@ -118,7 +118,7 @@ def _translated(conflict: type[StorageError] = StorageError) -> Iterator[None]:
 
 def _check_follows(conn: psycopg.Connection[Any], name: str, first_seq: int) -> None:
     """Raise :class:`SeqConflict` unless ``first_seq`` follows the model's last logged event."""
-    row = conn.execute("SELECT COALESCE(max(seq), 0) FROM streamtree_events WHERE model = %s", (name,)).fetchone()
+    row = conn.execute(f"SELECT {_LAST_SEQ.format('%s')}", (name,)).fetchone()
     last = int(row[0]) if row else 0
     if first_seq != last + 1:  # the log stays gap-free whatever the caller does
         raise SeqConflict(f"model {name!r}: append at seq {first_seq} after {last}")
@@ -265,7 +265,7 @@ class PostgresStore(EventStore):
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT m.name, m.config, "
-                "COALESCE((SELECT max(e.seq) FROM streamtree_events e WHERE e.model = m.name), 0), m.generation "
+                f"{_LAST_SEQ.format('m.name')}, m.generation "
                 'FROM streamtree_models m ORDER BY m.name COLLATE "C"'
             ).fetchall()
         return [StoredModel(name, config, int(last_seq), int(gen)) for name, config, last_seq, gen in rows]
@@ -295,14 +295,21 @@ class PostgresStore(EventStore):
         :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``
         (the primary key ``(model, key)`` refuses it, also from another instance).
         """
+        rows = records(first_seq, events)
+        params = {
+            "model": name,
+            "first": first_seq,
+            "seqs": [seq for seq, _, _ in rows],
+            "ns": [n for _, n, _ in rows],
+            "events": [text for _, _, text in rows],
+            "token": self._token,
+        }
         with self._conn(SeqConflict, write=True) as conn:
             if keys:
                 with conn.transaction():
-                    _check_follows(conn, name, first_seq)
-                    conn.cursor().executemany(
-                        "INSERT INTO streamtree_events (model, seq, event) VALUES (%s, %s, %s)",
-                        [(name, first_seq + i, event) for i, event in enumerate(events)],
-                    )
+                    if conn.execute(_APPEND, params).rowcount != len(rows):
+                        _check_follows(conn, name, first_seq)
+                        raise SeqConflict(f"model {name!r}: append at seq {first_seq} refused")
                     # forget the model's keys past the window, so a key may be used again after it
                     conn.execute(
                         "DELETE FROM streamtree_idempotency WHERE model = %s "
@@ -316,21 +323,13 @@ class PostgresStore(EventStore):
                     )
                     self._check_fence(conn)
                 return
-            if len(events) < COPY_FROM:
-                params = {"model": name, "first": first_seq, "events": list(events), "token": self._token}
-                cur = conn.execute(_FENCED_APPEND if self._fenced else _APPEND, params)
-                if cur.rowcount == len(events):
-                    return
-                with conn.transaction():  # refused by the fence or the numbering: say which
-                    self._check_fence(conn)
-                    _check_follows(conn, name, first_seq)
-                raise SeqConflict(f"model {name!r}: append at seq {first_seq} refused")
-            with conn.transaction():
-                _check_follows(conn, name, first_seq)
-                with conn.cursor().copy("COPY streamtree_events (model, seq, event) FROM STDIN") as copy:
-                    for i, event in enumerate(events):
-                        copy.write_row((name, first_seq + i, event))
+            cur = conn.execute(_FENCED_APPEND if self._fenced else _APPEND, params)
+            if cur.rowcount == len(rows):
+                return
+            with conn.transaction():  # refused by the fence or the numbering: say which
                 self._check_fence(conn)
+                _check_follows(conn, name, first_seq)
+            raise SeqConflict(f"model {name!r}: append at seq {first_seq} refused")
 
     def find_idempotent(self, name: str, key: str, window_s: float) -> IdempotentAnswer | None:
         """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
@@ -343,13 +342,17 @@ class PostgresStore(EventStore):
         return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` events numbered above ``after``, in order."""
+        """Up to ``limit`` events numbered above ``after``, in order: from the record that holds
+        event ``after + 1`` to the one that holds event ``after + limit``."""
+        first, last = seq_range(after, limit)
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT seq, event FROM streamtree_events WHERE model = %s AND seq > %s ORDER BY seq LIMIT %s",
-                (name, after, limit),
+                "SELECT seq, n, event FROM streamtree_events WHERE model = %(model)s AND seq <= %(last)s "
+                "AND seq >= COALESCE((SELECT seq FROM streamtree_events WHERE model = %(model)s "
+                "AND seq <= %(first)s ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq",
+                {"model": name, "first": first, "last": last},
             ).fetchall()
-        return [(int(seq), event) for seq, event in rows]
+        return expand(name, rows, after, limit)
 
     def snapshot_seqs(self, name: str) -> list[int]:
         """The seqs of the model's snapshots, newest first."""

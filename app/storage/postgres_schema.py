@@ -131,6 +131,20 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER streamtree_lease_notify AFTER UPDATE OF token ON streamtree_lease
         FOR EACH ROW WHEN (OLD.token IS DISTINCT FROM NEW.token) EXECUTE FUNCTION streamtree_notify('streamtree_lease');
     """,
+    # 6: a row of the log is a record of n consecutive events from its seq, their texts joined
+    # by newlines (app.storage.records): a batch is one row, not one per event. Rows written
+    # before hold one event each. The notice names the last event of the statement's records.
+    """
+    ALTER TABLE streamtree_events ADD COLUMN n integer NOT NULL DEFAULT 1;
+    CREATE OR REPLACE FUNCTION streamtree_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE r record;
+    BEGIN
+        FOR r IN SELECT model, max(seq + n - 1) AS seq FROM new_events GROUP BY model LOOP
+            PERFORM pg_notify('streamtree_events', r.seq || ' ' || r.model);
+        END LOOP;
+        RETURN NULL;
+    END $$;
+    """,
 )
 
 

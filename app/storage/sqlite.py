@@ -31,6 +31,7 @@ from .base import (
     pieces,
     read_pieces,
 )
+from .records import expand, records, seq_range
 
 __all__ = ["SQLiteStore"]
 
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS events (
     model TEXT NOT NULL,
     seq INTEGER NOT NULL,
     event TEXT NOT NULL,
+    n INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (model, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -80,8 +82,12 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency (model, created_at);
 """
 
-#: Columns added to ``snapshots`` since its first release (NULL in the rows written before).
-_ADDED = {"snapshots": ("pieces INTEGER", "size INTEGER")}
+#: Columns added since the first release (in the rows written before: NULL, or the default).
+#: ``events.n``: a row is a record of ``n`` events (:mod:`app.storage.records`); one before.
+_ADDED = {"snapshots": ("pieces INTEGER", "size INTEGER"), "events": ("n INTEGER NOT NULL DEFAULT 1",)}
+
+#: The seq of a model's last logged event (0 without any), from its newest record.
+_LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM events e WHERE e.model = {} ORDER BY seq DESC LIMIT 1), 0)"
 
 
 @contextmanager
@@ -156,9 +162,7 @@ class SQLiteStore(EventStore):
         """All models, by name, with their last logged sequence number."""
         with _translated():
             rows = self._db.execute(
-                "SELECT m.name, m.config, "
-                "COALESCE((SELECT MAX(seq) FROM events e WHERE e.model = m.name), 0) "
-                "FROM models m ORDER BY m.name"
+                f"SELECT m.name, m.config, {_LAST_SEQ.format('m.name')} FROM models m ORDER BY m.name"
             ).fetchall()
         return [StoredModel(name, config, last_seq) for name, config, last_seq in rows]
 
@@ -190,13 +194,13 @@ class SQLiteStore(EventStore):
 
         :class:`SeqConflict` on a gap or overlap, or a key recorded already within ``window_s``.
         """
-        rows = [(name, first_seq + i, event) for i, event in enumerate(events)]
+        rows = [(name, seq, n, text) for seq, n, text in records(first_seq, events)]
         now = time.time()
         with _translated(SeqConflict), self._transaction():
-            last = self._db.execute("SELECT MAX(seq) FROM events WHERE model = ?", (name,)).fetchone()[0] or 0
+            last = self._db.execute(f"SELECT {_LAST_SEQ.format('?')}", (name,)).fetchone()[0]
             if first_seq != last + 1:  # the log stays gap-free whatever the caller does
                 raise SeqConflict(f"model {name!r}: append at seq {first_seq} after {last}")
-            self._db.executemany("INSERT INTO events(model, seq, event) VALUES (?, ?, ?)", rows)
+            self._db.executemany("INSERT INTO events(model, seq, n, event) VALUES (?, ?, ?, ?)", rows)
             if keys:  # forget the model's keys past the window, so a key may be used again after it
                 self._db.execute("DELETE FROM idempotency WHERE model = ? AND created_at <= ?", (name, now - window_s))
                 self._db.executemany(
@@ -215,13 +219,15 @@ class SQLiteStore(EventStore):
         return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` events numbered above ``after``, in order."""
+        """Up to ``limit`` events numbered above ``after``, in order: from the record that holds
+        event ``after + 1`` to the one that holds event ``after + limit``."""
         with _translated():
-            rows: list[tuple[int, str]] = self._db.execute(
-                "SELECT seq, event FROM events WHERE model = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (name, after, limit),
+            rows = self._db.execute(
+                "SELECT seq, n, event FROM events WHERE model = ?1 AND seq <= ?3 AND seq >= COALESCE("
+                "(SELECT seq FROM events WHERE model = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq",
+                (name, *seq_range(after, limit)),
             ).fetchall()
-        return rows
+        return expand(name, rows, after, limit)
 
     def snapshot_seqs(self, name: str) -> list[int]:
         """The seqs of the model's snapshots, newest first."""

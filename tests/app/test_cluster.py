@@ -330,7 +330,7 @@ def test_an_instance_that_cannot_rebuild_a_model_starts_but_leaves_the_lease_to_
                 "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO limited",
                 "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO limited",
                 "REVOKE SELECT ON streamtree_events FROM limited",
-                "GRANT SELECT (model, seq, logged_at, idempotency_key) ON streamtree_events TO limited",
+                "GRANT SELECT (model, seq, n, logged_at, idempotency_key) ON streamtree_events TO limited",
             ]:
                 conn.execute(sql)
         b, c = free_port(), free_port()

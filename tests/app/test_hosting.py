@@ -83,13 +83,13 @@ def test_unreadable_snapshot_falls_back_to_the_log(running, stream, tmp_path) ->
 
 def test_gap_in_the_log_keeps_the_model_unavailable_but_the_service_starts(running, stream, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with running() as client:
-        learn_all(client, stream[:20])
+        learn_all(client, stream[:20], batch=5)  # four records of five events (app.storage.records)
     with sqlite3.connect(tmp_path / "data" / DB_NAME) as db:
         db.execute("DELETE FROM snapshots")
-        db.execute("DELETE FROM events WHERE seq = 7")
+        db.execute("DELETE FROM events WHERE seq = 6")  # events 6 to 10
     with running() as client:  # never a model that differs from its log: this one answers 503, saying why
         r = client.post("/predict_proba", json={"features": stream[0][0]})
-        assert r.status_code == 503 and "jumps from seq 6 to 8" in r.json()["detail"]
+        assert r.status_code == 503 and "jumps from seq 5 to 11" in r.json()["detail"]
         assert client.get("/health").status_code == 200
 
 

@@ -169,9 +169,14 @@ class Engine:
 
     def log(self) -> list[tuple[int, dict[str, Any]]]:
         """The default model's logged events, in order, without their arrival times."""
-        rows = self.query("SELECT seq, event FROM events WHERE model='default' ORDER BY seq")
-        # each event also holds its arrival time "t" (for the metrics history); compare the rest
-        return [(seq, {k: v for k, v in json.loads(text).items() if k != "t"}) for seq, text in rows]
+        rows = self.query("SELECT seq, n, event FROM events WHERE model='default' ORDER BY seq")
+        # a row is a record of n events, one per line (app.storage.records); each event also
+        # holds its arrival time "t" (for the metrics history): compare the rest
+        return [
+            (seq + i, {k: v for k, v in json.loads(text).items() if k != "t"})
+            for seq, n, record in rows
+            for i, text in enumerate(record.split("\n") if n > 1 else [record])
+        ]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -12,7 +12,7 @@ statement running or done on the server). Once resumed (SIGCONT) it prints one J
 ``stopped`` false means the operation has fewer than ``k + 1`` round trips.
 
 Operations: ``append1`` (one event: one statement), ``append_keys`` (events with an
-idempotency key: a transaction), ``append_copy`` (100 events: ``COPY`` in a transaction),
+idempotency key: a transaction), ``append_batch`` (100 events: one record),
 ``create``, ``delete``, ``snapshot`` (three pieces), and the lease's own statements: ``renew``
 (the renewal, by the coordinator's thread) and ``acquire`` (taking it, once the test's
 instance released it).
@@ -151,7 +151,7 @@ def main() -> None:
                     store.append(
                         "m", seq, [f"e{seq}", f"e{seq + 1}"], [IdempotentAnswer(f"key{trial}", "h", 2, seq + 1)]
                     )
-                elif op == "append_copy":
+                elif op == "append_batch":
                     store.append("m", seq, [f"e{seq + i}" for i in range(100)])
                 elif op == "create":
                     store.create_model(f"c{trial}", "{}")

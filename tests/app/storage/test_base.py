@@ -125,6 +125,28 @@ def test_read_events_pages_in_order(store: EventStore) -> None:
     assert store.read_events("m", 25, 10) == [] and store.read_events("other", 0, 10) == []
 
 
+def test_a_batch_is_one_record_and_each_of_its_events_reads_by_seq(url: str, store: EventStore) -> None:
+    store.create_model("m", "{}")
+    texts = [f'{{"i": {i}}}' for i in range(1, 1004)]
+    store.append("m", 1, texts[:1])
+    store.append("m", 2, texts[1:1001])  # one row for the thousand (app.storage.records)
+    store.append("m", 1002, texts[1001:])
+    assert raw(url, "SELECT seq, n FROM {t}events ORDER BY seq") == [(1, 1), (2, 1000), (1002, 2)]
+    assert store.models()[0].last_seq == 1003
+    for after, limit in [(0, 1), (0, 2), (1, 5), (500, 3), (998, 10), (1000, 2), (1001, 50), (1003, 5), (2000, 5)]:
+        assert store.read_events("m", after, limit) == list(enumerate(texts, start=1))[after : after + limit]
+    with pytest.raises(SeqConflict):  # inside a record is taken too
+        store.append("m", 500, ["again"])
+
+
+def test_a_record_that_lost_events_is_a_storage_error(url: str, store: EventStore) -> None:
+    store.create_model("m", "{}")
+    store.append("m", 1, ["a", "b", "c"])
+    raw(url, "UPDATE {t}events SET n = 4 WHERE seq = 1")
+    with pytest.raises(StorageError, match="record at seq 1 holds 3 events, not 4"):
+        store.read_events("m", 0, 10)
+
+
 def test_models_are_independent_and_listed_by_name(store: EventStore) -> None:
     store.create_model("b", '{"x": 1}')
     store.create_model("a", "{}")

@@ -55,7 +55,7 @@ def test_a_store_with_its_coordinator_out_writes_only_under_the_lease(stores: Ca
     lease = c.try_acquire()
     assert lease is not None and lease.holder == "a" and lease.token >= 1
     store.append("m", 1, ["e1"])
-    store.append("m", 2, ["e"] * 100)  # the COPY path
+    store.append("m", 2, ["e"] * 100)  # a batch: one record
     store.create_model("n", "{}")
     store.delete_model("n")
     assert [m.name for m in store.models()] == ["m"] and store.models()[0].last_seq == 101

@@ -23,15 +23,16 @@ def test_a_new_database_gets_the_newest_schema(pg_url: str) -> None:
         assert schema_version(conn) == 0
     open_store(pg_url).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 5
+        assert schema_version(conn) == len(MIGRATIONS) == 6
         assert columns(conn, "streamtree_events") == {
             "model": "NO",
             "seq": "NO",
             "event": "NO",
             "logged_at": "NO",
             "idempotency_key": "YES",
+            "n": "NO",
         }
-        assert migrate(conn) == (5, 5)  # already there: nothing to do
+        assert migrate(conn) == (6, 6)  # already there: nothing to do
         assert conn.execute("SELECT count(*) FROM streamtree_schema_version").fetchone() == (1,)
 
 
@@ -49,17 +50,16 @@ def test_a_version_1_database_is_migrated_with_its_data(pg_url: str) -> None:
     assert [(m.name, m.config, m.last_seq) for m in s.models()] == [("m", '{"a": 1}', 2)]
     assert s.read_events("m", 0, 10) == [(1, "e1"), (2, "e2")]
     assert s.snapshots("m") == [Snapshot(2, b"\x00\xff", "{}")]  # written whole, before pieces: read as it was
-    s.append("m", 3, ["e3"])
+    s.append("m", 3, ["e3", "e4"])  # one record after the old rows of one event each
+    assert s.read_events("m", 1, 10) == [(2, "e2"), (3, "e3"), (4, "e4")]
+    assert s.models()[0].last_seq == 4
     s.save_snapshot("m", Snapshot(3, b"new", "{}"), keep=2)  # in pieces, beside the old one
     assert s.snapshots("m") == [Snapshot(3, b"new", "{}"), Snapshot(2, b"\x00\xff", "{}")]
     s.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert schema_version(conn) == 5
-        assert conn.execute("SELECT seq, idempotency_key FROM streamtree_events ORDER BY seq").fetchall() == [
-            (1, None),
-            (2, None),
-            (3, None),
-        ]
+        assert schema_version(conn) == 6
+        rows = conn.execute("SELECT seq, n, idempotency_key FROM streamtree_events ORDER BY seq").fetchall()
+        assert rows == [(1, 1, None), (2, 1, None), (3, 2, None)]
 
 
 def test_a_newer_schema_is_refused(pg_url: str) -> None:

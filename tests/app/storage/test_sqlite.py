@@ -66,5 +66,8 @@ def test_a_database_made_before_idempotency_keys_opens_and_keeps_its_log(tmp_pat
         assert s.find_idempotent("m", "k", 60.0) is None
         s.append("m", 2, ["e2"], [IdempotentAnswer("k", "h", 1, 2)], 60.0)
         assert s.find_idempotent("m", "k", 60.0) == IdempotentAnswer("k", "h", 1, 2)
+        s.append("m", 3, ["e3", "e4"])  # a record of two after the rows of one event each
+        assert s.read_events("m", 1, 10) == [(2, "e2"), (3, "e3"), (4, "e4")]
+        assert s.models()[0].last_seq == 4
     finally:
         s.close()

@@ -43,7 +43,7 @@ LEASE = 0.3
 #: The most seconds a takeover may come after the stopped writer's lease expired (the issue's target).
 BOUND = 5.0
 
-OPS = ["append1", "append_keys", "append_copy", "create", "delete", "snapshot", "renew", "acquire"]
+OPS = ["append1", "append_keys", "append_batch", "create", "delete", "snapshot", "renew", "acquire"]
 
 
 def dump(url: str) -> dict[str, Any]:
@@ -55,7 +55,11 @@ def dump(url: str) -> dict[str, Any]:
 
         return {
             "models": rows("SELECT name FROM streamtree_models ORDER BY name"),
-            "events": rows("SELECT model, seq, event FROM streamtree_events ORDER BY model, seq"),
+            "events": [  # one per event: a record of n events is n of them (app.storage.records)
+                (model, seq + i, text)
+                for model, seq, n, record in rows("SELECT model, seq, n, event FROM streamtree_events ORDER BY 1, 2")
+                for i, text in enumerate(record.split("\n") if n > 1 else [record])
+            ],
             "keys": rows("SELECT model, key, seq FROM streamtree_idempotency ORDER BY model, key"),
             "snapshots": rows("SELECT model, seq, pieces, size FROM streamtree_snapshots ORDER BY model, seq"),
             "pieces": rows("SELECT model, seq, piece, bytes FROM streamtree_snapshot_pieces ORDER BY 1, 2, 3"),
@@ -70,7 +74,7 @@ def done(op: str, held: dict[str, Any], seq: int, trial: int) -> bool | None:
         return events.get(("m", seq)) == f"e{seq}"
     if op == "append_keys":
         return ("m", f"key{trial}", seq + 1) in held["keys"] and events.get(("m", seq + 1)) == f"e{seq + 1}"
-    if op == "append_copy":
+    if op == "append_batch":
         return events.get(("m", seq + 99)) == f"e{seq + 99}"
     if op == "create":
         return f"c{trial}" in models
