@@ -84,10 +84,12 @@ SESSION_TIMEOUT = 5.0
 _LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM streamtree_events WHERE model = {} ORDER BY seq DESC LIMIT 1), 0)"
 
 #: Writes the records (:mod:`app.storage.records`) if they follow the model's last logged event.
+#: Their texts go in binary (``%b``): psycopg's text form of an array quotes a record of a
+#: thousand events in Python, 27 ms against 0.1 ms.
 _APPEND = f"""
 INSERT INTO streamtree_events (model, seq, n, event)
 SELECT %(model)s, u.seq, u.n, u.event
-FROM unnest(%(seqs)s::bigint[], %(ns)s::integer[], %(events)s::text[]) AS u(seq, n, event)
+FROM unnest(%(seqs)s::bigint[], %(ns)s::integer[], %(events)b::text[]) AS u(seq, n, event)
 WHERE {_LAST_SEQ.format("%(model)s")} = %(first)s - 1
 """
 
@@ -99,7 +101,7 @@ _FENCED_APPEND = f"""
 WITH fence AS ({_FENCE})
 INSERT INTO streamtree_events (model, seq, n, event)
 SELECT %(model)s, u.seq, u.n, u.event
-FROM unnest(%(seqs)s::bigint[], %(ns)s::integer[], %(events)s::text[]) AS u(seq, n, event)
+FROM unnest(%(seqs)s::bigint[], %(ns)s::integer[], %(events)b::text[]) AS u(seq, n, event)
 WHERE EXISTS (SELECT 1 FROM fence)
 AND {_LAST_SEQ.format("%(model)s")} = %(first)s - 1
 """
