@@ -5,24 +5,18 @@ events) as one *group commit*: it learns them in order, several requests per
 :func:`~app.learning.learn_scored` call, numbering their events, then writes the group to
 the store in one transaction on the store's thread and only then resolves the requests'
 futures, so a response is sent only once its events are durable. While that commit runs the
-loop goes on serving predictions and queueing the next requests.
+loop learns the next group (whose commit starts once this one is done: the log stays in
+order) and goes on serving predictions and queueing requests. A group holding a request with
+an ``Idempotency-Key`` waits for the commit in flight before it is looked at (a retry must
+find its key logged), and so does one that a due snapshot precedes (a capture is of the
+durable state: :mod:`app.snapshotting`).
 
 A request the library refuses (it checks a whole batch before learning any of it) is answered
 422 and the others of its group are learned as if it had not been sent. If a commit fails, or
 the library fails unexpectedly after learning part of a batch, the model is rebuilt from the
-durable state (newest snapshot plus the events after it) and the requests that were not
-durable get an error; nothing acknowledged is lost and nothing unacknowledged stays in the
-model.
-
-Every ``snapshot_every`` events the writer captures the model and its metrics (memory copies
-only) at the durable seq, in the write loop; the capture is encoded in a thread and saved
-on the store's thread by a background task while learning goes on. At most one save is in
-flight (the next group starts one once it is done), and closing awaits it. Snapshots are
-paced by their cost: one starts no sooner than ``snapshot_pace`` (a setting) times the last one's
-duration after it ended (a task starts it then when no group comes), so however fast events
-arrive snapshots (each a whole copy of the model) take at most ``1 / (1 + snapshot_pace)`` of
-the time (1/11 at the default pace, 10), and a restart replays at most the events of that
-stretch.
+durable state (newest snapshot plus the events after it), which also undoes a group learned
+behind a failed commit, and the requests that were not durable get an error; nothing
+acknowledged is lost and nothing unacknowledged stays in the model.
 """
 
 from __future__ import annotations
@@ -30,17 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
 from streamtree.exceptions import InputError
-from streamtree.persistence import Capture
 
 from .admission import LearnRequest, admit, event_ids
 from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailure
@@ -51,7 +41,8 @@ from .pending import PendingIds
 from .prequential import Prequential
 from .reads import input_error
 from .settings import Settings
-from .storage import EventStore, IdempotentAnswer, LeaseLost, Snapshot, StorageError
+from .snapshotting import Snapshots
+from .storage import EventStore, IdempotentAnswer, LeaseLost, StorageError
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
 from .validation import Limits, event_loc, field_error
@@ -134,10 +125,9 @@ class GroupCommit:
         self._learned = host.telemetry.learned.labels(host.name)
         self.ordering = Ordering(self._requeue)
         self._wakeup = asyncio.Event()
-        self._saving: asyncio.Task[None] | None = None  # the snapshot being encoded and saved
-        self._deferred: asyncio.Task[None] | None = None  # a due snapshot waiting for its pace
-        self._saved_at = -math.inf  # when the last save ended (monotonic seconds)
-        self._save_cost = 0.0  # how long it took, capture to stored
+        # the last group's commit while the next group is learned: (task, group, its texts, first seq)
+        self._in_flight: tuple[asyncio.Task[BaseException | None], list[LearnRequest], _Group, int] | None = None
+        self.snapshots = Snapshots(host, self._settled)
         self._task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"writer:{host.name}")
 
     def submit(self, request: LearnRequest) -> None:
@@ -155,66 +145,105 @@ class GroupCommit:
 
     async def close(self, snapshot: bool) -> None:
         """Stop taking requests, finish (and acknowledge) the queued ones, optionally snapshot."""
-        host = self.host
-        self.closing = True
+        self.closing = self.snapshots.closing = True
         self._wakeup.set()
         await self._task
         self.ordering.close(NotAvailable())  # what they follow will not come: nothing is taken any more
-        if self._deferred is not None:
-            self._deferred.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._deferred
-        if self._saving is not None:
-            await self._saving
-        if snapshot and host.seq > host.snapshot_seq and not host.recovering:
-            await self._snapshot()
+        await self.snapshots.close(snapshot)
 
     async def _write_loop(self) -> None:
         host = self.host
         while True:
             if not self.queue:
-                if self.closing:
+                await self._idle()
+                if self.closing and not self.queue and self._in_flight is None:
                     return
-                self._wakeup.clear()
-                await self._wakeup.wait()
                 continue
             group: list[LearnRequest] = []
-            n = 0
-            while self.queue and (not group or n + len(self.queue[0].events) <= host.settings.group_max_events):
-                request = self.queue.popleft()
-                group.append(request)
-                n += len(request.events)
             try:
-                async with host.apply_lock:
+                async with host.apply_lock:  # the group is taken under the lock: what waits for it joins it
+                    group = self._take()
+                    if self.snapshots.due() or any(r.key is not None for r in group):
+                        # A capture needs the durable state, and a key's retry must find it logged:
+                        # no group is learned behind a commit then.
+                        await self._settled()
+                        if self.snapshots.due() and not host.recovering:
+                            self.snapshots.start()
                     await self._process(group)
-                    if self._snapshot_due():
-                        self._start_snapshot()
             except Exception:  # the writer must survive anything: back to the durable state
                 log.exception("model %r: writer failed", host.name)
-                with contextlib.suppress(Exception):  # logged by rebuild; the model then stays unavailable
-                    await host.rebuild()
+                async with host.apply_lock:
+                    with contextlib.suppress(Exception):  # the commit in flight is answered either way
+                        await self._settled()
+                    with contextlib.suppress(Exception):  # logged by rebuild; the model then stays unavailable
+                        await host.rebuild()
                 for request in group:
                     _fail(request, StorageFailure())
-            self.ordering.release(group)  # the requests that follow one of this group's, placed again
+                self.ordering.release(group)
+
+    async def _idle(self) -> None:
+        """With nothing queued: wait for a request, or for the commit in flight (then settle it,
+        and snapshot if one is due), whichever comes first."""
+        host = self.host
+        in_flight = self._in_flight
+        if in_flight is not None and not in_flight[0].done():
+            self._wakeup.clear()
+            waiter = asyncio.ensure_future(self._wakeup.wait())
+            try:  # a request that comes meanwhile is learned behind the commit
+                await asyncio.wait((in_flight[0], waiter), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            return
+        if in_flight is not None or self.snapshots.due():
+            async with host.apply_lock:
+                await self._settled()
+                if self.snapshots.due() and not host.recovering:
+                    self.snapshots.start()  # or later, at its pace: wait for requests meanwhile
+        if not self.closing and not self.queue:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def _take(self) -> list[LearnRequest]:
+        """The requests waiting, oldest first, up to ``group_max_events`` events (at least one)."""
+        group: list[LearnRequest] = []
+        n = 0
+        limit = self.host.settings.group_max_events
+        while self.queue and (not group or n + len(self.queue[0].events) <= limit):
+            request = self.queue.popleft()
+            group.append(request)
+            n += len(request.events)
+        return group
 
     async def _process(self, group: list[LearnRequest]) -> None:
-        """Learn a group of requests in chunks, then commit them in one transaction."""
+        """Learn a group of requests in chunks, then start its commit once the one before is done."""
         host = self.host
         if host.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
             for request in group:
                 _fail(request, host.not_ready())
+            self.ordering.release(group)
             return
         if not self.writable():  # another instance is the writer now: learn nothing here
             for request in group:
                 _fail(request, NotWriter())
+            self.ordering.release(group)
             return
-        group = await self._settle_keys(group)
+        learned = await self._settle_keys(group)
         done = _Group()
-        for i, chunk in enumerate(_chunks(group, stretch_events(host.model, APPLY_EVENTS))):
+        for i, chunk in enumerate(_chunks(learned, stretch_events(host.model, APPLY_EVENTS))):
             if i:
                 await asyncio.sleep(0)  # let predictions in between two chunks
             await self._learn_chunk(chunk, done)
-        await self._commit(done)
+        if not await self._settled():  # the rebuild after the failed commit undid this group too
+            for request, _, _ in done.acks:
+                _fail(request, StorageFailure())
+            self.ordering.release(group)
+            return
+        if not done.texts:
+            self.ordering.release(group)
+            return
+        first = host.seq - len(done.texts) + 1
+        task = asyncio.get_running_loop().create_task(self._append(first, done), name=f"commit:{host.name}")
+        self._in_flight = (task, group, done, first)
 
     async def _settle_keys(self, group: list[LearnRequest]) -> list[LearnRequest]:
         """Answer the group's requests whose idempotency key is logged; return those to learn.
@@ -332,12 +361,22 @@ class GroupCommit:
         host.advanced()
 
     async def _commit(self, done: _Group) -> None:
-        """Log the group's events in one transaction, then answer its requests."""
+        """Log what ``done`` holds at once, after the commit in flight (the path of a failure
+        while learning: what was learned before it is kept)."""
+        if not await self._settled():  # the rebuild undid what done holds too
+            for request, _, _ in done.acks:
+                _fail(request, StorageFailure())
+        elif done.texts:
+            first = self.host.seq - len(done.texts) + 1
+            error = await self._append(first, done)
+            if error is not None:
+                await self._failed(error, first, done)
+
+    async def _append(self, first: int, done: _Group) -> BaseException | None:
+        """Log the group's events (numbered from ``first``) in one transaction, then answer its
+        requests; on failure return the error, its requests unanswered (:meth:`_settled`)."""
         host = self.host
         texts = done.texts
-        if not texts:
-            return
-        first = host.seq - len(texts) + 1
         loop = asyncio.get_running_loop()
         start = loop.time()
         try:
@@ -346,98 +385,50 @@ class GroupCommit:
                 host.db.store.append, host.name, first, texts, keys, host.settings.idempotency_window_seconds
             )
         except Exception as exc:
-            fenced = isinstance(exc, LeaseLost)
-            if fenced:  # not an error of this instance: another one is the writer now
-                log.warning(
-                    "model %r: events %d..%d refused: this instance lost the writer's lease", host.name, first, host.seq
-                )
-                host.on_fenced()
-            else:
-                log.exception("model %r: commit of events %d..%d failed", host.name, first, host.seq)
-            try:
-                await host.rebuild()  # before answering, so the client's next request sees the durable state
-            finally:
-                for request, _, _ in done.acks:
-                    _fail(request, NotWriter() if fenced else StorageFailure())
-            return
+            return exc
         host.telemetry.commit_seconds.observe(loop.time() - start)
         host.telemetry.commit_events.observe(len(texts))
         self._learned.inc(len(texts))
         for request, n, last in done.acks:
             if not request.future.done():
                 request.future.set_result((n, last))
+        return None
 
-    def _snapshot_due(self) -> bool:
-        """Whether ``snapshot_every`` events were learned since the last snapshot."""
-        host = self.host
-        return host.seq - host.snapshot_seq >= host.settings.snapshot_every
+    async def _settled(self) -> bool:
+        """Wait for the commit in flight (if any) and release what follows its requests.
 
-    def _start_snapshot(self) -> None:
-        """Capture the current (fully durable) state and save it in the background, unless a
-        save is under way (the next group starts one then) or the pace (module docstring)
-        asks to wait (a task starts it then, if it is still due)."""
-        wait = self._saved_at + self.host.settings.snapshot_pace * self._save_cost - time.monotonic()
-        if wait > 0:
-            if self._deferred is None or self._deferred.done():
-                self._deferred = asyncio.get_running_loop().create_task(
-                    self._start_later(wait), name=f"snapshot-pace:{self.host.name}"
-                )
-            return
-        if self._saving is None or self._saving.done():
-            captured = self._capture()
-            if captured is not None:
-                self._saving = asyncio.get_running_loop().create_task(
-                    self._save(*captured), name=f"snapshot:{self.host.name}"
-                )
-
-    async def _start_later(self, delay: float) -> None:
-        """After ``delay`` seconds, start the snapshot that was due, if it still is (under the
-        apply lock: a capture is taken between groups, at the durable seq)."""
-        await asyncio.sleep(delay)
-        host = self.host
-        async with host.apply_lock:
-            if self._snapshot_due() and not self.closing and not host.recovering:
-                self._start_snapshot()
-
-    async def _snapshot(self) -> None:
-        """Write a snapshot of the current (fully durable) state; a failure is only logged."""
-        captured = self._capture()
-        if captured is not None:
-            await self._save(*captured)
-
-    def _capture(self) -> tuple[int, Capture, dict[str, Any]] | None:
-        """The state at the host's ``seq``, copied: only memory copies, so that the encoding
-        can run in a thread while requests are answered (what that saves:
-        ``docs/decisions/background-snapshots.md``)."""
-        host = self.host
+        Returns False if it failed: the model was then rebuilt from the durable state, which
+        also undid every group learned after it, and its requests were answered with the
+        error."""
+        if self._in_flight is None:
+            return True
+        task, group, done, first = self._in_flight
+        self._in_flight = None
         try:
-            return host.seq, host.model.capture(), {"prequential": host.prequential.state()}
-        except Exception:
-            log.exception("model %r: snapshot at seq %d failed (the log still has every event)", host.name, host.seq)
-            return None
+            error = await task
+            if error is not None:
+                await self._failed(error, first, done)
+        finally:
+            self.ordering.release(group)  # the requests that follow one of this group's, placed again
+        return error is None
 
-    async def _save(self, seq: int, captured: Capture, state: dict[str, Any]) -> None:
-        """Encode a capture in a thread and save it on the store's; a failure is only logged."""
+    async def _failed(self, error: BaseException, first: int, done: _Group) -> None:
+        """A commit failed: back to the durable state, then answer its requests with the error."""
         host = self.host
-        started = time.monotonic()
+        fenced = isinstance(error, LeaseLost)
+        last = first + len(done.texts) - 1
+        if fenced:  # not an error of this instance: another one is the writer now
+            log.warning(
+                "model %r: events %d..%d refused: this instance lost the writer's lease", host.name, first, last
+            )
+            host.on_fenced()
+        else:
+            log.error("model %r: commit of events %d..%d failed", host.name, first, last, exc_info=error)
         try:
-            snap = await asyncio.to_thread(_encode_snapshot, seq, captured, state)
-            await host.db.run(host.db.store.save_snapshot, host.name, snap, host.settings.snapshots_kept)
-            self._saved_at = time.monotonic()
-            self._save_cost = self._saved_at - started
-        except LeaseLost:  # not a failure: another instance is the writer now, and snapshots
-            log.warning("model %r: no snapshot at seq %d: this instance lost the writer's lease", host.name, seq)
-            return
-        except Exception:
-            log.exception("model %r: snapshot at seq %d failed (the log still has every event)", host.name, seq)
-            return
-        if snap.seq > host.snapshot_seq:  # a rebuild meanwhile may have restored a newer one
-            host.snapshot_seq, host.snapshot_bytes = snap.seq, len(snap.model_bytes)
-        host.telemetry.snapshots.labels(host.name).inc()
-
-
-def _encode_snapshot(seq: int, captured: Capture, state: dict[str, Any]) -> Snapshot:
-    return Snapshot(seq, captured.to_bytes(), orjson.dumps(state).decode())
+            await host.rebuild()  # before answering, so the client's next request sees the durable state
+        finally:
+            for request, _, _ in done.acks:
+                _fail(request, NotWriter() if fenced else StorageFailure())
 
 
 def _chunks(group: list[LearnRequest], size: int) -> Iterator[list[LearnRequest]]:

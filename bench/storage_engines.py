@@ -3,7 +3,7 @@
 For each engine: ``streamtree serve`` of this checkout on loopback (``--data-dir`` for SQLite,
 ``--database-url`` for PostgreSQL, both with ``sync=full``: the log is on disk before each
 answer), driven by ``bench/http_load.py``'s keep-alive client with batched learns (1,000 events
-a request, 1 client) and single-event learns (1 and 8 clients), plus the store alone:
+a request, 1 and 4 clients) and single-event learns (1 and 8 clients), plus the store alone:
 one-event appends per second (one commit each), which bounds single learns from one client.
 
 Without ``--database-url`` a throwaway PostgreSQL cluster is started from the server
@@ -59,11 +59,17 @@ async def learn_workloads(
         dumps(
             {"events": [{"features": x, "label": y} for x, y in zip(xs[i : i + 1000], ys[i : i + 1000], strict=True)]}
         ).encode()
-        for i in range(0, n_batched, 1000)
+        for i in range(0, 3 * n_batched, 1000)
     ]
-    single = [dumps({"features": x, "label": y}).encode() for x, y in zip(xs[n_batched:], ys[n_batched:], strict=True)]
+    single = [
+        dumps({"features": x, "label": y}).encode()
+        for x, y in zip(xs[3 * n_batched :], ys[3 * n_batched :], strict=True)
+    ]
+    one = n_batched // 1000
     return [
-        await run_load("127.0.0.1", port, "learn batched", "/learn", batches, 1, 1000),
+        await run_load("127.0.0.1", port, "learn batched", "/learn", batches[:one], 1, 1000),
+        # the issue's batched workload: 4 clients, so one request's commit overlaps another's parse
+        await run_load("127.0.0.1", port, "learn batched", "/learn", batches[one:], 4, 1000),
         await run_load("127.0.0.1", port, "learn single", "/learn", single[:n_single], 1, 1),
         await run_load("127.0.0.1", port, "learn single", "/learn", single[n_single : 3 * n_single], 8, 1),
     ]
@@ -95,7 +101,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "storage_engines", help="Output path without suffix.")
     args = parser.parse_args()
     n_batched, n_single, n_appends = (2_000, 200, 100) if args.quick else (10_000, 1_500, 500)
-    xs, ys = make_stream(n_batched + 3 * n_single + 10, seed=0)
+    xs, ys = make_stream(3 * n_batched + 3 * n_single + 10, seed=0)
 
     cluster = None
     url = args.database_url

