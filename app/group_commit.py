@@ -163,9 +163,7 @@ class GroupCommit:
             try:
                 async with host.apply_lock:  # the group is taken under the lock: what waits for it joins it
                     group = self._take()
-                    if self.snapshots.due() or any(r.key is not None for r in group):
-                        # A capture needs the durable state, and a key's retry must find it logged:
-                        # no group is learned behind a commit then.
+                    if not all(map(self._joins, group)):  # then not learned behind a commit
                         await self._settled()
                         if self.snapshots.due() and not host.recovering:
                             self.snapshots.start()
@@ -187,12 +185,7 @@ class GroupCommit:
         host = self.host
         in_flight = self._in_flight
         if in_flight is not None and not in_flight[0].done():
-            self._wakeup.clear()
-            waiter = asyncio.ensure_future(self._wakeup.wait())
-            try:  # a request that comes meanwhile is learned behind the commit
-                await asyncio.wait((in_flight[0], waiter), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
+            await self._until_request_or(in_flight[0])  # one that comes is learned behind the commit
             return
         if in_flight is not None or self.snapshots.due():
             async with host.apply_lock:
@@ -227,12 +220,19 @@ class GroupCommit:
                 _fail(request, NotWriter())
             self.ordering.release(group)
             return
-        learned = await self._settle_keys(group)
         done = _Group()
-        for i, chunk in enumerate(_chunks(learned, stretch_events(host.model, APPLY_EVENTS))):
-            if i:
-                await asyncio.sleep(0)  # let predictions in between two chunks
-            await self._learn_chunk(chunk, done)
+        await self._learn_group(group, done)
+        # While the commit before is in flight, what comes meanwhile joins this group: one
+        # commit (one fsync) for all of it, as if it had waited in the queue.
+        while (in_flight := self._in_flight) is not None and not in_flight[0].done():
+            if not self.queue:
+                await self._until_request_or(in_flight[0])
+                continue
+            if len(done.texts) >= host.settings.group_max_events or not self._joins(self.queue[0]):
+                break
+            more = self._take()
+            group.extend(more)  # the caller's list: answered and released with the group
+            await self._learn_group(more, done)
         if not await self._settled():  # the rebuild after the failed commit undid this group too
             for request, _, _ in done.acks:
                 _fail(request, StorageFailure())
@@ -244,6 +244,29 @@ class GroupCommit:
         first = host.seq - len(done.texts) + 1
         task = asyncio.get_running_loop().create_task(self._append(first, done), name=f"commit:{host.name}")
         self._in_flight = (task, group, done, first)
+
+    async def _learn_group(self, group: list[LearnRequest], done: _Group) -> None:
+        """Learn the group's requests (those :meth:`_settle_keys` keeps) in chunks, into ``done``."""
+        learned = await self._settle_keys(group)
+        for i, chunk in enumerate(_chunks(learned, stretch_events(self.host.model, APPLY_EVENTS))):
+            if i:
+                await asyncio.sleep(0)  # let predictions in between two chunks
+            await self._learn_chunk(chunk, done)
+
+    def _joins(self, request: LearnRequest) -> bool:
+        """Whether ``request`` may be learned behind the commit in flight: not when it has an
+        ``Idempotency-Key`` (a retry must find its key logged), nor when a snapshot is due (a
+        capture is of the durable state)."""
+        return request.key is None and not self.snapshots.due()
+
+    async def _until_request_or(self, task: asyncio.Task[Any]) -> None:
+        """Wait until a request is queued or ``task`` is done, whichever comes first."""
+        self._wakeup.clear()
+        waiter = asyncio.ensure_future(self._wakeup.wait())
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
 
     async def _settle_keys(self, group: list[LearnRequest]) -> list[LearnRequest]:
         """Answer the group's requests whose idempotency key is logged; return those to learn.

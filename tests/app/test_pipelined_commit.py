@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +32,18 @@ async def _behind_a_held_commit(
     learned_behind: Callable[[Any], bool],
     fail: bool = False,
     headers: dict[str, str] | None = None,
+    also: Sequence[tuple[dict[str, Any], Callable[[Any], bool]]] = (),
 ) -> tuple[httpx.Response, httpx.Response, list[tuple[int, int]], Any]:
     """Send ``first`` and hold its commit; send ``then`` and wait until ``learned_behind(host)``;
-    release the commit (failing it if ``fail``). Returns both responses, every append as
-    ``(first seq, events)`` and the host (its state after both answers)."""
+    then each of ``also`` (a body, and until when to wait after sending it); release the commit
+    (failing it if ``fail``). Returns the first two responses (those of ``also`` in
+    ``app.state.more``), every append as ``(first seq, events)`` and the host."""
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         host = app.state.node.registry.get("default")
         store = app.state.node.registry.db.store
         original, appends, release = store.append, [], threading.Event()
+        more: list[asyncio.Task[httpx.Response]] = []
 
         def append(name: str, first_seq: int, texts: list[str], *keys: Any) -> None:
             appends.append((first_seq, len(texts)))
@@ -60,9 +63,14 @@ async def _behind_a_held_commit(
         await asyncio.wait_for(until(lambda: bool(appends)), 30)  # the first commit is in flight, held
         behind = asyncio.create_task(c.post("/learn", json=then, headers=headers))
         await asyncio.wait_for(until(lambda: learned_behind(host)), 30)
+        for body, condition in also:  # more requests while the first commit is still held
+            more.append(asyncio.create_task(c.post("/learn", json=body, headers=headers)))
+            await asyncio.wait_for(until(lambda: condition(host)), 30)  # noqa: B023 (awaited here)
         assert not held.done() and not behind.done()  # neither is answered before its commit
+        assert not any(task.done() for task in more)
         release.set()
         responses = await held, await behind
+        app.state.more = [await task for task in more]
         app.state.snapshots = store.snapshot_seqs("default")
         app.state.log = store.read_events("default", 0, 100)
         app.state.live = host.model.to_bytes()
@@ -124,3 +132,24 @@ def test_no_snapshot_is_taken_of_a_group_whose_commit_fails(tmp_path: Path) -> N
     assert appends == [(1, 2), (1, 1)]
     assert all(seq <= 1 for seq in app.state.snapshots)  # never one at seq 2, which the log lacks
     assert app.state.live == scored([events[2]]).to_bytes()
+
+
+def test_what_comes_while_a_group_waits_behind_a_commit_joins_it(tmp_path: Path) -> None:
+    events = make_stream(9, seed=45)
+    app = create_app(Settings(data_dir=tmp_path))
+    first, then = single(*events[0]), {"events": [single(x, y) for x, y in events[1:4]]}
+    also = [
+        (single(*events[4]), lambda host: host.seq == 5),
+        ({"events": [single(x, y) for x, y in events[5:9]]}, lambda host: host.seq == 9),
+    ]
+    held, behind, appends, host = asyncio.run(
+        _behind_a_held_commit(app, first, then, lambda host: host.seq == 4, also=also)
+    )
+    assert [r.json() for r in (held, behind, *app.state.more)] == [
+        {"learned": 1, "seq": 1},
+        {"learned": 3, "seq": 4},
+        {"learned": 1, "seq": 5},
+        {"learned": 4, "seq": 9},
+    ]
+    assert appends == [(1, 1), (2, 8)]  # the three learned behind the held commit: one commit after it
+    assert app.state.live == scored(events[:9]).to_bytes()
