@@ -19,20 +19,37 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from streamtree.persistence import Capture
 
+from .prequential import Prequential
+from .settings import Settings
 from .storage import LeaseLost, Snapshot
+from .storage.thread import StoreThread
+from .telemetry import Telemetry
 
-if TYPE_CHECKING:
-    from .group_commit import Written
-
-__all__ = ["Snapshots"]
+__all__ = ["Snapshots", "Snapshotted"]
 
 log = logging.getLogger("streamtree.app")
+
+
+class Snapshotted(Protocol):
+    """What the snapshots read and set of their model (:class:`app.hosting.ModelHost`)."""
+
+    name: str
+    settings: Settings
+    db: StoreThread
+    telemetry: Telemetry
+    model: Any
+    prequential: Prequential
+    seq: int  # durable whenever a capture is taken
+    snapshot_seq: int
+    snapshot_bytes: int
+    recovering: bool
+    apply_lock: asyncio.Lock
 
 
 class Snapshots:
@@ -47,7 +64,7 @@ class Snapshots:
         before a paced capture: the writer learns a group while the one before commits).
     """
 
-    def __init__(self, host: Written, settled: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(self, host: Snapshotted, settled: Callable[[], Awaitable[bool]]) -> None:
         self.host = host
         self.settled = settled
         self._saving: asyncio.Task[None] | None = None  # the snapshot being encoded and saved
