@@ -196,11 +196,12 @@ class GroupCommit:
             self._wakeup.clear()
             await self._wakeup.wait()
 
-    def _take(self) -> list[LearnRequest]:
-        """The requests waiting, oldest first, up to ``group_max_events`` events (at least one)."""
+    def _take(self, room: int | None = None) -> list[LearnRequest]:
+        """The requests waiting, oldest first, up to ``room`` events (default
+        ``group_max_events``); at least one."""
         group: list[LearnRequest] = []
         n = 0
-        limit = self.host.settings.group_max_events
+        limit = self.host.settings.group_max_events if room is None else room
         while self.queue and (not group or n + len(self.queue[0].events) <= limit):
             request = self.queue.popleft()
             group.append(request)
@@ -228,9 +229,10 @@ class GroupCommit:
             if not self.queue:
                 await self._until_request_or(in_flight[0])
                 continue
-            if len(done.texts) >= host.settings.group_max_events or not self._joins(self.queue[0]):
+            head = self.queue[0]
+            if len(done.texts) + len(head.events) > host.settings.group_max_events or not self._joins(head):
                 break
-            more = self._take()
+            more = self._take(host.settings.group_max_events - len(done.texts))
             group.extend(more)  # the caller's list: answered and released with the group
             await self._learn_group(more, done)
         if not await self._settled():  # the rebuild after the failed commit undid this group too

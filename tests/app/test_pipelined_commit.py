@@ -153,3 +153,19 @@ def test_what_comes_while_a_group_waits_behind_a_commit_joins_it(tmp_path: Path)
     ]
     assert appends == [(1, 1), (2, 8)]  # the three learned behind the held commit: one commit after it
     assert app.state.live == scored(events[:9]).to_bytes()
+
+
+def test_a_group_behind_a_commit_stays_within_group_max_events(tmp_path: Path) -> None:
+    events = make_stream(9, seed=46)
+    app = create_app(Settings(data_dir=tmp_path, group_max_events=4))
+    first, then = single(*events[0]), {"events": [single(x, y) for x, y in events[1:4]]}
+    also = [
+        (single(*events[4]), lambda host: host.seq == 5),  # fits: 4 events behind the commit
+        ({"events": [single(x, y) for x, y in events[5:7]]}, lambda host: len(host.writer.queue) == 1),  # does not
+    ]
+    held, behind, appends, host = asyncio.run(
+        _behind_a_held_commit(app, first, then, lambda host: host.seq == 4, also=also)
+    )
+    assert [r.json()["seq"] for r in (held, behind, *app.state.more)] == [1, 4, 5, 7]
+    assert appends == [(1, 1), (2, 4), (6, 2)]
+    assert app.state.live == scored(events[:7]).to_bytes()
