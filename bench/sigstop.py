@@ -49,6 +49,7 @@ from typing import Any
 
 import psycopg
 
+from app.storage.records import expand
 from bench.http_load import RESULTS, free_port, make_stream, run_header, start_server
 
 #: Every instance's settings: the default lease, full durability, frequent snapshots.
@@ -233,11 +234,8 @@ def check_log(url: str, clients: list[Client]) -> dict[str, Any]:
         rows = conn.execute(
             "SELECT seq, n, event FROM streamtree_events WHERE model = 'default' ORDER BY seq"
         ).fetchall()
-    log = {  # a row is a record of n events, one per line (app.storage.records)
-        int(seq) + i: json.loads(text)
-        for seq, n, record in rows
-        for i, text in enumerate(record.split("\n") if n > 1 else [record])
-    }
+    # a row is a record of n events (app.storage.records)
+    log = {seq: json.loads(text) for seq, text in expand("default", rows, 0, sys.maxsize)}
     acked: dict[int, list[tuple[dict[str, Any], str]]] = {}
     for c in clients:
         for seq, event, _ in c.acked:

@@ -29,6 +29,7 @@ import psycopg
 import pytest
 
 from app.storage import DB_NAME
+from app.storage.records import expand
 from streamtree import ProbabilityTree
 from tests.app.conftest import batch_proba, make_stream
 
@@ -170,12 +171,11 @@ class Engine:
     def log(self) -> list[tuple[int, dict[str, Any]]]:
         """The default model's logged events, in order, without their arrival times."""
         rows = self.query("SELECT seq, n, event FROM events WHERE model='default' ORDER BY seq")
-        # a row is a record of n events, one per line (app.storage.records); each event also
-        # holds its arrival time "t" (for the metrics history): compare the rest
+        # a row is a record of n events (app.storage.records); each event also holds its
+        # arrival time "t" (for the metrics history): compare the rest
         return [
-            (seq + i, {k: v for k, v in json.loads(text).items() if k != "t"})
-            for seq, n, record in rows
-            for i, text in enumerate(record.split("\n") if n > 1 else [record])
+            (seq, {k: v for k, v in json.loads(text).items() if k != "t"})
+            for seq, text in expand("default", rows, 0, sys.maxsize)
         ]
 
 

@@ -32,6 +32,7 @@ import pytest
 
 from app.storage import Lease
 from app.storage.postgres import PostgresStore
+from app.storage.records import expand
 
 pytestmark = pytest.mark.slow  # about 90 stops, each waiting for a lease to expire
 
@@ -56,9 +57,9 @@ def dump(url: str) -> dict[str, Any]:
         return {
             "models": rows("SELECT name FROM streamtree_models ORDER BY name"),
             "events": [  # one per event: a record of n events is n of them (app.storage.records)
-                (model, seq + i, text)
+                (model, s, text)
                 for model, seq, n, record in rows("SELECT model, seq, n, event FROM streamtree_events ORDER BY 1, 2")
-                for i, text in enumerate(record.split("\n") if n > 1 else [record])
+                for s, text in expand(model, [(seq, n, record)], 0, n)
             ],
             "keys": rows("SELECT model, key, seq FROM streamtree_idempotency ORDER BY model, key"),
             "snapshots": rows("SELECT model, seq, pieces, size FROM streamtree_snapshots ORDER BY model, seq"),
