@@ -97,6 +97,11 @@ class _Group:
     texts: list[str] = field(default_factory=list)
     acks: list[tuple[LearnRequest, int, int]] = field(default_factory=list)  # (request, learned, last seq)
 
+    def fail(self, exc: BaseException) -> None:
+        """Answer every learned request with ``exc`` (none of them is durable)."""
+        for request, _, _ in self.acks:
+            _fail(request, exc)
+
 
 class GroupCommit:
     """The writer task of one model, and its queue.
@@ -164,9 +169,7 @@ class GroupCommit:
                 async with host.apply_lock:  # the group is taken under the lock: what waits for it joins it
                     group = self._take()
                     if not all(map(self._joins, group)):  # then not learned behind a commit
-                        await self._settled()
-                        if self.snapshots.due() and not host.recovering:
-                            self.snapshots.start()
+                        await self._durable()
                     await self._process(group)
             except Exception:  # the writer must survive anything: back to the durable state
                 log.exception("model %r: writer failed", host.name)
@@ -189,12 +192,17 @@ class GroupCommit:
             return
         if in_flight is not None or self.snapshots.due():
             async with host.apply_lock:
-                await self._settled()
-                if self.snapshots.due() and not host.recovering:
-                    self.snapshots.start()  # or later, at its pace: wait for requests meanwhile
+                await self._durable()  # a snapshot may start later, at its pace: wait for requests meanwhile
         if not self.closing and not self.queue:
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    async def _durable(self) -> None:
+        """Settle the commit in flight, then start the snapshot if one is due: the model is at
+        its durable seq (called under the apply lock, so no group is learned meanwhile)."""
+        await self._settled()
+        if self.snapshots.due() and not self.host.recovering:
+            self.snapshots.start()
 
     def _take(self, room: int | None = None) -> list[LearnRequest]:
         """The requests waiting, oldest first, up to ``room`` events (default
@@ -236,8 +244,7 @@ class GroupCommit:
             group.extend(more)  # the caller's list: answered and released with the group
             await self._learn_group(more, done)
         if not await self._settled():  # the rebuild after the failed commit undid this group too
-            for request, _, _ in done.acks:
-                _fail(request, StorageFailure())
+            done.fail(StorageFailure())
             self.ordering.release(group)
             return
         if not done.texts:
@@ -389,8 +396,7 @@ class GroupCommit:
         """Log what ``done`` holds at once, after the commit in flight (the path of a failure
         while learning: what was learned before it is kept)."""
         if not await self._settled():  # the rebuild undid what done holds too
-            for request, _, _ in done.acks:
-                _fail(request, StorageFailure())
+            done.fail(StorageFailure())
         elif done.texts:
             first = self.host.seq - len(done.texts) + 1
             error = await self._append(first, done)
@@ -452,8 +458,7 @@ class GroupCommit:
         try:
             await host.rebuild()  # before answering, so the client's next request sees the durable state
         finally:
-            for request, _, _ in done.acks:
-                _fail(request, NotWriter() if fenced else StorageFailure())
+            done.fail(NotWriter() if fenced else StorageFailure())
 
 
 def _chunks(group: list[LearnRequest], size: int) -> Iterator[list[LearnRequest]]:
