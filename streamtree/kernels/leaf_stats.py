@@ -26,7 +26,7 @@ def update_stats(num_stats, num_range, nom_stats, slot_seen, shift, slot, k, num
     num_stats : float64[S, F, K, 3]
     num_range : float64[S, F, 2]
     nom_stats : float64[S, C, V, K]
-    slot_seen : float64[S, 2]
+    slot_seen : float64[S, 3]
     shift : float64[F]
     slot, k : int
         The slot and the example's class code.
