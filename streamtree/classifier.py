@@ -10,7 +10,6 @@ encoded rows.
 from __future__ import annotations
 
 import numbers
-import operator
 from collections.abc import Hashable, Mapping
 from typing import Any, Literal, overload
 
@@ -23,7 +22,7 @@ from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
 from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
-from streamtree.row_plan import one_row
+from streamtree.row_plan import Read, RowPlan, one_row
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["Classifier", "check_label", "check_labels"]
@@ -74,9 +73,9 @@ class Classifier(base.MiniBatchClassifier):
 
     registry: FeatureRegistry
     classes_: list[ClassLabel]
-    #: The last predicted dict, its keys and values, the registry and its encoded row
+    #: The last predicted dict, the row plan that read it and what it read
     #: (:meth:`_row_of_last_prediction`); not part of the model (left out of copies and pickles).
-    _last_row: tuple[Any, list[Any], list[Any], FeatureRegistry, np.ndarray, np.ndarray] | None = None
+    _last_row: tuple[Any, RowPlan, Read] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickling and deep copies leave out the last prediction's row (it holds the caller's dict)."""
@@ -125,23 +124,16 @@ class Classifier(base.MiniBatchClassifier):
         self._learn(num, nom, [y], {}, want_proba=False)
 
     def _row_of_last_prediction(self, x: Mapping[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The encoded row of the last :meth:`predict_proba_one` when ``x`` is that very dict
-        with the very same keys and values (identity: a value equal but of another type, ``1``
-        for ``1.0``, may encode otherwise) and the registry has the same columns: its encoding
+        """The encoded row of the last :meth:`predict_proba_one` when ``x`` is that very dict,
+        the registry's row plan is the one that read it (no feature registered since) and
+        ``x`` still holds the very objects it read (:meth:`RowPlan.unchanged`): its encoding
         cannot differ, as registered features and codes never change. ``None`` otherwise."""
         last = self._last_row
         if last is None or last[0] is not x:
             return None
-        _, keys, values, reg, num, nom = last
-        if (
-            reg is self.registry
-            and len(x) == len(keys)
-            and all(map(operator.is_, x, keys))
-            and all(map(operator.is_, x.values(), values))
-            and num.shape[1] == reg.n_numeric
-            and nom.shape[1] == reg.n_nominal
-        ):
-            return num, nom
+        _, plan, read = last
+        if plan is self.registry.plan and plan.unchanged(x, read):  # type: ignore[arg-type]
+            return read[2], read[3]
         return None
 
     @overload
@@ -178,13 +170,15 @@ class Classifier(base.MiniBatchClassifier):
         if not classes:
             return {}
         reg = self.registry
-        known = reg.encode_known_row(x)  # when it applies, the very values encode_one gives
-        if known is None:
-            num, nom = one_row(*encode_one(reg, x))
-        else:
-            num, nom = known
+        plan = reg.row_plan()
+        read = plan.read_row(x) if type(x) is dict else None  # type: ignore[arg-type]
+        if read is not None:  # the steady state: the very values encode_one gives
+            num, nom = read[2], read[3]
             # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)
-            self._last_row = (x, list(x), list(x.values()), reg, num, nom)
+            self._last_row = (x, plan, read)
+        else:
+            known = reg.encode_known_row_by_name(x) if type(x) is dict else None  # type: ignore[arg-type]
+            num, nom = one_row(*encode_one(reg, x)) if known is None else known
         return dict(zip(classes, self._predict_one(num, nom)))
 
     def _predict_one(self, num: np.ndarray, nom: np.ndarray) -> list[float]:

@@ -250,12 +250,14 @@ class FeatureRegistry:
         """
         if type(x) is not dict:
             return None
-        encoded = (self.plan or self._new_plan()).encode(x)  # the steady state: exactly the registered features
+        encoded = self.row_plan().encode(x)  # the steady state: exactly the registered features
         return encoded if encoded is not None else self._encode_known_by_name(x)
 
-    def _new_plan(self) -> RowPlan:
-        """The plan of the features registered now, kept until another one is registered."""
-        self.plan = RowPlan(*self.names_by_kind, self.codes, MAX_INT)
+    def row_plan(self) -> RowPlan:
+        """The steady state's encoding of the features registered now (:mod:`streamtree.row_plan`),
+        one object until another feature is registered."""
+        if self.plan is None:
+            self.plan = RowPlan(*self.names_by_kind, self.codes, MAX_INT)
         return self.plan
 
     def _encode_known_by_name(self, x: dict[Hashable, Any]) -> tuple[list[float], list[int]] | None:
@@ -300,10 +302,13 @@ class FeatureRegistry:
         """
         if type(x) is not dict:
             return None
-        row = (self.plan or self._new_plan()).encode_row(x)
-        if row is not None:
-            return row
-        known = self._encode_known_by_name(x)  # where the plan declines, not tried again
+        row = self.row_plan().encode_row(x)
+        return row if row is not None else self.encode_known_row_by_name(x)
+
+    def encode_known_row_by_name(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`encode_known_row` where the plan (:meth:`row_plan`) declined ``x``, a dict:
+        each key looked up, each value checked (a feature may be missing, a value ``None``)."""
+        known = self._encode_known_by_name(x)
         return None if known is None else one_row(*known)
 
     def encode_known_many(self, xs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NO_CODES", "NO_VALUES", "RowPlan", "one_row"]
+__all__ = ["NO_CODES", "NO_VALUES", "Read", "RowPlan", "one_row"]
 
 #: One example's values (codes) of a model without numeric (nominal) features: never written
 #: (kernels only read their inputs), so shared rather than built per event.
@@ -38,6 +38,10 @@ def one_row(values: Sequence[Any], codes: Sequence[int]) -> tuple[np.ndarray, np
         np.array([codes], dtype=np.int64) if codes else NO_CODES,
     )
 
+
+#: What :meth:`RowPlan.read_row` read from a dict: its numeric values and nominal values (the
+#: dict's own objects, in column order) and the row they encode to.
+Read = tuple[tuple[Any, ...], tuple[Any, ...], np.ndarray, np.ndarray]
 
 _FLOAT = frozenset({float})
 _NUMBER = frozenset({float, int})
@@ -86,16 +90,49 @@ class RowPlan:
         each numeric value a finite float or an int within ``max_int`` (as a float) and each
         nominal value a known str or bool; ``None`` otherwise."""
         read = self._read(x)
-        return None if read is None else (list(map(float, read[0])), read[1])
+        if read is None:
+            return None
+        codes = self._codes(*read)
+        return None if codes is None else (list(map(float, read[0])), codes)
 
     def encode_row(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`encode` as the kernels' row (:func:`one_row`): :meth:`encode`'s bits, in
         one conversion from the values as read."""
-        read = self._read(x)
-        return None if read is None else one_row(*read)
+        read = self.read_row(x)
+        return None if read is None else (read[2], read[3])
 
-    def _read(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], list[int]] | None:
-        """The numeric values as read (floats and ints, checked) and the codes, or ``None``."""
+    def read_row(self, x: dict[Hashable, Any]) -> Read | None:
+        """:meth:`encode_row`'s row with the objects it was read from: ``(values, names, num,
+        nom)``, ``values`` and ``names`` the numeric and nominal values of ``x`` in column
+        order (for :meth:`unchanged`); ``None`` where :meth:`encode_row` gives ``None``."""
+        read = self._read(x)
+        if read is None:
+            return None
+        values, names = read
+        codes = self._codes(values, names)
+        if codes is None:
+            return None
+        num, nom = one_row(values, codes)
+        return values, names, num, nom
+
+    def unchanged(self, x: dict[Hashable, Any], read: Read) -> bool:
+        """Whether ``x`` still holds exactly the features and the very value objects that
+        :meth:`read_row` read into ``read``: its row then cannot differ from reading ``x``
+        again (identity, not equality: ``1`` and ``True`` are equal, and only one is a
+        nominal value). A dict of ``n_features`` keys that has every registered name has no
+        other key."""
+        if len(x) != self.n_features:
+            return False
+        try:
+            values = self.numeric(x)
+            names = () if self.nominal is None else self.nominal(x)
+        except KeyError:
+            return False
+        return all(map(is_, values, read[0])) and all(map(is_, names, read[1]))
+
+    def _read(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """The numeric values as read (floats and ints, checked) and the nominal values (not
+        yet checked), or ``None``."""
         if len(x) != self.n_features:
             return None
         try:
@@ -120,11 +157,15 @@ class RowPlan:
                 return None
         else:
             return None
+        return values, names
+
+    def _codes(self, values: tuple[Any, ...], names: tuple[Any, ...]) -> list[int] | None:
+        """The codes of the nominal values ``names`` when each is a known str or bool, else ``None``."""
         if not names:
-            return values, []
+            return []
         if not set(map(type, names)) <= _NOMINAL:
             return None
         codes = list(map(dict.get, self.codes, names))
         if None in codes:
             return None
-        return values, codes  # type: ignore[return-value]
+        return codes  # type: ignore[return-value]

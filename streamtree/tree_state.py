@@ -24,6 +24,7 @@ import numpy as np
 from streamtree import growth
 from streamtree.dispatch import direct
 from streamtree.features import FeatureRegistry
+from streamtree.kernels.event import NO_PROBA, ONCE, event_handle, learn_event, predict_event
 from streamtree.kernels.handle import drift_handle, tree_handle
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.kernels.learn import (
@@ -88,8 +89,7 @@ __all__ = ["NO_DRIFT", "ONCE", "TreeState", "kernel_config", "registry_shapes", 
 #: What the loop is given (and never reads) when change detection is off.
 NO_DRIFT = new_drift(0.002)
 #: ``learn_one``'s repetitions: its row, once (shared: the loop only reads it).
-ONCE = np.ones(1, dtype=np.int64)
-_NO_PROBA = np.zeros((0, 0))  # the loop's predictions, when they are not asked for
+_NO_PROBA = NO_PROBA  # the loop's predictions, when they are not asked for
 _LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y", "mix_u")  # absent: no linear component
 
 
@@ -156,8 +156,8 @@ class TreeState:
     handles
         ``id(arrays) -> (arrays, handle)`` for the arrays held (:meth:`handle`).
     current
-        The tree's, the background tree's and the detector's arrays and their handles as
-        :meth:`learn_one` last called the loop with (``None``: look them up again).
+        The tree's, the background tree's and the detector's arrays and the event handle made
+        of them (:meth:`event`; ``None``: make it again).
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -266,29 +266,33 @@ class TreeState:
 
     def learn_one(self, num: np.ndarray, nom: np.ndarray, ks: np.ndarray, n_examples: int) -> None:
         """:meth:`learn` of one event learned once, at the loop's entry point, without a
-        prediction: the same call of the loop, its handles kept from the last event while the
-        arrays are the same (an event's Python costs about as much as the loop itself)."""
+        prediction: the same call of the loop, through the event handle (:meth:`event`; an
+        event's Python costs about as much as the loop itself)."""
+        stop, reason = direct(learn_event, self.event(), num, nom, ks, n_examples)
+        if reason == DONE and self.background is None:
+            return  # nothing to resolve: no swap, no background tree to drop
+        self.resolve(reason, ONCE, stop, None if reason == DONE else (self.before, num, nom, ks))
+        if reason != DONE:  # the rest of the batch of one, as learn() would go on
+            self.learn(num, nom, ks, ONCE, n_examples, False, True, start=stop)
+
+    def event(self) -> Any:
+        """The event handle (:mod:`streamtree.kernels.event`) of the tree, the background tree
+        and the detector as they are now, kept in :attr:`current` until one of them, or the
+        feature keys, is replaced."""
         tree, background, drift = self.tree, self.background, self.drift
         current = self.current
         if current is None or current[0] is not tree or current[1] is not background or current[2] is not drift:
             handle = self.handle(tree)
-            current = self.current = (
-                tree,
-                background,
-                drift,
+            event = event_handle(
                 handle,
                 handle if background is None else self.handle(background),
                 self.handle(drift if drift is not None else NO_DRIFT),
+                self.cfg_i,
+                self.cfg_f,
+                self.fkeys,
             )
-        _, _, _, tree_h, background_h, drift_h = current
-        args = (tree_h, background_h, drift_h, self.cfg_i, self.cfg_f, num, nom, ks, ONCE, self.fkeys)
-        stop, reason = direct(learn_rows, *args, 0, n_examples, _NO_PROBA, False)
-        if reason == DONE and background is None:
-            return  # nothing to resolve: no swap, no background tree to drop
-        self.current = None
-        self.resolve(reason, ONCE, stop, None if reason == DONE else (self.before, num, nom, ks))
-        if reason != DONE:  # the rest of the batch of one, as learn() would go on
-            self.learn(num, nom, ks, ONCE, n_examples, False, True, start=stop)
+            current = self.current = (tree, background, drift, event)
+        return current[3]
 
     def resolve(self, reason: int, reps: np.ndarray, row: int, rows: tuple[Any, ...] | None = None) -> None:
         """Do what the learning loop stopped for, before it resumes at ``row``.
@@ -340,13 +344,8 @@ class TreeState:
 
     def predict_one(self, num: np.ndarray, nom: np.ndarray, n_classes: int) -> list[float]:
         """The tree's probabilities of one encoded event (the first ``n_classes``), at the
-        prediction loop's entry point, with :meth:`learn_one`'s handle while it is current."""
-        tree = self.tree
-        current = self.current
-        handle = current[3] if current is not None and current[0] is tree else self.handle(tree)
-        out = np.empty((1, tree.counts.shape[1]))
-        direct(predict_rows, handle, self.cfg_i, self.cfg_f, num, nom, out)
-        return out[0, :n_classes].tolist()  # type: ignore[no-any-return]
+        prediction loop's entry point, through the event handle (:meth:`event`)."""
+        return direct(predict_event, self.event(), num, nom, n_classes).tolist()  # type: ignore[no-any-return]
 
     # -- as named arrays ----------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:

@@ -79,6 +79,7 @@ try:  # define every kernel now, under this cache directory
         codes,
         criteria,
         drift,
+        event,
         forest,
         grow,
         handle,

@@ -26,6 +26,8 @@ Ownership rules
 3. **A forest's typed lists** of its members' handles hold the handles' compiled structs, not
    their Python objects: the forest holds each member's state and arrays itself, beside its
    entry (the held entries of :class:`streamtree.members.MemberArrays`), and replaces the list entry before it lets the arrays go.
+   **An event handle** (:mod:`streamtree.kernels.event`) likewise holds compiled handle
+   structs; its Python object holds their Python objects (``event.held``).
 4. **An entry point** borrows its arguments, which the caller holds for the whole call, and
    its working arrays, which a variable holds until after their last borrowed use
    (:func:`hold`).

@@ -85,3 +85,28 @@ def test_a_handle_keeps_its_arrays_alive_and_lets_them_go_with_it() -> None:
     del handle
     gc.collect()
     assert counts() is None
+
+
+def test_an_event_handle_keeps_the_handles_it_points_into_alive() -> None:
+    import gc
+    import weakref
+
+    from streamtree.kernels.event import event_handle, predict_event
+    from streamtree.kernels.handle import drift_handle
+    from streamtree.state import new_drift
+
+    t = new_arrays()
+    t.meta[M_CLASSES] = 2
+    t.counts[0, :2] = 1.0, 3.0
+    counts = weakref.ref(t.counts)
+    handle = tree_handle(t)
+    cfg_i, cfg_f = np.zeros(CONFIG_INTS, dtype=np.int64), np.zeros(CONFIG_FLOATS)
+    event = event_handle(handle, handle, drift_handle(new_drift(0.01)), cfg_i, cfg_f, np.zeros(0, dtype=np.int64))
+    del t, handle
+    gc.collect()
+    assert counts() is not None  # the event holds the handle, which holds the arrays
+    out = predict_event(event, np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64), 2)
+    assert out.tolist() == [0.25, 0.75]
+    del event
+    gc.collect()
+    assert counts() is None
