@@ -304,14 +304,16 @@ class TreeState:
         (:class:`~streamtree.growth.Sizes`); ``START`` makes a background tree. A tree and a
         forest (:mod:`streamtree.kernels.forest`, one member at a time) share it, so a
         member's arrays evolve exactly as a tree's."""
-        self.current = None  # arrays may be swapped, dropped or grown below
         if reason == ADOPT:
             assert self.background is not None
             self.tree, self.background = self.background, None  # the swap: one assignment
+            self.current = None  # let the old arrays go
         elif self.background is not None and self.drift is not None and self.drift.drift_s[D_ACTIVE] == 0.0:
             self.background = None  # dropped
+            self.current = None
         if reason == DONE:
-            return
+            return  # nothing else changed: the event handle stays (every event while a background tree is compared)
+        self.current = None  # the arrays are grown or a background tree is made below
         if reason == GROW:
             room = 2 * max(int(reps[row]), 1)
             sizes = None if rows is None else growth.Sizes(rows[0] or growth.registry_sizes(self.tree), *rows[1:])
