@@ -121,25 +121,26 @@ class RowPlan:
         again (identity, not equality: ``1`` and ``True`` are equal, and only one is a
         nominal value). A dict of ``n_features`` keys that has every registered name has no
         other key."""
+        got = self._get(x)
+        return got is not None and all(map(is_, got[0], read[0])) and all(map(is_, got[1], read[1]))
+
+    def _get(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """The numeric and the nominal values of ``x`` in column order, as they are (not
+        checked), when ``x`` holds exactly the registered features; ``None`` otherwise."""
         if len(x) != self.n_features:
-            return False
+            return None
         try:
-            values = self.numeric(x)
-            names = () if self.nominal is None else self.nominal(x)
+            return self.numeric(x), () if self.nominal is None else self.nominal(x)
         except KeyError:
-            return False
-        return all(map(is_, values, read[0])) and all(map(is_, names, read[1]))
+            return None
 
     def _read(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """The numeric values as read (floats and ints, checked) and the nominal values (not
         yet checked), or ``None``."""
-        if len(x) != self.n_features:
+        got = self._get(x)
+        if got is None:
             return None
-        try:
-            values = self.numeric(x)
-            names = () if self.nominal is None else self.nominal(x)
-        except KeyError:
-            return None
+        values = got[0]
         types = set(map(type, values))
         if types <= _FLOAT:
             if math.inf in values or -math.inf in values:
@@ -157,7 +158,7 @@ class RowPlan:
                 return None
         else:
             return None
-        return values, names
+        return got
 
     def _codes(self, values: tuple[Any, ...], names: tuple[Any, ...]) -> list[int] | None:
         """The codes of the nominal values ``names`` when each is a known str or bool, else ``None``."""

@@ -3,12 +3,17 @@ new one exactly when it gets new arrays."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+from typing import Any
+
 import numpy as np
 
 from streamtree import ProbabilityTree
-from streamtree.kernels.handle import tree_handle
+from streamtree.kernels.event import event_handle, predict_event
+from streamtree.kernels.handle import drift_handle, tree_handle
 from streamtree.kernels.learn import CONFIG_FLOATS, CONFIG_INTS, predict_rows
-from streamtree.state import M_CLASSES, new_arrays
+from streamtree.state import M_CLASSES, new_arrays, new_drift
 
 
 def test_a_kernel_reads_the_arrays_as_they_are_now() -> None:
@@ -57,25 +62,23 @@ def _pointer(handle: object, name: str) -> tuple[int, tuple[int, ...]]:
 
 
 def test_every_field_of_a_handle_is_the_array_of_that_name() -> None:
-    from streamtree.kernels.handle import drift_handle
-    from streamtree.state import new_drift
-
     t, d = new_arrays(nodes=5, naive_bayes=True, linear=True), new_drift(0.01)
     for arrays, handle in ((t, tree_handle(t)), (d, drift_handle(d))):
         for name, array in zip(arrays._fields, arrays):
             assert _pointer(handle, name) == (array.ctypes.data, array.shape), name
 
 
-def test_a_handle_keeps_its_arrays_alive_and_lets_them_go_with_it() -> None:
-    import gc
-    import weakref
-
+def _one_leaf_handle() -> tuple[Any, weakref.ref[np.ndarray]]:
+    """The handle of a one-leaf tree of two classes (counts 1 and 3) and a weak reference to
+    its counts, the arrays held by nothing else."""
     t = new_arrays()
     t.meta[M_CLASSES] = 2
     t.counts[0, :2] = 1.0, 3.0
-    counts = weakref.ref(t.counts)
-    handle = tree_handle(t)
-    del t
+    return tree_handle(t), weakref.ref(t.counts)
+
+
+def test_a_handle_keeps_its_arrays_alive_and_lets_them_go_with_it() -> None:
+    handle, counts = _one_leaf_handle()
     gc.collect()
     assert counts() is not None  # its arrays are borrowed: the handle holds them
     cfg_i, cfg_f = np.zeros(CONFIG_INTS, dtype=np.int64), np.zeros(CONFIG_FLOATS)
@@ -88,21 +91,10 @@ def test_a_handle_keeps_its_arrays_alive_and_lets_them_go_with_it() -> None:
 
 
 def test_an_event_handle_keeps_the_handles_it_points_into_alive() -> None:
-    import gc
-    import weakref
-
-    from streamtree.kernels.event import event_handle, predict_event
-    from streamtree.kernels.handle import drift_handle
-    from streamtree.state import new_drift
-
-    t = new_arrays()
-    t.meta[M_CLASSES] = 2
-    t.counts[0, :2] = 1.0, 3.0
-    counts = weakref.ref(t.counts)
-    handle = tree_handle(t)
+    handle, counts = _one_leaf_handle()
     cfg_i, cfg_f = np.zeros(CONFIG_INTS, dtype=np.int64), np.zeros(CONFIG_FLOATS)
     event = event_handle(handle, handle, drift_handle(new_drift(0.01)), cfg_i, cfg_f, np.zeros(0, dtype=np.int64))
-    del t, handle
+    del handle
     gc.collect()
     assert counts() is not None  # the event holds the handle, which holds the arrays
     out = predict_event(event, np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64), 2)
