@@ -118,6 +118,12 @@ def main() -> None:
     store.create_model("m", "{}")
     coordinator = store.coordinator("stopped", "http://stopped", lease_s, 0.05)
     coordinator.start(lambda lease: None, lambda model, seq: None)  # renews, and takes it back when released
+    # ready once it holds the lease: the test's replica, started next, would otherwise find
+    # it free and take it (a loaded machine can delay this process's first poll)
+    deadline = time.monotonic() + 30
+    while (lease := coordinator.holder()) is None or lease.holder != "stopped":
+        assert time.monotonic() < deadline, "the writer did not take the free lease"
+        time.sleep(0.02)
     token = 0
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
