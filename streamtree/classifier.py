@@ -170,15 +170,16 @@ class Classifier(base.MiniBatchClassifier):
         if not classes:
             return {}
         reg = self.registry
-        plan = reg.row_plan()
-        read = plan.read_row(x) if type(x) is dict else None  # type: ignore[arg-type]
-        if read is not None:  # the steady state: the very values encode_one gives
-            num, nom = read[2], read[3]
-            # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)
-            self._last_row = (x, plan, read)
-        else:
-            known = reg.encode_known_row_by_name(x) if type(x) is dict else None  # type: ignore[arg-type]
-            num, nom = one_row(*encode_one(reg, x)) if known is None else known
+        known = None
+        if type(x) is dict:
+            plan = reg.row_plan()
+            read = plan.read_row(x)
+            if read is not None:  # the steady state: the very values encode_one gives
+                # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)
+                self._last_row = (x, plan, read)
+                return dict(zip(classes, self._predict_one(read[2], read[3])))
+            known = reg.encode_known_row_by_name(x)
+        num, nom = one_row(*encode_one(reg, x)) if known is None else known
         return dict(zip(classes, self._predict_one(num, nom)))
 
     def _predict_one(self, num: np.ndarray, nom: np.ndarray) -> list[float]:

@@ -32,9 +32,10 @@ from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.dispatch import at_entry
 from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.kernels.event import ONCE
 from streamtree.persistence import TREE, Capture, TreeHeader, capture, read, register_reader, restore
 from streamtree.state import M_NODES, M_STOPPED, PARENT
-from streamtree.tree_state import ONCE, TreeState, registry_shapes
+from streamtree.tree_state import TreeState, registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
 
 __all__ = ["ProbabilityTree", "class_ids"]

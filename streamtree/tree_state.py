@@ -84,12 +84,10 @@ from streamtree.state import (
 )
 from streamtree.typing import FloatArray
 
-__all__ = ["NO_DRIFT", "ONCE", "TreeState", "kernel_config", "registry_shapes", "slots_in_use"]
+__all__ = ["NO_DRIFT", "TreeState", "kernel_config", "registry_shapes", "slots_in_use"]
 
 #: What the loop is given (and never reads) when change detection is off.
 NO_DRIFT = new_drift(0.002)
-#: ``learn_one``'s repetitions: its row, once (shared: the loop only reads it).
-_NO_PROBA = NO_PROBA  # the loop's predictions, when they are not asked for
 _LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y", "mix_u")  # absent: no linear component
 
 
@@ -237,7 +235,7 @@ class TreeState:
         :meth:`make_room`. Returns the prequential predictions (every class column the arrays
         hold) when ``want_proba``. ``at_entry``: the loop is called at its compiled entry point
         (:func:`~streamtree.dispatch.at_entry`). ``start``: the first row not yet learned."""
-        proba = np.zeros((len(ks), self.tree.counts.shape[1])) if want_proba else _NO_PROBA
+        proba = np.zeros((len(ks), self.tree.counts.shape[1])) if want_proba else NO_PROBA
         drift = self.handle(self.drift if self.drift is not None else NO_DRIFT)
         reason = -1
         while reason != DONE:
