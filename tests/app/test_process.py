@@ -64,7 +64,8 @@ def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
         ],
         env=os.environ | {"PYTHONPATH": path} | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()},
     )
-    # /health answers once the kernels are warm: a cold compile takes 45-65 s on 2 busy cores
+    # /health answers once the kernels are warm: loaded from the cache tests/conftest.py filled,
+    # seconds; the margin is for a server that compiles (a kernel missing from the cache)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         assert proc.poll() is None, "server exited during start"
