@@ -103,6 +103,8 @@ def test_batches_give_the_model_learn_one_gives_bit_for_bit(naive_bayes: bool) -
     for i in range(1, len(data)):  # the prequential predictions are learn_one's
         expected = singles[i]
         assert dict(zip(batch.classes_[: len(expected)], proba[i][: len(expected)].tolist())) == expected
+    # and the model too: the loop's learning reuses what it computed for each prediction
+    assert batch.to_bytes() == one.to_bytes()
     probe = [x for x, _ in data[-200:]]
     table = one.predict_proba(probe)
     for i, x in enumerate(probe):

@@ -30,9 +30,7 @@ Drift policy (``drift_delta`` in :class:`~streamtree.tree.ProbabilityTree`):
 - On a change, a background tree (same configuration, no detector of its own) starts from
   nothing and learns every later example beside the tree. A detection while one is compared
   does not restart it (it is counted and logged, and with naive Bayes zeroes ``gamma`` again).
-  ADWIN reports one change once (:mod:`streamtree.kernels.adwin`): its former repeated alarms
-  for one change were each counted, and once the background tree was dropped each started
-  another one.
+  ADWIN reports one change once (:mod:`streamtree.kernels.adwin`).
 - Both score each example before learning it; ``gap`` sums the tree's log loss minus the
   background tree's, the log likelihood ratio of the two on the same examples. Once at least
   ``MIN_COMPARE`` examples were compared and ``gap > MARGIN`` (the background tree is
@@ -89,7 +87,7 @@ from streamtree.kernels.codes import (
 from streamtree.kernels.drift import adopt, argmax_error, log_event
 from streamtree.kernels.grow import attempt_split, has_room
 from streamtree.kernels.leaf_stats import unsee, update_stats
-from streamtree.kernels.linear_step import learn_linear
+from streamtree.kernels.linear_step import learn_linear, serve_to_learn
 from streamtree.kernels.naive_bayes import nb_score
 from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_loglik, tree_proba
 from streamtree.kernels.refit import catch_up, refit
@@ -189,6 +187,7 @@ def learn_in_tree(
     right,
     z,  # type: ignore[no-untyped-def]
     want_score,
+    fresh,
 ) -> float:
     """Learn one routed example of class ``k`` in one tree (steps 2's naive-Bayes sample and 3
     of the module docstring); ``z`` is scratch of at least three times the tree's numeric columns.
@@ -196,7 +195,8 @@ def learn_in_tree(
     With ``want_score``, returns the probability of ``k`` the tree served before learning it
     (:func:`proba_at`'s, bit for bit: a forest weighs its members by it); NaN otherwise. The
     linear component computes it on its way (the pool, when no naive-Bayes factor tempers
-    it); otherwise it costs a :func:`proba_at`."""
+    it); otherwise it costs a :func:`proba_at`. ``fresh``: ``smoothed``, ``left`` and ``z`` hold
+    what :func:`~streamtree.kernels.linear_step.serve_to_learn` kept of this example."""
     n_classes = t.meta[M_CLASSES]
     n_numeric = t.meta[M_NUMERIC]
     linear = cfg_i[C_LINEAR] != 0 and n_numeric > 0
@@ -221,6 +221,7 @@ def learn_in_tree(
             z,
             right,
             want_score and pool_served,
+            fresh and not (want_score and not pool_served),  # that proba_at overwrote smoothed
         )
         if want_score and pool_served:
             score = served
@@ -248,29 +249,15 @@ def learn_in_tree(
 
 
 @njit(cache=True)
-def learn_in_tree_call(
-    t,
-    cfg_i,
-    cfg_f,
-    fkeys,
-    num_row,
-    nom_row,
-    k,
-    path,
-    length,
-    smoothed,
-    loglik,
-    left,
-    right,
-    z,  # type: ignore[no-untyped-def]
-    want_score,
+def learn_in_tree_call(  # type: ignore[no-untyped-def]
+    t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, want_score
 ) -> float:
     """:func:`learn_in_tree` as a call, for the loop's rarer uses (an example learned more
     than once, the background tree): one compiled body for them. The loop inlines
     :func:`learn_in_tree` for each example's first learning, as the prediction loops inline
     :func:`serve`."""
     return learn_in_tree(
-        t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, want_score
+        t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, want_score, False
     )
 
 
@@ -409,13 +396,16 @@ def learn_tree_rows(
         known = t.meta[M_CLASSES]
         at = total + (r - start) + 1
         num_row, nom_row = num[r], nom[r]  # one view of each a row (a view takes and releases a reference)
-        length = 0
+        length, fresh = 0, False  # fresh: what learn_linear reads, kept by serve_to_learn
         if want_proba:
             length = route(t.node, t.thr, num_row, nom_row, path)
-            serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
+            fresh = serve_to_learn(
+                t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, left, z, right, loglik
+            )
             for c in range(known):
                 proba_out[r, c] += out[c]
         if k >= known:  # a new class: every tree counts it from now on
+            fresh = False
             t.meta[M_CLASSES] = k + 1
             if active:
                 bg.meta[M_CLASSES] = k + 1
@@ -427,7 +417,8 @@ def learn_tree_rows(
         error = 0.0
         if drift:
             error = argmax_error(t.counts, path[length - 1], n_classes, k)
-            if active:  # both trees score the example before either learns it
+            if active:  # both trees score the example before either learns it (over fresh values)
+                fresh = False
                 proba_at(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik)
                 p_tree = out[k]
                 bg_length = route(bg.node, bg.thr, num_row, nom_row, bg_path)
@@ -437,7 +428,7 @@ def learn_tree_rows(
                 d.drift_s[D_COMPARED] += 1.0
         scored = scores.shape[0] > 0
         served = learn_in_tree(
-            t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, scored
+            t, cfg_i, cfg_f, fkeys, num_row, nom_row, k, path, length, smoothed, loglik, left, right, z, scored, fresh
         )
         if scored:
             scores[r] = 0.0 if k >= known else served
