@@ -17,7 +17,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@
 
-# The first start on a machine compiles the kernels (about two minutes); later ones load them
+# The first start on a machine compiles the kernels (two to three minutes); later ones load them
 # from the on-disk cache (~/.cache/streamtree, or $STREAMTREE_KERNEL_CACHE).
 serve: $(BIN)/.installed
 	$(BIN)/streamtree serve --data-dir $(DATA_DIR) --host $(HOST) --port $(PORT)
