@@ -152,7 +152,7 @@ def markdown(out: dict[str, Any]) -> str:
     lines.append(
         "\nBatches: `learn_many(X, y, return_proba=True)` per batch, each row predicted just before it is "
         "learned (MOA's test-then-train, row by row); two passes: `predict_proba_many(X)` then `learn_many(X, y)`, "
-        "the whole batch predicted by the model of its start.\n"
+        "the whole batch predicted by the model of its start."
     )
     lines.append(
         f"\nGeometric means: tree per event {summary['tree_ratio_geomean']:.2f}x, batches "
