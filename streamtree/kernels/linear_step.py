@@ -9,7 +9,7 @@ import math
 
 from numba import njit
 
-from streamtree.kernels.codes import C_LINEAR, C_NB
+from streamtree.kernels.codes import C_LINEAR
 from streamtree.kernels.linear import (
     lr_learn,
     lr_proba,
@@ -21,9 +21,8 @@ from streamtree.kernels.linear import (
     standardise,
     uncertainty,
 )
-from streamtree.kernels.naive_bayes import nb_temper
-from streamtree.kernels.predict import tree_loglik, tree_proba
-from streamtree.state import F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, M_CLASSES, M_MIX_SCORED, M_NUMERIC
+from streamtree.kernels.predict import temper, tree_proba
+from streamtree.state import F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, M_CLASSES, M_MIX_SCORED, M_NUMERIC
 
 __all__ = ["learn_linear", "serve_to_learn"]
 
@@ -52,13 +51,7 @@ def serve_to_learn(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, p_tree,
                 lr_proba_row(t.lr_w, t.lr_bias, t.lr_scale, num_row, n_numeric, k, p_lr)
             mix_pool(p_tree, p_lr, a, b + c * uncertainty(p_tree, k), k, pooled)
             served = pooled
-    gamma = t.meta_f[F_GAMMA]
-    if cfg_i[C_NB] and gamma != 0.0:
-        tree_loglik(t, num_row, nom_row, k, loglik)
-        nb_temper(served, loglik, gamma, k, out)
-    else:
-        for j in range(k):
-            out[j] = served[j]
+    temper(t, cfg_i, num_row, nom_row, served, k, out, loglik)
     return kept
 
 

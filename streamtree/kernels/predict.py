@@ -34,7 +34,7 @@ from streamtree.state import (
     MIN_PROBA,
 )
 
-__all__ = ["predict_rows", "proba_at", "serve", "tree_loglik", "tree_proba"]
+__all__ = ["predict_rows", "proba_at", "serve", "temper", "tree_loglik", "tree_proba"]
 
 
 @njit(cache=True, inline="always")
@@ -69,13 +69,21 @@ def serve(t, cfg_i, cfg_f, path, length, num_row, nom_row, out, smoothed, loglik
             b = b + c * uncertainty(smoothed, k)  # the regression's weight at this leaf
             lr_proba_row(t.lr_w, t.lr_bias, t.lr_scale, num_row, t.meta[M_NUMERIC], k, loglik)
             mix_pool(smoothed, loglik, a, b, k, smoothed)
+    temper(t, cfg_i, num_row, nom_row, smoothed, k, out, loglik)
+
+
+@njit(cache=True, inline="always")
+def temper(t, cfg_i, num_row, nom_row, pooled, k, out, loglik):  # type: ignore[no-untyped-def]
+    """``out[:k]``: the untempered probabilities ``pooled`` tempered by the naive-Bayes factor,
+    ``pooled * exp(gamma * loglik)`` renormalised, when it is on and ``gamma > 0``; else a copy
+    of them. ``loglik`` is scratch (the row's log likelihoods)."""
     gamma = t.meta_f[F_GAMMA]
     if cfg_i[C_NB] and gamma != 0.0:
         tree_loglik(t, num_row, nom_row, k, loglik)
-        nb_temper(smoothed, loglik, gamma, k, out)
+        nb_temper(pooled, loglik, gamma, k, out)
     else:
         for j in range(k):
-            out[j] = smoothed[j]
+            out[j] = pooled[j]
 
 
 @njit(cache=True)
