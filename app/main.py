@@ -43,8 +43,8 @@ def compile_progress(cached: bool) -> Any:
     if cached:
         return None
     log.warning(
-        "First start with this version: compiling streamtree's kernels into %s; this takes about "
-        "2 minutes on 2 cores (later starts load them in seconds). The port opens when they are ready.",
+        "First start with this version: compiling streamtree's kernels into %s; this takes 2 to 3 "
+        "minutes on 2 cores (later starts load them in seconds). The port opens when they are ready.",
         CACHE_DIR,
     )
 

@@ -18,7 +18,7 @@ def test_a_first_start_says_it_compiles_and_reports_each_step(caplog: pytest.Log
         streamtree.warm_up(progress)
     lines = [r.getMessage() for r in caplog.records if r.name == "streamtree.app"]
     assert lines[0].startswith("First start with this version: compiling streamtree's kernels into ")
-    assert "about 2 minutes" in lines[0] and "The port opens when they are ready." in lines[0]
+    assert "2 to 3 minutes" in lines[0] and "The port opens when they are ready." in lines[0]
     steps = [line for line in lines if line.startswith("compiling kernels: step ")]
     assert steps[0] == "compiling kernels: step 1 of 9 (tree, smoothing='hgs')" and len(steps) == 9
     assert lines[-1] == "kernels compiled"
