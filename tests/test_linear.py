@@ -143,3 +143,19 @@ def test_a_detected_change_resets_the_pool_to_the_tree_alone() -> None:
             assert summary["linear"] == {"a": 1.0, "b": 0.0, "c": 0.0, "n_scored": 0}
     assert detections >= 1
     assert model.summary()["linear"]["b"] + model.summary()["linear"]["c"] > 0.0  # refitted on the new concept since
+
+
+def test_a_batch_learned_while_a_background_tree_is_compared_gives_learn_one_bits() -> None:
+    """With a detector this sensitive a background tree is compared over many examples, long
+    enough for the pool to refit, so that the tree's own probabilities and the pool's differ
+    while the loop serves both trees into the scratch the linear step would otherwise reuse."""
+    data = linear_stream(4000, seed=5)
+    config = {"drift_delta": 0.9, "drift_patience": 400, "grace_period": 20, "refit_every": 60}
+    one = ProbabilityTree(**config)
+    for x, y in data:
+        one.predict_proba_one(x)
+        one.learn_one(x, y)
+    assert one.drift_summary()["n_detections"] >= 1
+    batch = ProbabilityTree(**config)
+    batch.learn_many([x for x, _ in data], [y for _, y in data], return_proba=True)
+    assert batch.to_bytes() == one.to_bytes()
