@@ -12,8 +12,9 @@ with a field per array: a tuple of 31 arrays took and released a reference to ea
 atomic operations that numba's reference-count pruning cannot remove across branches. The
 kernels every example runs are also ``inline="always"`` (compiled into each caller):
 ``predict.serve``, ``learn.learn_in_tree`` (an example's first learning;
-``learn_in_tree_call`` for the rarer uses), ``linear_step.learn_linear``, ``predict.tree_proba``
-and ``leaf_stats.update_stats``. The smoothing itself (``smoothing.path_proba``) and the small
+``learn_in_tree_call`` for the rarer uses), ``linear_step.learn_linear`` (and
+``linear_step.serve_to_learn``, ``serve`` for a row the loop learns next), ``predict.temper``,
+``predict.tree_proba`` and ``leaf_stats.update_stats``. The smoothing itself (``smoothing.path_proba``) and the small
 linear kernels stay calls: inlining them gained too little for its compilation time. An
 inlined kernel is still callable from Python, and tested so against its reference. What each
 step gained, the same bits: ``docs/decisions/compiled-core.md``.
