@@ -41,6 +41,16 @@ from bench.http_load import free_port, make_stream, run_load
 ROOT = Path(__file__).resolve().parent.parent
 
 
+class StubCapture:
+    """A stub model's saved form: the bytes it gives (the library's ``Capture`` interface)."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def to_bytes(self) -> bytes:
+        return self.blob
+
+
 class StubModel:
     """A model with the interface the service uses and (almost) no cost: uniform predictions."""
 
@@ -96,6 +106,10 @@ class StubModel:
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({"classes": self.classes_, "n": self.n_examples})
+
+    def capture(self) -> StubCapture:
+        """The saved form now, encoded later by the snapshot's thread (as a model's ``capture``)."""
+        return StubCapture(self.to_bytes())
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> StubModel:
