@@ -74,7 +74,7 @@ class Classifier(base.MiniBatchClassifier):
     registry: FeatureRegistry
     classes_: list[ClassLabel]
     #: The last predicted dict, the row plan that read it and what it read
-    #: (:meth:`_row_of_last_prediction`); not part of the model (left out of copies and pickles).
+    #: (read again by :meth:`learn_one`); not part of the model (left out of copies and pickles).
     _last_row: tuple[Any, RowPlan, Read] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -104,11 +104,20 @@ class Classifier(base.MiniBatchClassifier):
     def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
         label or a feature value cannot be used."""
-        y = check_label(y)
+        t = type(y)
+        if not (t is str or t is int or t is bool):  # check_label's common case, without its call
+            y = check_label(y)
         reg = self.registry
-        row = self._row_of_last_prediction(x)  # test-then-train: x was encoded a moment ago
-        if row is None:
-            row = reg.encode_known_row(x)  # the steady state: nothing new to validate or register
+        # test-then-train: x was encoded a moment ago, by the last predict_proba_one. Its row is
+        # x's when x is that very dict, the registry's row plan is the one that read it (no
+        # feature registered since) and x still holds the very objects it read
+        # (RowPlan.unchanged): registered features and codes never change.
+        last = self._last_row
+        if last is not None and last[0] is x and last[1] is reg.plan and last[1].unchanged(x, last[2]):
+            read = last[2]
+            self._learn_one(read[2], read[3], y)
+            return
+        row = reg.encode_known_row(x)  # the steady state: nothing new to validate or register
         if row is not None:
             self._learn_one(row[0], row[1], y)
             return
@@ -122,19 +131,6 @@ class Classifier(base.MiniBatchClassifier):
         """Learn one event of registered features (its ``(1, n)`` values and codes, built by
         this class, so at the loop's compiled entry point)."""
         self._learn(num, nom, [y], {}, want_proba=False)
-
-    def _row_of_last_prediction(self, x: Mapping[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The encoded row of the last :meth:`predict_proba_one` when ``x`` is that very dict,
-        the registry's row plan is the one that read it (no feature registered since) and
-        ``x`` still holds the very objects it read (:meth:`RowPlan.unchanged`): its encoding
-        cannot differ, as registered features and codes never change. ``None`` otherwise."""
-        last = self._last_row
-        if last is None or last[0] is not x:
-            return None
-        _, plan, read = last
-        if plan is self.registry.plan and plan.unchanged(x, read):  # type: ignore[arg-type]
-            return read[2], read[3]
-        return None
 
     @overload
     def learn_many(self, X: Any, y: Any, *, return_proba: Literal[False] = False) -> None: ...
@@ -164,21 +160,23 @@ class Classifier(base.MiniBatchClassifier):
     # -- prediction ---------------------------------------------------------------------
     def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:
         """Probability of every class seen so far (``{}`` before any label); each > 0."""
-        if type(x) is not dict:
-            check_mapping(x)
         classes = self.classes_
-        if not classes:
-            return {}
         reg = self.registry
-        known = None
         if type(x) is dict:
-            plan = reg.row_plan()
+            if not classes:
+                return {}
+            plan = reg.plan or reg.row_plan()
             read = plan.read_row(x)
             if read is not None:  # the steady state: the very values encode_one gives
                 # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)
                 self._last_row = (x, plan, read)
                 return dict(zip(classes, self._predict_one(read[2], read[3])))
             known = reg.encode_known_row_by_name(x)
+        else:
+            check_mapping(x)
+            if not classes:
+                return {}
+            known = None
         num, nom = one_row(*encode_one(reg, x)) if known is None else known
         return dict(zip(classes, self._predict_one(num, nom)))
 

@@ -345,7 +345,7 @@ class TreeState:
     def predict_one(self, num: np.ndarray, nom: np.ndarray, n_classes: int) -> list[float]:
         """The tree's probabilities of one encoded event (the first ``n_classes``), at the
         prediction loop's entry point, through the event handle (:meth:`event`)."""
-        return direct(predict_event, self.event(), num, nom, n_classes).tolist()  # type: ignore[no-any-return]
+        return direct(predict_event, self.event(), num, nom, n_classes)  # type: ignore[no-any-return]
 
     # -- as named arrays ----------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:

@@ -82,11 +82,17 @@ def test_the_plan_answers_the_steady_state_and_declines_the_rest() -> None:
         {**x, "a": None},
         {**x, "b": True},  # a bool is not a number here
         {**x, "b": MAX_INT + 1},
+        {**x, "b": -MAX_INT - 1},
+        {**x, "a": -math.inf},  # beside an int: the check of mixed numbers
+        {**x, "a": math.nan, "b": MAX_INT + 1},  # a NaN first does not hide the int after it
         {**x, "c": "unseen"},
         {**x, "d": 1},  # 1 == True, but not a nominal value
         {k: v for k, v in x.items() if k != "a"},
         {**x, "extra": 1.0},
     ):
         assert plan.encode(bad) is None and plan.encode_row(bad) is None
+    for edge in ({**x, "b": -MAX_INT}, {**x, "b": math.nan}, {**x, "a": 1e308, "b": 2**80}):
+        row = plan.encode_row(edge)
+        assert row is not None and row[0].tobytes() == np.array(general(reg, edge)[0]).tobytes()  # type: ignore[index]
     reg.encode({"new": 1.0}, learn=True)
     assert reg.plan is None  # a new feature: a new plan

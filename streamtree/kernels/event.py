@@ -106,7 +106,12 @@ def learn_event(e, num, nom, ks, total):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def predict_event(e, num, nom, n_classes):  # type: ignore[no-untyped-def]
     """:func:`~streamtree.kernels.predict.predict_rows` of one event on the event handle's
-    tree: its probabilities of the first ``n_classes`` classes, a new array."""
+    tree: its probabilities of the first ``n_classes`` classes, a new list."""
     out = np.empty((1, e.tree.counts.shape[1]))
     predict_rows(e.tree, e.cfg_i, e.cfg_f, num, nom, out)
-    return out[0, :n_classes]
+    # a list, not an array: returning an array costs its boxing and then a tolist(), twice a
+    # list's cost (docs/decisions/compiled-core.md, "What an event's call returns")
+    proba = [0.0] * n_classes
+    for k in range(n_classes):
+        proba[k] = out[0, k]
+    return proba

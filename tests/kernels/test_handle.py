@@ -98,7 +98,7 @@ def test_an_event_handle_keeps_the_handles_it_points_into_alive() -> None:
     gc.collect()
     assert counts() is not None  # the event holds the handle, which holds the arrays
     out = predict_event(event, np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64), 2)
-    assert out.tolist() == [0.25, 0.75]
+    assert out == [0.25, 0.75]
     del event
     gc.collect()
     assert counts() is None
