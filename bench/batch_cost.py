@@ -30,7 +30,6 @@ Results: ``bench/results/batch_cost.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ import pandas as pd
 
 import streamtree
 from bench.http_load import run_header
+from bench.shares import share_table, write
 from bench.speed import GENERATORS
 from bench.streams import STREAMS
 from streamtree import ProbabilityTree
@@ -80,25 +80,15 @@ def measure(name: str, n: int, size: int, rounds: int) -> dict[str, float]:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    m = res["machine"]
-    names = list(CONFIGS)
-    lines = [
-        f"# Where a batch's time goes: the tree's loop, parts switched off ({res['date_utc']}, commit "
-        f"{res['commit']}, {m['cpus']} CPUs, load average {m['loadavg_before'][0]:.2f} before, "
-        f"{m['loadavg_after'][0]:.2f} after)",
-        "",
+    command = (
         f"Command: `python -m bench.batch_cost --n {res['n']} --batch {res['batch']}`. Each configuration learns "
         f"the stream's first {res['n']:,} rows in batches of {res['batch']:,} with "
         "`learn_many(X, y, return_proba=True)`; CPU µs per event, best of 3, and in brackets the time as a "
-        "share of the default's (module docstring of `bench/batch_cost.py`).",
-        "",
-        "| stream | " + " | ".join(names) + " |",
-        "|---|" + "---:|" * len(names),
-    ]
-    for stream, r in res["streams"].items():
-        cells = [f"{r[k]:.2f} ({r[k] / r['default']:.2f})" for k in names]
-        lines.append(f"| {stream} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        "share of the default's (module docstring of `bench/batch_cost.py`)."
+    )
+    return share_table(
+        res, "Where a batch's time goes: the tree's loop, parts switched off", command, list(CONFIGS), digits=2
+    )
 
 
 def main() -> None:
@@ -113,9 +103,7 @@ def main() -> None:
     streamtree.warm_up()
     streams = {name: measure(name, args.n, args.batch, args.rounds) for name in args.streams}
     res = run_header(load_before) | {"n": args.n, "batch": args.batch, "streams": streams}
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(res, indent=2) + "\n")
-    (RESULTS / f"{args.out}.md").write_text(markdown(res))
-    print(markdown(res))
+    write(RESULTS, args.out, res, markdown(res))
 
 
 if __name__ == "__main__":

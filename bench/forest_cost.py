@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 import streamtree
 from bench.http_load import run_header
+from bench.shares import share_table, write
 from bench.speed import GENERATORS
 from bench.streams import STREAMS
 from streamtree import ProbabilityForest
@@ -79,24 +79,13 @@ def measure(name: str, warm: int, n: int, rounds: int) -> dict[str, float]:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    m = res["machine"]
-    names = list(CONFIGS)
-    lines = [
-        f"# The forest per event, its costly choices undone ({res['date_utc']}, commit {res['commit']}, "
-        f"{m['cpus']} CPUs, load average {m['loadavg_before'][0]:.2f} before, {m['loadavg_after'][0]:.2f} after)",
-        "",
+    command = (
         f"Command: `python -m bench.forest_cost --warm {res['warm']} --n {res['n']}`. Each forest warmed on the "
         f"stream's first {res['warm']:,} rows, then `predict_proba_one` and `learn_one` timed on the next "
         f"{res['n']:,}; CPU µs per event, best of 3, and in brackets the time as a share of the default's "
-        "(module docstring of `bench/forest_cost.py`).",
-        "",
-        "| stream | " + " | ".join(names) + " |",
-        "|---|" + "---:|" * len(names),
-    ]
-    for stream, r in res["streams"].items():
-        cells = [f"{r[k]:.1f} ({r[k] / r['default']:.2f})" for k in names]
-        lines.append(f"| {stream} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        "(module docstring of `bench/forest_cost.py`)."
+    )
+    return share_table(res, "The forest per event, its costly choices undone", command, list(CONFIGS), digits=1)
 
 
 def main() -> None:
@@ -111,9 +100,7 @@ def main() -> None:
     streamtree.warm_up()
     streams = {name: measure(name, args.warm, args.n, args.rounds) for name in args.streams}
     res = run_header(load_before) | {"warm": args.warm, "n": args.n, "streams": streams}
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(res, indent=2) + "\n")
-    (RESULTS / f"{args.out}.md").write_text(markdown(res))
-    print(markdown(res))
+    write(RESULTS, args.out, res, markdown(res))
 
 
 if __name__ == "__main__":
