@@ -6,11 +6,12 @@ defaults before a change, ``forests.json`` as a commit left it, read with ``git 
 - ``tie_threshold``: the tie rule absolute against relative to the criterion's range
   (``tau_scale``), for the tree and the Hoeffding forests;
 - ``min_branch_fraction``: 0.01 against 0.001;
-- ``single_tree_peers``: our tree against the single-tree peers and one of AMF-10's trees.
+- ``single_tree_peers``: our tree against the single-tree peers and one of AMF-10's trees;
+- ``forest_fast``: the default forest against a faster one (bagging rate 1, no eager members).
 
 Usage::
 
-    python -m bench.tables                      # all three
+    python -m bench.tables                      # all four
     python -m bench.tables single_tree_peers
 
 Results: ``bench/results/<table>.md``.
@@ -25,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from bench import moa
 from bench.forests import PEERS, RESULTS
 
 #: The commit whose ``forests.json`` holds every model at the growth defaults before this
@@ -249,10 +251,59 @@ def single_tree_peers() -> str:
     return "\n".join(out)
 
 
+def _posterior_mse(name: str) -> dict[str, dict[str, float]]:
+    """The known-posterior MSE of ``bench/results/<name>.json``'s runs that have one (stream -> model -> MSE)."""
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in json.loads((RESULTS / f"{name}.json").read_text())["runs"]:
+        if "posterior_mse" in r:
+            out[r["stream"]][r["model"]] = r["posterior_mse"]
+    return out
+
+
+def forest_fast() -> str:
+    """The default forest against the same forest at bagging rate 1 with two kinds of member
+    (no eager ones), each against the best peer, river's and MOA's (issue 31's targets)."""
+    f, fast = load("forests"), load("forest_rate1_two_kinds")
+    mse_f, mse_fast = _posterior_mse("forests"), _posterior_mse("forest_rate1_two_kinds")
+    peers = (*PEERS, *moa.MOA_PEERS)
+    out = [
+        "# The default forest against a faster one: bagging rate 1, no eager members",
+        "",
+        "Assembled by `python -m bench.tables forest_fast` from two runs: the default BT+ forest and every peer from",
+        "[`forests.md`](forests.md); the faster forest from `python -m bench.forests --models forest-bt+ --forest",
+        '\'{"poisson_rate": 1.0, "variants": [{}, {"linear": false}]}\' --tag forest_rate1_two_kinds`',
+        "([`forest_rate1_two_kinds.md`](forest_rate1_two_kinds.md)). Its speed per event is in",
+        '[`forest_cost.md`](forest_cost.md) ("rate 1, no eager members"). Prequential log loss; bold: below every peer.',
+        "",
+        "| stream | default forest | rate 1, no eager members | change | best peer |",
+        "|---|---:|---:|---:|---|",
+    ]
+    counts = {"default": [0, 0], "fast": [0, 0]}  # [lowest, within 2%]
+    for s in f:
+        peer = min((p for p in peers if p in f[s]), key=lambda p: f[s][p])
+        best = f[s][peer]
+        d, v = f[s]["forest-bt+"], fast[s]["forest-bt+"]
+        for key, loss in (("default", d), ("fast", v)):
+            counts[key][0] += loss < best
+            counts[key][1] += loss <= 1.02 * best
+        out.append(f"| {s} | {_bold(d, best)} | {_bold(v, best)} | {_change(d, v)} | {peer} {best:.4f} |")
+    out += ["", "| | default forest | rate 1, no eager members |", "|---|---:|---:|"]
+    out.append(f"| below every peer (of {len(f)}) | {counts['default'][0]} | {counts['fast'][0]} |")
+    out.append(f"| within 2% of the best peer | {counts['default'][1]} | {counts['fast'][1]} |")
+    for s in mse_f:
+        peer_mse = min(v for m, v in mse_f[s].items() if m in peers)
+        out.append(
+            f"| known-posterior MSE on {s} (best peer {peer_mse:.4f}) | {mse_f[s]['forest-bt+']:.4f} | "
+            f"{mse_fast[s]['forest-bt+']:.4f} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "tie_threshold": tie_threshold,
     "min_branch_fraction": min_branch_fraction,
     "single_tree_peers": single_tree_peers,
+    "forest_fast": forest_fast,
 }
 
 
