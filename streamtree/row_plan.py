@@ -90,11 +90,8 @@ class RowPlan:
         """``x``'s values and codes by column when it holds exactly the registered features,
         each numeric value a finite float or an int within ``max_int`` (as a float) and each
         nominal value a known str or bool; ``None`` otherwise."""
-        read = self._read(x)
-        if read is None:
-            return None
-        codes = self._codes(*read)
-        return None if codes is None else (list(map(float, read[0])), codes)
+        checked = self._checked(x)
+        return None if checked is None else (list(map(float, checked[0])), checked[2])
 
     def encode_row(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`encode` as the kernels' row (:func:`one_row`): :meth:`encode`'s bits, in
@@ -106,32 +103,11 @@ class RowPlan:
         """:meth:`encode_row`'s row with the objects it was read from: ``(values, names, num,
         nom)``, ``values`` and ``names`` the numeric and nominal values of ``x`` in column
         order (for :meth:`unchanged`); ``None`` where :meth:`encode_row` gives ``None``."""
-        # _read, _codes and one_row inlined: this runs before every prediction of a dict
-        if len(x) != self.n_features:
+        checked = self._checked(x)
+        if checked is None:
             return None
-        try:
-            values = self.numeric(x)
-            names = () if self.nominal is None else self.nominal(x)
-        except KeyError:
-            return None
-        types = set(map(type, values))
-        if types <= _FLOAT:
-            if math.inf in values or -math.inf in values:
-                return None
-        elif not types <= _NUMBER or not max(map(abs, values)) <= self.max_int:
-            # beyond the limit: an int too large, or an infinity (or a NaN first, which stops
-            # max from looking further: the general path then decides)
-            return None
-        if names:
-            if not set(map(type, names)) <= _NOMINAL:
-                return None
-            codes = list(map(dict.get, self.codes, names))
-            if None in codes:
-                return None
-            nom = np.array(codes, dtype=np.int64)[None]
-        else:
-            nom = NO_CODES
-        return values, names, np.array(values, dtype=np.float64)[None] if values else NO_VALUES, nom
+        values, names, codes = checked
+        return (values, names, *one_row(values, codes))
 
     def unchanged(self, x: dict[Hashable, Any], read: Read) -> bool:
         """Whether ``x`` still holds exactly the features and the very value objects that
@@ -139,14 +115,8 @@ class RowPlan:
         again (identity, not equality: ``1`` and ``True`` are equal, and only one is a
         nominal value). A dict of ``n_features`` keys that has every registered name has no
         other key."""
-        if len(x) != self.n_features:  # _get inlined: this runs before every learn of a predicted dict
-            return False
-        try:
-            values = self.numeric(x)
-            names = () if self.nominal is None else self.nominal(x)
-        except KeyError:
-            return False
-        return all(map(is_, values, read[0])) and (not names or all(map(is_, names, read[1])))
+        got = self._get(x)
+        return got is not None and all(map(is_, got[0], read[0])) and all(map(is_, got[1], read[1]))
 
     def _get(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """The numeric and the nominal values of ``x`` in column order, as they are (not
@@ -158,39 +128,26 @@ class RowPlan:
         except KeyError:
             return None
 
-    def _read(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
-        """The numeric values as read (floats and ints, checked) and the nominal values (not
-        yet checked), or ``None``."""
+    def _checked(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...], list[int]] | None:
+        """The numeric values of ``x`` as read (finite floats and ints within ``max_int``), its
+        nominal values as read and their codes (each a known str or bool), or ``None``."""
         got = self._get(x)
         if got is None:
             return None
-        values = got[0]
+        values, names = got
         types = set(map(type, values))
         if types <= _FLOAT:
             if math.inf in values or -math.inf in values:
                 return None
-        elif types <= _NUMBER:
-            limit = self.max_int
-            # min and max compare ints and floats exactly, and an infinity is beyond the limit
-            # (a NaN makes them fail, never pass wrongly): within it, every int converts to a
-            # float and no value is infinite; else check each value
-            if not -limit <= min(values) <= max(values) <= limit and (
-                math.inf in values
-                or -math.inf in values
-                or not all(-limit <= v <= limit for v in values if type(v) is int)
-            ):
-                return None
-        else:
+        elif not types <= _NUMBER or not max(map(abs, values)) <= self.max_int:
+            # beyond the limit: an int too large, or an infinity (or a NaN first, which stops
+            # max from looking further: the general path then decides)
             return None
-        return got
-
-    def _codes(self, values: tuple[Any, ...], names: tuple[Any, ...]) -> list[int] | None:
-        """The codes of the nominal values ``names`` when each is a known str or bool, else ``None``."""
         if not names:
-            return []
+            return values, names, []
         if not set(map(type, names)) <= _NOMINAL:
             return None
         codes = list(map(dict.get, self.codes, names))
         if None in codes:
             return None
-        return codes  # type: ignore[return-value]
+        return values, names, codes  # type: ignore[return-value]
