@@ -51,16 +51,17 @@ CLASSES = {
 LogLoss = dict[str, dict[str, float]]  # stream -> model -> log loss
 
 
-def _runs(text: str) -> LogLoss:
+def _runs(text: str, field: str = "log_loss") -> LogLoss:
     out: LogLoss = defaultdict(dict)
     for r in json.loads(text)["runs"]:
-        out[r["stream"]][r["model"]] = r["log_loss"]
+        if field in r:
+            out[r["stream"]][r["model"]] = r[field]
     return out
 
 
-def load(name: str) -> LogLoss:
-    """The log losses of ``bench/results/<name>.json``."""
-    return _runs((RESULTS / f"{name}.json").read_text())
+def load(name: str, field: str = "log_loss") -> LogLoss:
+    """The log losses (or another score, ``field``, of the runs that have it) of ``bench/results/<name>.json``."""
+    return _runs((RESULTS / f"{name}.json").read_text(), field)
 
 
 def load_at(commit: str, name: str) -> LogLoss:
@@ -251,20 +252,11 @@ def single_tree_peers() -> str:
     return "\n".join(out)
 
 
-def _posterior_mse(name: str) -> dict[str, dict[str, float]]:
-    """The known-posterior MSE of ``bench/results/<name>.json``'s runs that have one (stream -> model -> MSE)."""
-    out: dict[str, dict[str, float]] = defaultdict(dict)
-    for r in json.loads((RESULTS / f"{name}.json").read_text())["runs"]:
-        if "posterior_mse" in r:
-            out[r["stream"]][r["model"]] = r["posterior_mse"]
-    return out
-
-
 def forest_fast() -> str:
     """The default forest against the same forest at bagging rate 1 with two kinds of member
     (no eager ones), each against the best peer, river's and MOA's (issue 31's targets)."""
     f, fast = load("forests"), load("forest_rate1_two_kinds")
-    mse_f, mse_fast = _posterior_mse("forests"), _posterior_mse("forest_rate1_two_kinds")
+    mse_f, mse_fast = load("forests", "posterior_mse"), load("forest_rate1_two_kinds", "posterior_mse")
     peers = (*PEERS, *moa.MOA_PEERS)
     out = [
         "# The default forest against a faster one: bagging rate 1, no eager members",
