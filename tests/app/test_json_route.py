@@ -72,3 +72,21 @@ def test_surrogate_path_names_keys_by_their_printable_part() -> None:
     assert surrogate_path({"a": {"\ud800b": 1}}) == ("a", "?b")
     assert surrogate_path([["x"], ["y", "\udc00"]]) == (1, 1)
     assert surrogate_path({"a": "\U0001f600"}) is None
+
+
+@pytest.mark.parametrize("number", ["123456789012345678901234567890", "-9223372036854775809", "1e400"])
+def test_a_number_no_float_holds_exactly_is_refused_naming_its_field(client: TestClient, number: str) -> None:
+    # The body parser keeps an integer exact and reads 1e400 as infinity, so the checks refuse
+    # them by name; a parser that turned the integer into a float (orjson does) would learn it
+    # (docs/decisions/batch-ingestion.md, "Not adopted").
+    for text, loc in [
+        ('{"features": {"a": %s}, "label": "y"}' % number, ["body", "features", "a"]),
+        (
+            '{"events": [{"features": {"a": 1}, "label": "y"}, {"features": {"a": %s}, "label": "y"}]}' % number,
+            ["body", "events", 1, "features", "a"],
+        ),
+    ]:
+        r = post(client, "POST", "/learn", text)
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == loc
+    assert client.post("/learn", json={"features": {"a": 2.0}, "label": "y"}).json()["seq"] == 1  # nothing learned
