@@ -104,7 +104,9 @@ class Classifier(base.MiniBatchClassifier):
     def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
         label or a feature value cannot be used."""
-        y = check_label(y)
+        t = type(y)
+        if not (t is str or t is int or t is bool):  # check_label's common case, without its call
+            y = check_label(y)
         reg = self.registry
         # test-then-train: x was encoded a moment ago, by the last predict_proba_one. Its row is
         # x's when x is that very dict, the registry's row plan is the one that read it (no
@@ -163,7 +165,7 @@ class Classifier(base.MiniBatchClassifier):
         if type(x) is dict:
             if not classes:
                 return {}
-            plan = reg.row_plan()
+            plan = reg.plan or reg.row_plan()  # the registry's plan, made on first use
             read = plan.read_row(x)
             if read is not None:  # the steady state: the very values encode_one gives
                 # kept for learn_one(x, y) right after (one tuple: a thread reads all of it or none)

@@ -90,8 +90,9 @@ class RowPlan:
         """``x``'s values and codes by column when it holds exactly the registered features,
         each numeric value a finite float or an int within ``max_int`` (as a float) and each
         nominal value a known str or bool; ``None`` otherwise."""
-        checked = self._checked(x)
-        return None if checked is None else (list(map(float, checked[0])), checked[2])
+        got = self._get(x)
+        codes = None if got is None else self._codes(*got)
+        return None if codes is None else (list(map(float, got[0])), codes)  # type: ignore[index]
 
     def encode_row(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`encode` as the kernels' row (:func:`one_row`): :meth:`encode`'s bits, in
@@ -103,11 +104,20 @@ class RowPlan:
         """:meth:`encode_row`'s row with the objects it was read from: ``(values, names, num,
         nom)``, ``values`` and ``names`` the numeric and nominal values of ``x`` in column
         order (for :meth:`unchanged`); ``None`` where :meth:`encode_row` gives ``None``."""
-        checked = self._checked(x)
-        if checked is None:
+        # one call for the values and one for their checks: this runs before every prediction
+        got = self._get(x)
+        if got is None:
             return None
-        values, names, codes = checked
-        return (values, names, *one_row(values, codes))
+        values, names = got
+        codes = self._codes(values, names)
+        if codes is None:
+            return None
+        return (
+            values,
+            names,
+            np.array(values, dtype=np.float64)[None] if values else NO_VALUES,  # one_row's arrays
+            np.array(codes, dtype=np.int64)[None] if codes else NO_CODES,
+        )
 
     def unchanged(self, x: dict[Hashable, Any], read: Read) -> bool:
         """Whether ``x`` still holds exactly the features and the very value objects that
@@ -116,7 +126,7 @@ class RowPlan:
         nominal value). A dict of ``n_features`` keys that has every registered name has no
         other key."""
         got = self._get(x)
-        return got is not None and all(map(is_, got[0], read[0])) and all(map(is_, got[1], read[1]))
+        return got is not None and all(map(is_, got[0], read[0])) and (not read[1] or all(map(is_, got[1], read[1])))
 
     def _get(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """The numeric and the nominal values of ``x`` in column order, as they are (not
@@ -128,13 +138,10 @@ class RowPlan:
         except KeyError:
             return None
 
-    def _checked(self, x: dict[Hashable, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...], list[int]] | None:
-        """The numeric values of ``x`` as read (finite floats and ints within ``max_int``), its
-        nominal values as read and their codes (each a known str or bool), or ``None``."""
-        got = self._get(x)
-        if got is None:
-            return None
-        values, names = got
+    def _codes(self, values: tuple[Any, ...], names: tuple[Any, ...]) -> list[int] | None:
+        """The codes of the nominal values ``names`` when the numeric ``values`` are finite
+        floats and ints within ``max_int`` and each of ``names`` is a known str or bool (the
+        plan's one copy of its checks); ``None`` otherwise."""
         types = set(map(type, values))
         if types <= _FLOAT:
             if math.inf in values or -math.inf in values:
@@ -144,10 +151,10 @@ class RowPlan:
             # max from looking further: the general path then decides)
             return None
         if not names:
-            return values, names, []
+            return []
         if not set(map(type, names)) <= _NOMINAL:
             return None
         codes = list(map(dict.get, self.codes, names))
         if None in codes:
             return None
-        return values, names, codes  # type: ignore[return-value]
+        return codes  # type: ignore[return-value]
