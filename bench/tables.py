@@ -7,11 +7,13 @@ defaults before a change, ``forests.json`` as a commit left it, read with ``git 
   (``tau_scale``), for the tree and the Hoeffding forests;
 - ``min_branch_fraction``: 0.01 against 0.001;
 - ``single_tree_peers``: our tree against the single-tree peers and one of AMF-10's trees;
-- ``forest_fast``: the default forest against a faster one (bagging rate 1, no eager members).
+- ``forest_fast``: the default forest against a faster one (bagging rate 1, no eager members);
+- ``moa_runs``: issue 33's three speed ratios against MOA in every full run of
+  :mod:`bench.moa_speed` committed (``MOA_RUNS``), and in how many each target was met.
 
 Usage::
 
-    python -m bench.tables                      # all four
+    python -m bench.tables                      # all five
     python -m bench.tables single_tree_peers
 
 Results: ``bench/results/<table>.md``.
@@ -291,11 +293,62 @@ def forest_fast() -> str:
     return "\n".join(out) + "\n"
 
 
+#: The full runs of bench.moa_speed in bench/results, in order, with the commit of the library
+#: each ran (their JSON files name it only in their note).
+MOA_RUNS = [
+    ("moa_speed", "b786c5d"),
+    ("moa_speed_rerun2", "8479638"),
+    ("moa_speed_rerun3", "761faf1"),
+    ("moa_speed_rerun4", "80a50d0"),
+    ("moa_speed_rerun5", "bb30be1"),
+]
+#: Issue 33's targets: (field of a stream's result, what it compares, least ratio on each stream).
+MOA_TARGETS = [
+    ("tree_ratio", "the tree per event / MOA's HoeffdingTree", 1.0),
+    ("batch_ratio", "batches of 1,000 / MOA's HoeffdingTree per event", 10.0),
+    ("forest_ratio", "the default forest per event / MOA's ARF-10", 1.5),
+]
+
+
+def moa_runs() -> str:
+    """Issue 33's speed ratios against MOA's single pass, stream by stream, in every full run
+    (``MOA_RUNS``): each run's ratio, the least and the median over the runs, and the runs in
+    which the stream met the target."""
+    runs = [(tag, commit, json.loads((RESULTS / f"{tag}.json").read_text())["streams"]) for tag, commit in MOA_RUNS]
+    streams = [r["stream"] for r in runs[0][2]]
+    out = [
+        "# Against MOA, run by run",
+        "",
+        "Assembled by `python -m bench.tables moa_runs` from the full runs of `python -m bench.moa_speed` in",
+        "`bench/results/` (one column each: the file, and the commit of the library it ran). Ratios are ours /",
+        "MOA's single pass (above 1: ours faster); the machine's speed drifts between runs, so read them together.",
+    ]
+    for field, what, goal in MOA_TARGETS:
+        head = " | ".join(f"[{commit}]({tag}.md)" for tag, commit, _ in runs)
+        out += ["", f"## {what[0].upper()}{what[1:]} (goal: {goal:g}x on each stream)", ""]
+        out += [f"| stream | {head} | least | median | runs met |", "|---|" + "---:|" * (len(runs) + 3)]
+        met_all = [0] * len(runs)
+        for s in streams:
+            ratios = [next(r[field] for r in rows if r["stream"] == s) for _, _, rows in runs]
+            ordered = sorted(ratios)
+            mid = len(ordered) // 2
+            median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+            cells = " | ".join(f"{v:.2f}x" for v in ratios)
+            met = sum(v >= goal for v in ratios)
+            out.append(f"| {s} | {cells} | {ordered[0]:.2f}x | {median:.2f}x | {met} of {len(runs)} |")
+            for i, v in enumerate(ratios):
+                met_all[i] += v >= goal
+        cells = " | ".join(f"{m} of {len(streams)}" for m in met_all)
+        out.append(f"| streams met | {cells} | | | |")
+    return "\n".join(out) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "tie_threshold": tie_threshold,
     "min_branch_fraction": min_branch_fraction,
     "single_tree_peers": single_tree_peers,
     "forest_fast": forest_fast,
+    "moa_runs": moa_runs,
 }
 
 
