@@ -33,10 +33,11 @@ def one_row(values: Sequence[Any], codes: Sequence[int]) -> tuple[np.ndarray, np
     """One example's ``(1, n_numeric)`` float64 values and ``(1, n_nominal)`` int64 codes for
     the kernels: new arrays, or the shared empty ones (never written: kernels only read their
     inputs). numpy converts an int as ``float`` does, so ints and floats give the same bits."""
-    # a 1-D conversion seen as one row: the same values, in 2/3 of the time of converting [values]
+    # a 1-D conversion seen as one row: the same values, in 2/3 of the time of converting
+    # [values]; the dtype given by position, not keyword (80 ns less a call)
     return (
-        np.array(values, dtype=np.float64)[None] if values else NO_VALUES,
-        np.array(codes, dtype=np.int64)[None] if codes else NO_CODES,
+        np.array(values, np.float64)[None] if values else NO_VALUES,
+        np.array(codes, np.int64)[None] if codes else NO_CODES,
     )
 
 
@@ -115,8 +116,8 @@ class RowPlan:
         return (
             values,
             names,
-            np.array(values, dtype=np.float64)[None] if values else NO_VALUES,  # one_row's arrays
-            np.array(codes, dtype=np.int64)[None] if codes else NO_CODES,
+            np.array(values, np.float64)[None] if values else NO_VALUES,  # one_row's arrays
+            np.array(codes, np.int64)[None] if codes else NO_CODES,
         )
 
     def unchanged(self, x: dict[Hashable, Any], read: Read) -> bool:
