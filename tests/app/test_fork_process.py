@@ -6,6 +6,7 @@ what a fresh model of its config fed those events predicts.
 
 from __future__ import annotations
 
+import http.client
 import signal
 import threading
 import time
@@ -60,7 +61,7 @@ class Feeder(threading.Thread):
             body = {"events": [{"features": x, "label": y} for x, y in self.events[i : i + 20]]}
             try:
                 request(self.port, "POST", "/learn", body)
-            except OSError:
+            except (OSError, http.client.HTTPException):  # a server killed mid-answer: IncompleteRead
                 return
 
 
