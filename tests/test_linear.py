@@ -159,3 +159,21 @@ def test_a_batch_learned_while_a_background_tree_is_compared_gives_learn_one_bit
     batch = ProbabilityTree(**config)
     batch.learn_many([x for x, _ in data], [y for _, y in data], return_proba=True)
     assert batch.to_bytes() == one.to_bytes()
+
+
+@pytest.mark.parametrize("naive_bayes", [False, True])
+def test_values_near_the_float_range_never_make_a_probability_nan(naive_bayes: bool) -> None:
+    # Their differences and squares overflow: the regression's running scales leave them out
+    # (before, the scale went to inf, then NaN, and every prediction after the pool's first
+    # refit was NaN).
+    rng = random.Random(8)
+    model = ProbabilityTree(naive_bayes=naive_bayes)
+    for i in range(600):
+        v = rng.gauss(0.0, 1.0)
+        h = (1e308 if i % 2 else -1.7e308) if i < 150 or i % 97 == 0 else v
+        model.learn_one({"h": h, "g": rng.gauss(0.0, 1.0)}, "p" if v > 0 else "q")
+        for x in ({"h": h}, {"h": -1e308, "g": 1e300}, {}):
+            p = model.predict_proba_one(x)
+            assert all(math.isfinite(q) and q > 0.0 for q in p.values()), (i, x, p)
+    again = ProbabilityTree.from_bytes(model.to_bytes())
+    assert again.predict_proba_one({"h": 1e308}) == model.predict_proba_one({"h": 1e308})

@@ -27,7 +27,8 @@ the old concept). What the uncertainty term and the schedule gained:
 Arrays (per tree; :mod:`streamtree.state`):
 
 - ``lr_scale[f] = (n, mean, m2, G)``: Welford's running count, mean and sum of squared
-  deviations of numeric column ``f`` (missing values skipped), and the AdaGrad accumulator
+  deviations of numeric column ``f`` (missing values skipped, and so is a value whose update
+  would overflow them: the scale stays finite, so a standardised value is never NaN), and the AdaGrad accumulator
   its weights share;
 - ``lr_w[k, f]``: the weight of column ``f`` for class ``k``; ``lr_bias[k] = (w, G)`` the
   intercept of class ``k`` and its own accumulator;
@@ -147,7 +148,8 @@ def lr_proba(w, bias, z, n_numeric, n_classes, out) -> None:  # type: ignore[no-
 def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q, acc) -> None:  # type: ignore[no-untyped-def]
     """One AdaGrad step of the regression on an example of class ``y`` whose standardised
     values are ``z`` and whose current prediction is ``q = softmax(bias + w z)``
-    (:func:`lr_proba`), then add its raw values to the running scales (Welford). ``acc`` is
+    (:func:`lr_proba`), then add its raw values to the running scales (Welford; a value whose
+    update would overflow the mean or ``m2`` is left out). ``acc`` is
     scratch of at least ``2 * n_numeric``.
 
     With ``r_k = q_k - [k = y]``, the gradient of the log loss plus ``L2 / 2 |w|^2`` is
@@ -185,9 +187,13 @@ def lr_learn(w, bias, scale, z, num_row, n_numeric, n_classes, y, q, acc) -> Non
             continue
         n = scale[f, 0] + 1.0
         d = x - scale[f, 1]
+        mean = scale[f, 1] + d / n
+        m2 = scale[f, 2] + d * (x - mean)
+        if mean - mean != 0.0 or m2 - m2 != 0.0:  # overflowed (|x| near the float range): not counted
+            continue
         scale[f, 0] = n
-        scale[f, 1] += d / n
-        scale[f, 2] += d * (x - scale[f, 1])
+        scale[f, 1] = mean
+        scale[f, 2] = m2
 
 
 @njit(cache=True)

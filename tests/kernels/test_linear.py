@@ -40,25 +40,33 @@ class Arrays:
         self.a, self.b, self.c = 1.0, 0.0, 0.0
 
 
-def _stream(n: int, n_numeric: int, n_classes: int, seed: int) -> list[tuple[list[float], int]]:
+#: Finite values whose differences and squares overflow: the scales must leave them out.
+HUGE = (1e308, -1e308, 1.7e308, -3e200, 1e160)
+
+
+def _stream(n: int, n_numeric: int, n_classes: int, seed: int, huge: bool = False) -> list[tuple[list[float], int]]:
     rng = random.Random(seed)
     out = []
-    for _ in range(n):
+    for i in range(n):
         x = [rng.gauss(3.0 * f, 1.0 + f) for f in range(n_numeric)]
         y = min(n_classes - 1, max(0, int(x[0] - x[1] / 3.0 + 1.5 + rng.gauss(0.0, 0.5))))
         if rng.random() < 0.05:
             x[rng.randrange(n_numeric)] = math.nan
+        if huge and (i < 20 or rng.random() < 0.02):
+            x[rng.randrange(n_numeric)] = rng.choice(HUGE)
         out.append((x, y))
     return out
 
 
-@pytest.mark.parametrize(("n_numeric", "n_classes"), [(3, 3), (24, 10)])  # 24 x 10: the vectorised loops
-def test_the_kernels_follow_the_reference_bit_for_bit(n_numeric: int, n_classes: int) -> None:
+@pytest.mark.parametrize(
+    ("n_numeric", "n_classes", "huge"), [(3, 3, False), (24, 10, False), (3, 3, True)]
+)  # 24 x 10: the vectorised loops
+def test_the_kernels_follow_the_reference_bit_for_bit(n_numeric: int, n_classes: int, huge: bool) -> None:
     arrays, oracle = Arrays(n_numeric, n_classes), LinearComponent(n_numeric, n_classes)
     rng = random.Random(5)
     z, p_lr, p_tree = np.empty(n_numeric), np.empty(n_classes), np.empty(n_classes)
     acc = np.full(2 * n_numeric + 1, np.nan)  # lr_learn's scratch: its former contents must not matter
-    for x, y in _stream(2500, n_numeric, n_classes, seed=1):
+    for x, y in _stream(2500, n_numeric, n_classes, seed=1, huge=huge):
         row = np.array(x)
         tree = [rng.random() + 0.01 for _ in range(n_classes)]
         p_tree[:] = np.array(tree) / sum(tree)
@@ -94,6 +102,7 @@ def test_the_kernels_follow_the_reference_bit_for_bit(n_numeric: int, n_classes:
     assert arrays.scale[:n_numeric, 3].tolist() == oracle.g
     assert arrays.bias[:n_classes, 0].tolist() == oracle.bias
     assert arrays.scale[:n_numeric, :3].tolist() == oracle.scale
+    assert np.isfinite(arrays.scale[:n_numeric]).all() and np.isfinite(arrays.w).all()
     # the window wrapped (2,500 examples in 1,000 rows) and the fit moved off the tree alone
     assert arrays.n_scored > WINDOW and arrays.b > 0.0
     # nothing past the logical sizes was written

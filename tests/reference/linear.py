@@ -106,9 +106,11 @@ class LinearComponent:
                 continue
             n = self.scale[f][0] + 1.0
             d = x[f] - self.scale[f][1]
-            self.scale[f][0] = n
-            self.scale[f][1] += d / n
-            self.scale[f][2] += d * (x[f] - self.scale[f][1])
+            mean = self.scale[f][1] + d / n
+            m2 = self.scale[f][2] + d * (x[f] - mean)
+            if not (math.isfinite(mean) and math.isfinite(m2)):  # an overflow: the value is left out
+                continue
+            self.scale[f] = [n, mean, m2]
 
     @staticmethod
     def uncertainty(p_tree: list[float]) -> float:
