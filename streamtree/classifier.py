@@ -48,9 +48,19 @@ def check_label(y: Any) -> ClassLabel:
 _PLAIN_LABELS = frozenset({str, int, bool})
 
 
+def _rows(X: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of a batch (a DataFrame, a 2-D array or a sequence of mappings)."""
+    return X.iloc[start:stop] if isinstance(X, pd.DataFrame) else X[start:stop]
+
+
 def check_labels(y: Any) -> list[ClassLabel]:
     """:func:`check_label` of each label of a batch (a sequence, numpy array or pandas Series);
     a batch of plain labels (the common case) is checked by the set of its types alone."""
+    if isinstance(y, (str, bytes, Mapping)) or not hasattr(y, "__iter__"):
+        raise InputError(
+            f"y must be a sequence of labels (a list, numpy array or pandas Series). Got {type(y).__name__} instead.",
+            field="y",
+        )
     labels = y.tolist() if hasattr(y, "tolist") else list(y)
     dtype = getattr(y, "dtype", None)
     if isinstance(dtype, np.dtype) and dtype.kind in "biu":  # numpy's bools and ints: Python's, by tolist
@@ -154,8 +164,26 @@ class Classifier(base.MiniBatchClassifier):
         registry, num, nom, first_values = encode_batch(self.registry, X)
         if len(labels) != num.shape[0]:
             raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
+        if self.registry.n_numeric == 0 < registry.n_numeric:
+            first = int(np.flatnonzero(~np.isnan(num).all(axis=1))[0])
+            if first > 0:  # the model's first numeric feature comes at row `first`: learn_one
+                # learns the rows before it without a numeric column (so without the linear
+                # component), and so must the batch: in two parts, the whole already checked
+                return self._learn_split(X, labels, first, return_proba)
         self.registry = registry
         return self._learn(num, nom, labels, first_values, want_proba=return_proba)
+
+    def _learn_split(self, X: Any, labels: list[ClassLabel], at: int, want_proba: bool) -> FloatArray | None:
+        """:meth:`learn_many` of rows ``[:at]`` then ``[at:]`` of a checked batch; the
+        prequential predictions of both in the columns of :attr:`classes_` after the batch."""
+        head = self.learn_many(_rows(X, 0, at), labels[:at], return_proba=True)
+        tail = self.learn_many(_rows(X, at, len(labels)), labels[at:], return_proba=True)
+        if not want_proba:
+            return None
+        proba = np.zeros((len(labels), tail.shape[1]))
+        proba[:at, : head.shape[1]] = head
+        proba[at:] = tail
+        return proba
 
     # -- prediction ---------------------------------------------------------------------
     def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:

@@ -40,12 +40,14 @@ def _as_batch(
     numbers none declared nominal, under unique names, or a numeric array; else ``None``).
     Raises :class:`InputError` for anything else."""
     if isinstance(X, pd.DataFrame):
+        if not X.columns.is_unique:
+            twice = X.columns[X.columns.duplicated()][0]
+            raise InputError(f"X has the column {twice!r} more than once; a feature is one column.", field="X")
         values = X.to_numpy()  # one array of the columns' common type (X.dtypes alone cost 15 us)
         if values.dtype.kind in "fiu" and registry.nominal_features.isdisjoint(X.columns):
             # numbers only, none declared nominal: one conversion, not a Series per column
             values = values.astype(np.float64, copy=False)
-            matrix = values if X.columns.is_unique else None
-            return len(X), [(name, values[:, j]) for j, name in enumerate(X.columns)], matrix
+            return len(X), [(name, values[:, j]) for j, name in enumerate(X.columns)], values
         return len(X), [(name, X[name].to_numpy()) for name in X.columns], None
     if isinstance(X, np.ndarray):
         if X.ndim != 2:

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
-import sys
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -34,15 +32,9 @@ import numpy as np
 
 from streamtree.exceptions import InputError
 from streamtree.row_plan import RowPlan, one_row
+from streamtree.values import INFINITE, MAX_INT, NOMINAL, NUMERIC, as_float, check_mapping, kind_of, plain, plain_name
 
 __all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
-
-NUMERIC, NOMINAL = 0, 1
-#: The infinite values: a numeric feature's value must be finite.
-INFINITE = (math.inf, -math.inf)
-#: Ints within +-this are numbers as they are; larger ones take the checked path (``float()``
-#: may overflow).
-MAX_INT = int(sys.float_info.max)
 
 
 class _Absent:
@@ -69,51 +61,6 @@ class EncodedRow:
     num_vals: list[float] = field(default_factory=list)
     nom_cols: list[int] = field(default_factory=list)
     nom_codes: list[int] = field(default_factory=list)
-
-
-def _kind_of(name: Hashable, value: Any, nominal_features: Collection[Hashable]) -> int | None:
-    """The kind a value implies, ``None`` for missing; raises on an unusable value."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_, str)):
-        return NOMINAL
-    if isinstance(value, numbers.Real):
-        if name in nominal_features:
-            return NOMINAL
-        v = _as_float(name, value)
-        if math.isnan(v):
-            return None
-        if math.isinf(v):
-            raise InputError(f"Feature {name!r} must be a finite number. Got {value!r} instead.", field=name)
-        return NUMERIC
-    raise InputError(
-        f"Feature {name!r} must be a number, a string, a bool or None. Got {type(value).__name__} instead.",
-        field=name,
-    )
-
-
-def _as_float(name: Hashable, value: Any) -> float:
-    """``float(value)``; :class:`InputError` naming the feature for an integer too large for a float."""
-    try:
-        return float(value)
-    except OverflowError:
-        raise InputError(
-            f"Feature {name!r} must be a finite number. Got an integer of {int(value).bit_length()} bits instead.",
-            field=name,
-        ) from None
-
-
-def check_mapping(x: object) -> None:
-    """Raise :class:`InputError` unless ``x`` is a mapping of feature name to value."""
-    if not isinstance(x, Mapping):
-        raise InputError(
-            f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features"
-        )
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value it stands for (so codes do not depend on the type)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class FeatureRegistry:
@@ -169,14 +116,14 @@ class FeatureRegistry:
                 raise InputError(f"Feature {name!r} must be a finite number. Got {value!r} instead.", field=name)
             return (NOMINAL, value) if name in self.nominal_features else (NUMERIC, value)
         if t is int:
-            return (NOMINAL, value) if name in self.nominal_features else (NUMERIC, _as_float(name, value))
+            return (NOMINAL, value) if name in self.nominal_features else (NUMERIC, as_float(name, value))
         if t is str or t is bool:
             return NOMINAL, value
-        kind = _kind_of(name, value, self.nominal_features)
+        kind = kind_of(name, value, self.nominal_features)
         if kind is None:
             return None, None
-        value = _plain(value)
-        return kind, (_as_float(name, value) if kind == NUMERIC else value)
+        value = plain(value)
+        return kind, (as_float(name, value) if kind == NUMERIC else value)
 
     def encode(self, x: Mapping[Hashable, Any], learn: bool) -> EncodedRow:
         """Encode one example's present features.
@@ -430,7 +377,7 @@ class FeatureRegistry:
     def register(self, name: Hashable, kind: int) -> int:
         """Register ``name``, a feature not yet known, as ``kind`` (``NUMERIC`` or ``NOMINAL``)
         and return its id; the caller has checked there is room (:meth:`check_room`)."""
-        fid = len(self.names)
+        fid, name = len(self.names), plain_name(name)
         self.plan = None  # another feature: the plan is made again on first use
         self.names_by_kind[kind].append(name)
         self.names.append(name)
@@ -484,7 +431,7 @@ class FeatureRegistry:
     def from_state(
         cls, state: Mapping[str, Any], max_features: int | None = None, max_categories: int | None = None
     ) -> FeatureRegistry:
-        reg = cls(state["nominal_features"], max_features, max_categories)
+        reg = cls([plain_name(n) for n in state["nominal_features"]], max_features, max_categories)
         for name, kind in zip(state["names"], state["kinds"]):
             reg.register(name, int(kind))
         other = state.get("other") or [0] * len(reg.values)

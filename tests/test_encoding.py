@@ -85,11 +85,16 @@ def test_new_and_numeric_nominal_columns_take_the_general_path() -> None:
     _same(encode_for_prediction(nominal, frame), encode_for_prediction(nominal, _dicts(frame)))
 
 
-def test_duplicate_column_names_keep_the_last_as_pandas_rows_do() -> None:
+@pytest.mark.parametrize("dtype", [float, object])
+def test_a_column_name_twice_is_refused_naming_it(dtype: type) -> None:
+    # which of the two is the feature? (keeping the last, as a frame's rows as dicts do, lost
+    # the other silently; with mixed types it was refused as a "list" value)
     reg = _registry([{"a": 1.0, "b": 2.0}])
-    frame = pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "b", "a"])
-    for num in (encode_batch(reg, frame)[1], encode_for_prediction(reg, frame)[0]):
-        np.testing.assert_array_equal(num, [[3.0, 2.0]])
+    frame = pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "b", "a"]).astype(dtype)
+    for encode in (encode_batch, encode_for_prediction):
+        with pytest.raises(InputError, match="'a' more than once") as err:
+            encode(reg, frame)
+        assert err.value.field == "X"
 
 
 def test_numpy_arrays_name_their_columns_by_position() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -65,6 +66,31 @@ def test_prediction_treats_unusable_values_as_missing() -> None:
     assert reg.value_of(NUMERIC, 0, "text") is None and reg.value_of(NOMINAL, 0, 3.5) is None
     assert reg.value_of(NUMERIC, 0, 10**400) is None
     assert reg.value_of(NUMERIC, 0, 2) == 2 and reg.value_of(NOMINAL, 0, "x") == 0
+
+
+def test_a_declared_nominal_feature_reads_a_numpy_nan_as_missing_and_refuses_an_infinity() -> None:
+    # as it reads Python's: a NaN is no category (before, each numpy NaN got a code of its
+    # own and the model could no longer be saved)
+    reg = FeatureRegistry(nominal_features=["zip"])
+    for value in (75001.0, np.float64("nan"), float("nan"), np.float32("nan"), np.float64(75002.0), 7):
+        reg.encode({"zip": value}, learn=True)
+    assert reg.values == [[75001.0, 75002.0, 7]]
+    with pytest.raises(InputError, match="finite") as err:
+        reg.encode({"zip": np.float64("inf")}, learn=True)
+    assert err.value.field == "zip"
+
+
+def test_numpy_and_tuple_names_are_kept_as_they_come_back_from_a_saved_state() -> None:
+    # a model's feature keys hash each name with its type: a name kept as np.str_ or
+    # np.int64 became str or int once saved and loaded, and the model learned differently after
+    reg = FeatureRegistry()
+    names = [np.str_("a"), np.int64(3), ("lvl", np.str_("b")), np.bool_(True)]
+    reg.encode(dict(zip(names, [1.0, 2.0, "x", 4.0])), learn=True)
+    assert [type(n) for n in reg.names] == [str, int, tuple, bool]
+    again = FeatureRegistry.from_state(json.loads(json.dumps(reg.to_state())))
+    assert again.names == reg.names == ["a", 3, ("lvl", "b"), True]
+    assert again.feature_keys().tolist() == reg.feature_keys().tolist()
+    assert again.encode({("lvl", "b"): "x", np.str_("a"): 5.0}, learn=False).nom_codes == [0]
 
 
 def test_state_round_trip() -> None:

@@ -76,3 +76,44 @@ def test_empty_batch_is_a_no_op() -> None:
     model = ProbabilityTree()
     model.learn_many([], [])
     assert model.n_examples == 0 and model.predict_proba_one({"a": 1}) == {}
+
+
+@pytest.mark.parametrize("shape", ["dicts", "frame", "late_nan"])
+def test_a_first_numeric_feature_after_a_batchs_first_row_gives_learn_ones_model(shape: str) -> None:
+    # learn_one learns the rows before a model's first numeric feature without a numeric
+    # column (so without the linear component); the batch must too, bit for bit
+    rng = random.Random(4)
+    data: list[tuple[dict, object]] = [({"c": "u"}, "p"), ({"c": "v"}, "q")]
+    for i in range(800):
+        v = rng.gauss(0.0, 1.0)
+        data.append(({"c": "uv"[i % 2], "a": v}, "p" if v > 0 else "q"))
+    if shape == "late_nan":  # the numeric column is there from the start, NaN (missing) at first
+        data = [({"c": x["c"], "a": x.get("a", float("nan"))}, y) for x, y in data]
+    one = ProbabilityTree()
+    expected = []
+    for x, y in data:
+        p = one.predict_proba_one(x)
+        expected.append([p.get(c, 0.0) for c in ("p", "q")])
+        one.learn_one(x, y)
+    xs = [x for x, _ in data]
+    many = ProbabilityTree()
+    proba = many.learn_many(pd.DataFrame(xs) if shape != "dicts" else xs, [y for _, y in data], return_proba=True)
+    assert many.to_bytes() == one.to_bytes()
+    assert proba.tolist() == expected
+
+
+@pytest.mark.parametrize("y", [5, None, "pq", {"a": 1}])
+def test_labels_that_are_not_a_sequence_are_refused_naming_y(y: object) -> None:
+    model = ProbabilityTree()
+    with pytest.raises(InputError, match="sequence of labels") as err:
+        model.learn_many([{"a": 1.0}], y)
+    assert err.value.field == "y" and model.n_examples == 0
+
+
+def test_a_frame_with_a_column_twice_is_refused_naming_it() -> None:
+    model = ProbabilityTree()
+    frame = pd.DataFrame([[1.0, 2.0], [3.0, 4.0]], columns=["a", "a"])
+    for X in (frame, frame.astype(object)):
+        with pytest.raises(InputError, match="'a' more than once") as err:
+            model.learn_many(X, ["p", "q"])
+        assert err.value.field == "X" and model.n_examples == 0

@@ -1,0 +1,79 @@
+"""What a feature's value means, before any model sees it: its kind (numeric, nominal or
+missing), its float, and numpy scalars as the Python values they stand for.
+
+The rules (the module docstring of :mod:`streamtree.features` states them for users): ``bool``
+and ``str`` values are nominal, and so are numbers of a feature declared nominal; other real
+numbers are numeric; ``None`` and NaN are missing; an infinite number is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from collections.abc import Collection, Hashable, Mapping
+from typing import Any
+
+import numpy as np
+
+from streamtree.exceptions import InputError
+
+__all__ = ["INFINITE", "MAX_INT", "NOMINAL", "NUMERIC", "as_float", "check_mapping", "kind_of", "plain", "plain_name"]
+
+NUMERIC, NOMINAL = 0, 1
+#: The infinite values: a numeric feature's value must be finite.
+INFINITE = (math.inf, -math.inf)
+#: Ints within +-this are numbers as they are; larger ones take the checked path (``float()``
+#: may overflow).
+MAX_INT = int(sys.float_info.max)
+
+
+def kind_of(name: Hashable, value: Any, nominal_features: Collection[Hashable]) -> int | None:
+    """The kind a value implies, ``None`` for missing; raises on an unusable value."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_, str)):
+        return NOMINAL
+    if isinstance(value, numbers.Real):
+        if name in nominal_features and not isinstance(value, (float, np.floating)):
+            return NOMINAL
+        v = as_float(name, value)  # a float is missing when NaN, refused when infinite, of either kind
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            raise InputError(f"Feature {name!r} must be a finite number. Got {value!r} instead.", field=name)
+        return NOMINAL if name in nominal_features else NUMERIC
+    raise InputError(
+        f"Feature {name!r} must be a number, a string, a bool or None. Got {type(value).__name__} instead.",
+        field=name,
+    )
+
+
+def as_float(name: Hashable, value: Any) -> float:
+    """``float(value)``; :class:`InputError` naming the feature for an integer too large for a float."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise InputError(
+            f"Feature {name!r} must be a finite number. Got an integer of {int(value).bit_length()} bits instead.",
+            field=name,
+        ) from None
+
+
+def check_mapping(x: object) -> None:
+    """Raise :class:`InputError` unless ``x`` is a mapping of feature name to value."""
+    if not isinstance(x, Mapping):
+        raise InputError(
+            f"Features must be a mapping of name to value. Got {type(x).__name__} instead.", field="features"
+        )
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it stands for (so codes do not depend on the type)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def plain_name(name: Any) -> Any:
+    """A feature's name as the registry keeps it, the same after saving and loading: numpy
+    scalars as Python's, JSON's lists (a saved tuple) as tuples; equal to, and hashed as, ``name``."""
+    return tuple(map(plain_name, name)) if isinstance(name, (tuple, list)) else plain(name)
