@@ -47,6 +47,7 @@ import numpy as np
 from streamtree.config import ADDED, FOREST_ADDED
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
+from streamtree.integrity import check_capacities, check_drift, check_tree
 from streamtree.kernels.adwin import adwin_from_state
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.state import (
@@ -240,7 +241,9 @@ class SavedTree(NamedTuple):
 def read(data: bytes) -> SavedTree:
     """A tree written by :func:`dump`, read and checked (:class:`FormatError` for anything else)."""
     header, arrays = _read(data)
-    config = header["config"]
+    config = header.get("config")
+    if config is None:
+        raise FormatError("Corrupt streamtree model: its header has no 'config'.")
     if isinstance(config, dict):  # parameters added since it was written: the values that rebuild it
         config = config | {name: value for name, value in ADDED.items() if name not in config}
     return SavedTree(config, header, arrays)
@@ -252,17 +255,32 @@ def restore(saved: SavedTree, state: TreeState) -> TreeHeader:
     its header (the registry rebuilt with that configuration's limits)."""
     header, arrays = saved.header, saved.arrays
     config = state.config
-    registry = FeatureRegistry.from_state(header["registry"], config["max_features"], config["max_categories"])
-    classes = list(header["classes"])
-    n_examples = int(header["n_examples"])
     try:
+        registry = FeatureRegistry.from_state(header["registry"], config["max_features"], config["max_categories"])
+        classes = list(header["classes"])
+        n_examples = int(header["n_examples"])
         if header["version"] >= 3:
+            for name, capacity in header["capacity"].items():
+                shapes = [arrays[f"{name}.{a}"].shape[axis] for a, axis in _CAPACITY_AXES]
+                check_capacities(capacity, shapes, name)
             state.restore(arrays, header["capacity"])
         else:
             _from_version_2(state, classes, registry, n_examples, header, arrays)
-    except (KeyError, IndexError, ValueError, TypeError) as err:
+        # a kernel reads indices from these arrays without bounds checks: a crafted file must
+        # not reach it (streamtree.integrity)
+        for name, t in (("tree", state.tree), ("background", state.background)):
+            if t is not None:
+                check_tree(t, len(classes), registry.n_numeric, registry.n_nominal, name)
+        if state.drift is not None:
+            check_drift(state.drift)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
         raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
     return TreeHeader(config, classes, registry, n_examples)
+
+
+#: The saved array and axis of each capacity (``TreeState.capacities``): nodes, classes,
+#: numeric and nominal columns, values.
+_CAPACITY_AXES = (("node", 0), ("counts", 1), ("shift", 0), ("nom_stats", 1), ("nom_stats", 2))
 
 
 # -- forests ----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from streamtree import inspection
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.dispatch import at_entry
+from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.event import ONCE
 from streamtree.persistence import TREE, Capture, TreeHeader, capture, read, register_reader, restore
@@ -406,7 +407,10 @@ class ProbabilityTree(Classifier):
     def from_bytes(cls, data: bytes) -> ProbabilityTree:
         """Read a model written by :meth:`to_bytes` (or by an earlier streamtree)."""
         saved = read(data)
-        model = cls(**saved.config)
+        try:
+            model = cls(**saved.config)
+        except TypeError as err:  # a parameter this version does not have
+            raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
         header = restore(saved, model.state)
         model.registry, model.classes_, model.n_examples = header.registry, header.classes, header.n_examples
         model.class_index = {c: i for i, c in enumerate(model.classes_)}
