@@ -16,7 +16,9 @@ asks :meth:`Ordering.place` what to do with the request:
   being logged (refused, failed, its client gone): the request is refused, 409
   :data:`AFTER_NOT_LEARNED` (and so are the requests that follow it);
 - ``A`` was never seen (the request overtook it on the way): it is held until ``A`` arrives,
-  and refused the same way if ``A`` has not arrived within :data:`AFTER_WAIT_SECONDS`.
+  and refused the same way if ``A`` has not arrived within :data:`AFTER_WAIT_SECONDS`;
+- ``A`` is held, and waits (directly or through other held requests) for this request: their
+  headers form a cycle, and this request is refused the same way (then ``A`` in turn).
 
 A refused request is not learned and records nothing, so it can be sent again once ``A`` is
 learned. When the model closes (deleted, or the service stopping) held requests get what a learn
@@ -88,7 +90,13 @@ class Ordering:
         assert after is not None
         if logged:
             return True
-        if pending or self._is_held(after):
+        if self._waits_for(after, request.key):
+            # the request it follows waits, directly or through others, for this one: none of
+            # them would ever be learned
+            _fail(request, after_not_learned("it waits for this request: their Idempotency-After headers form a cycle"))
+            if request.key is not None:
+                self._release([request.key])  # those that follow this one are refused in turn
+        elif pending or self._is_held(after):
             self._hold(request, None)
         elif after in self._seen:
             _fail(request, after_not_learned("it was refused or failed"))
@@ -114,6 +122,17 @@ class Ordering:
         for requests in held.values():
             for request in requests:
                 _fail(request, error)
+
+    def _waits_for(self, after: str, key: str | None) -> bool:
+        """Whether the held request with key ``after`` follows, through held requests, the one with ``key``."""
+        follows = {r.key: r.after for requests in self._held.values() for r in requests if r.key is not None}
+        seen = set()
+        while after in follows and after not in seen:
+            seen.add(after)
+            after = follows[after]  # type: ignore[assignment]
+            if after == key:
+                return True
+        return False
 
     def _is_held(self, key: str) -> bool:
         return any(r.key == key for requests in self._held.values() for r in requests)

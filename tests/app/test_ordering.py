@@ -117,6 +117,26 @@ def test_following_a_request_that_never_comes_is_409_after_the_wait(  # type: ig
     assert held.wait().status_code == 409
 
 
+@pytest.mark.parametrize("keys", [["x", "y"], ["x", "y", "z"]])
+def test_requests_whose_headers_form_a_cycle_are_409_at_once_and_learn_nothing(client, stream, keys) -> None:  # type: ignore[no-untyped-def]
+    # x after y, y after x (or x after y, y after z, z after x): each waited for the other for
+    # good, beyond the 10 s wait a request gets for one that never comes
+    learn_all(client, stream[:10])
+    started = time.monotonic()
+    sent = []
+    for i, key in enumerate(keys):
+        after = keys[(i + 1) % len(keys)]
+        sent.append(Sent(client, batch(stream[10 + 5 * i : 15 + 5 * i]), headers(key, after=after)))
+        time.sleep(0.2)
+    for request in sent:
+        r = request.wait()
+        assert r.status_code == 409 and r.json()["type"] == app.ordering.AFTER_NOT_LEARNED, r.text
+    assert time.monotonic() - started < app.ordering.AFTER_WAIT_SECONDS
+    assert "cycle" in sent[-1].response.json()["detail"]
+    assert client.get("/models/default").json()["seq"] == 10
+    assert client.post("/learn", json=batch(stream[10:20])).json()["seq"] == 20  # the writer goes on
+
+
 @pytest.mark.parametrize(
     ("hdrs", "msg"),
     [
