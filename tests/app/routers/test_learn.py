@@ -59,6 +59,17 @@ def test_delayed_label_learns_the_predicted_features(client, stream) -> None:  #
     assert r.json()["detail"][0]["type"] == "unknown_id"
 
 
+def test_an_event_with_features_and_an_id_learns_its_own_features_and_uses_up_the_id(client, stream) -> None:  # type: ignore[no-untyped-def]
+    learn_all(client, stream[:20])
+    client.post("/predict_proba", json={"features": stream[20][0], "id": "req-2"})
+    sent, y = stream[21]
+    assert client.post("/learn", json={"features": sent, "label": y, "id": "req-2"}).json() == {"learned": 1, "seq": 21}
+    logged = client.get("/models/default/events", params={"limit": 1000}).json()["events"][-1]
+    assert (logged["seq"], logged["features"], logged["label"]) == (21, sent, y)
+    r = client.post("/learn", json={"id": "req-2", "label": y})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "unknown_id"
+
+
 def test_delayed_label_ids_expire_by_time_and_count(running, stream) -> None:  # type: ignore[no-untyped-def]
     with running(pending_ttl_seconds=0.2, pending_max=2) as client:
         for i in range(3):
