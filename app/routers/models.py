@@ -121,7 +121,7 @@ async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry,
     (``n_trees`` and others, the library's defaults included) is refused with 422 naming the
     parameter, the bound and the value. ``{"config": {...}, "from": source}`` creates a fork:
     it learns ``source``'s logged events in the background, then follows it (404 if there is
-    no such model)."""
+    no such model); so does the config a fork's ``GET`` shows, its parameters beside ``from``."""
     source = None
     if "config" in config and FORK_FIELD not in config:  # a fork request without its source
         raise field_error(
@@ -131,6 +131,8 @@ async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry,
             "missing",
         )
     if FORK_FIELD in config:
+        if "config" not in config:  # the form GET /models/{name} shows a fork's config in: beside "from"
+            config = {"config": {k: v for k, v in config.items() if k != FORK_FIELD}, FORK_FIELD: config[FORK_FIELD]}
         config, source = _fork_request(name, config)
         if registry.get(source) is None:
             raise HTTPException(status_code=404, detail=f"Model {source!r} not found (body.{FORK_FIELD}).")

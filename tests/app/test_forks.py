@@ -130,6 +130,12 @@ def test_refusals_name_what_is_wrong(client: TestClient) -> None:
     assert client.put("/models/f", json={"config": {"grace_period": 15}, "from": "default"}).status_code == 201
     assert client.put("/models/f", json={"config": {"grace_period": 15}, "from": "default"}).status_code == 200
     wait_fork(client, "f", 50)
+    shown = client.get("/models/f").json()["config"]  # its parameters beside "from": PUT back, a no-op
+    assert shown["from"] == "default" and shown["grace_period"] == 15
+    assert client.put("/models/f", json=shown).status_code == 200
+    r = client.put("/models/f", json=shown | {"grace_period": 16})
+    assert r.status_code == 409 and "grace_period" in r.json()["differences"]
+    assert client.put("/models/g", json={"from": "default", "grace_period": 15}).status_code == 201
     for path, body in (
         ("/models/f/learn", {"features": {"a": 1.0}, "label": "low"}),
         ("/models/f/learn", {"events": [{"features": {"a": 1.0}, "label": "low"}]}),
