@@ -13,6 +13,7 @@ service.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -82,6 +83,13 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
         Predicting(args, source, model, costs, interrupts).run()
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # the output does not exist yet
+        return False
+
+
 class Predicting:
     """One run: the chunks sent in order, the answers written in order."""
 
@@ -146,6 +154,8 @@ class Predicting:
             self.model.info()
         except (ServiceError, ConnectionFailed) as e:
             raise self.fail(e) from None
+        if self.args.out != "-" and self.source.path != "-" and _same_file(self.source.path, self.args.out):
+            raise BulkError(f"--out {self.args.out} is the input file: it would be overwritten while it is read")
         sink = open_sink(self.args.out)
         progress = Progress(self.source, not self.args.no_progress, "rows")
         started = time.perf_counter()

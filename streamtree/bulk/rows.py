@@ -90,7 +90,21 @@ def _check_object_values(chunk: Chunk, column: str, values: list[Any]) -> bool:
     if float in types and (math.inf in values or -math.inf in values):  # containment runs in C
         i = next(i for i, v in enumerate(values) if type(v) is float and math.isinf(v))
         raise _bad_value(chunk, i, column, values[i])
+    if int in types:
+        i = _beyond_64_bits(values)
+        if i is not None:
+            raise BulkError(
+                f"row {chunk.row(i):,}, column {column!r}: integers are within 64 bits, not {_short(values[i])}"
+            )
     return numpy
+
+
+def _beyond_64_bits(values: list[Any]) -> int | None:
+    """The position of the first int of ``values`` beyond 64 bits (a CSV cell of many digits), or None."""
+    ints = [v for v in values if type(v) is int]
+    if not ints or (min(ints) >= -(2**63) and max(ints) < 2**63):
+        return None
+    return next(i for i, v in enumerate(values) if type(v) is int and not -(2**63) <= v < 2**63)
 
 
 def _frame_features(
@@ -143,7 +157,12 @@ def _frame_labels(frame: pd.DataFrame, chunk: Chunk, label: str) -> list[Any]:
     if missing.any():
         raise _no_label(chunk, int(np.argmax(missing)), label)
     values = series.tolist()
-    if series.dtype.kind in "biu" or set(map(type, values)) <= _LABEL_TYPES:
+    if series.dtype.kind in "biu":
+        return values
+    if set(map(type, values)) <= _LABEL_TYPES:
+        i = _beyond_64_bits(values)
+        if i is not None:
+            raise _bad_label(chunk, i, label, values[i])
         return values
     for i, v in enumerate(values):
         if type(v) not in _LABEL_TYPES:

@@ -256,7 +256,7 @@ def source_and_model(args: argparse.Namespace, transport: Any = None) -> Iterato
     closed and the client's connections let go on the way out."""
     if args.id_column is not None and args.id_column == args.label:
         raise BulkError(f"--id-column and --label name the same column {args.label!r}")
-    source = open_source(args.file, args.format, args.batch_size)
+    source = open_source(args.file, args.format, args.batch_size, (args.id_column,) if args.id_column else ())
     try:
         check_columns(source.columns, source.name, args.label, args.id_column)
         try:

@@ -79,7 +79,13 @@ class Sink:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+        try:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            raise BulkError(
+                f"--out: rows from {self.rows + 1:,} cannot be written as Parquet (a column of values of "
+                f"several types?): {' '.join(str(e).split())[:300]}; write CSV or JSON lines instead"
+            ) from None
         if self._writer is None:
             self._schema = table.schema
             self._writer = pq.ParquetWriter(self._file, self._schema)

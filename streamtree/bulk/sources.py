@@ -33,6 +33,9 @@ from streamtree.bulk.problems import BulkError
 
 __all__ = ["FORMATS", "Chunk", "Source", "format_of", "open_source"]
 
+#: The CSV cells read as missing values.
+CSV_MISSING = ["", "NaN", "nan"]
+
 #: The formats a source may have (``tsv`` is CSV separated by tabs).
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
 
@@ -122,10 +125,12 @@ class Source:
         The number of rows when it is known without reading them (Parquet), else None.
     """
 
-    def __init__(self, path: str, fmt: str, batch_size: int) -> None:
+    def __init__(self, path: str, fmt: str, batch_size: int, text_columns: tuple[str, ...] = ()) -> None:
         self.name = "stdin" if path == "-" else path
+        self.path = path
         self.format = fmt
         self.batch_size = batch_size
+        self.text_columns = text_columns
         self.columns: list[str] | None = None
         self.total_rows: int | None = None
         self._raw, self._size = _open_raw(path)
@@ -156,7 +161,16 @@ class Source:
     def _open_csv(self) -> None:
         sep = "\t" if self.format == "tsv" else ","
         try:
-            self._csv = pd.read_csv(self._text, sep=sep, chunksize=self.batch_size)
+            self._csv = pd.read_csv(
+                self._text,
+                sep=sep,
+                chunksize=self.batch_size,
+                # missing: a blank cell or NaN only (pandas' default list also reads "NA", "None",
+                # "null", "N/A"... as missing, values a file may well mean)
+                keep_default_na=False,
+                na_values=CSV_MISSING,
+                dtype=dict.fromkeys(self.text_columns, str),  # ids come back as written ("00042", 2**53 + 1)
+            )
         except pd.errors.EmptyDataError:
             raise BulkError(f"{self.name} is empty: a CSV file starts with a header line of column names") from None
         except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError) as e:
@@ -180,6 +194,9 @@ class Source:
         except Exception as e:  # pyarrow raises ArrowInvalid (a ValueError) and OSErrors
             raise BulkError(f"{self.name} is not readable as Parquet: {_one_line(e)}") from None
         self.columns = [str(c) for c in self._parquet.schema_arrow.names]
+        twice = sorted({c for c in self.columns if self.columns.count(c) > 1})
+        if twice:
+            raise BulkError(f"{self.name} has the column {twice[0]!r} more than once: name each column once")
         self.total_rows = int(self._parquet.metadata.num_rows)
 
     def fraction_read(self) -> float | None:
@@ -269,9 +286,10 @@ class Source:
             self._raw.close()
 
 
-def open_source(path: str, fmt: str | None, batch_size: int) -> Source:
-    """Open ``path`` (``-``: standard input) in format ``fmt`` (None: from its suffix)."""
-    return Source(path, format_of(path, fmt), batch_size)
+def open_source(path: str, fmt: str | None, batch_size: int, text_columns: tuple[str, ...] = ()) -> Source:
+    """Open ``path`` (``-``: standard input) in format ``fmt`` (None: from its suffix);
+    ``text_columns`` of a CSV are read as the text they hold (ids), not as numbers."""
+    return Source(path, format_of(path, fmt), batch_size, text_columns)
 
 
 def _one_line(e: BaseException) -> str:

@@ -140,3 +140,35 @@ def test_the_console_script_exits_1_with_one_line(service: Service, csv: Path) -
     assert done.stderr.decode().splitlines() == [
         "streamtree predict: the following arguments are required: --out (see streamtree predict --help)"
     ]
+
+
+def test_predict_refuses_to_write_over_its_own_input(service: Service, client: object, tmp_path: Path) -> None:
+    # the output was opened for writing while the input was still being read in chunks: a
+    # large file was cut to the rows read so far, and the command said it succeeded
+    name = fresh_name()
+    client.model(name).create()  # type: ignore[attr-defined]
+    client.model(name).learn_batch([{"features": {"a": 1.0}, "label": "yes"}])  # type: ignore[attr-defined]
+    path = write(table(50), tmp_path / "rows.csv")
+    before = path.read_bytes()
+    for out in (path, tmp_path / "." / "rows.csv"):
+        line = fails(predict, args(service, path, name, "--out", str(out), "--label", "y"))
+        assert "is the input file" in line
+    assert path.read_bytes() == before
+
+
+def test_integers_beyond_64_bits_and_parquet_columns_named_twice_are_refused(
+    service: Service, client: object, tmp_path: Path
+) -> None:
+    name = fresh_name()
+    client.model(name).create()  # type: ignore[attr-defined]
+    path = tmp_path / "big.csv"
+    path.write_text("y,a\nyes,1\nno,99999999999999999999999\n")
+    line = fails(learn, args(service, path, name, "--label", "y"))
+    assert line.endswith("row 2, column 'a': integers are within 64 bits, not 99999999999999999999999")
+    path.write_text("a,y\n1,5\n2,99999999999999999999999\n")
+    assert "row 2, column 'y': a label is" in fails(learn, args(service, path, name, "--label", "y"))
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    twice = tmp_path / "twice.parquet"
+    pq.write_table(pa.table([[1, 2], [3.0, 4.0], ["yes", "no"]], names=["a", "a", "y"]), twice)
+    assert "the column 'a' more than once" in fails(learn, args(service, twice, name, "--label", "y"))
+    assert logged(client, name) == []  # type: ignore[arg-type]

@@ -107,6 +107,19 @@ def test_a_row_of_blank_cells_is_an_event_without_features(service: Service, cli
         {"features": {}, "label": "no"},
         {"features": {"a": 2.0}, "label": "yes"},
     ]
+    # only a blank cell (or NaN) is missing: "NA", "None", "null" are values (labels too)
+    path.write_text("s,y\nNA,NA\nNone,no\nnull,yes\nNaN,no\n")
+    name = fresh_name()
+    learn.run(
+        [str(path), "--model", name, "--label", "y", "--url", service.url, "--token", TOKEN, "--no-progress"]
+        + ["--create", str(Path(__file__).parent / "default.json")]
+    )
+    assert [(e["features"].get("s"), e["label"]) for e in logged(client, name)] == [
+        ("NA", "NA"),
+        ("None", "no"),
+        ("null", "yes"),
+        (None, "no"),
+    ]
 
 
 class FailAfter(httpx.BaseTransport):

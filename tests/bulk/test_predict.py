@@ -115,3 +115,27 @@ def test_a_model_without_labels_says_so(service: Service, client: Client, tmp_pa
             [str(source), "--model", name, "--out", str(tmp_path / "o.csv"), "--url", service.url, "--no-progress"]
         )
     assert str(ended.value.code).startswith(f"streamtree predict: model {name!r} has learned no label yet")
+
+
+def test_ids_and_na_like_text_come_back_as_written(service: Service, trained: str, tmp_path: Path) -> None:
+    # an id column of a CSV was read as numbers (00042 became 42.0, 2**53 + 1 lost its last
+    # digit) and "NA", "None", "null" cells were read as missing values
+    source = tmp_path / "ids.csv"
+    source.write_text("tx_id,k\n00042,NA\n9007199254740993,None\n,null\n1e3,ok\n")
+    for suffix in ("csv", "jsonl", "parquet"):
+        out = tmp_path / f"out.{suffix}"
+        predict.run(
+            [str(source), "--model", trained, "--out", str(out), "--id-column", "tx_id"]
+            + ["--url", service.url, "--token", TOKEN, "--no-progress"]
+        )
+        if suffix == "csv":
+            assert [line.split(",")[0] for line in out.read_text().splitlines()] == [
+                "tx_id",
+                "00042",
+                "9007199254740993",
+                "",
+                "1e3",
+            ]
+        else:
+            got = read(out)["tx_id"].tolist()
+            assert got[:2] + got[3:] == ["00042", "9007199254740993", "1e3"] and (pd.isna(got[2]) or got[2] == "")
