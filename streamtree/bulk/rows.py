@@ -91,10 +91,10 @@ def _check_object_values(chunk: Chunk, column: str, values: list[Any]) -> bool:
         i = next(i for i, v in enumerate(values) if type(v) is float and math.isinf(v))
         raise _bad_value(chunk, i, column, values[i])
     if int in types:
-        i = _beyond_64_bits(values)
-        if i is not None:
+        big = _beyond_64_bits(values)
+        if big is not None:
             raise BulkError(
-                f"row {chunk.row(i):,}, column {column!r}: integers are within 64 bits, not {_short(values[i])}"
+                f"row {chunk.row(big):,}, column {column!r}: integers are within 64 bits, not {_short(values[big])}"
             )
     return numpy
 
