@@ -469,6 +469,10 @@ class ProbabilityForest(Classifier):
             forest.members, forest.n_examples, forest.loss_ = members, saved.n_examples(), saved.loss(forest.n_trees)
         except (KeyError, TypeError) as err:
             raise FormatError(f"Corrupt streamtree forest: {err!r}.") from None
+        first = members[0]
+        for i, member in enumerate(members[1:], 1):  # one registry and one class list, as saved
+            if member.classes_ != first.classes_ or member.registry.to_state() != first.registry.to_state():
+                raise FormatError(f"Corrupt streamtree forest: member {i} has other classes or features than member 0.")
         forest.classes_ = list(members[0].classes_)
         forest.class_index = {c: i for i, c in enumerate(forest.classes_)}
         forest.registry = members[0].registry  # shared again, with the classes

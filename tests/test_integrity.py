@@ -138,3 +138,19 @@ def test_every_model_of_the_suite_passes_the_checks() -> None:  # no false refus
         [{"a": float(i % 7), "c": "xy"[i % 2]} for i in range(500)], ["pq"[i % 3 == 0] for i in range(500)]
     )
     assert ProbabilityForest.from_bytes(forest.to_bytes()).to_bytes() == forest.to_bytes()
+
+
+def test_a_forest_whose_members_come_from_other_forests_is_refused() -> None:
+    # each member's file is valid alone; the forest shares member 0's registry and classes,
+    # so a member with more features or classes read past the end of its arrays
+    rng = random.Random(3)
+    big, small = ProbabilityForest(n_trees=2, method="rd", seed=1), ProbabilityForest(n_trees=2, method="rd", seed=1)
+    for _ in range(300):
+        big.learn_one({f"f{k}": rng.random() for k in range(6)} | {"c": rng.choice("abc")}, rng.choice("pqst"))
+    for _ in range(10):
+        small.learn_one({"f0": rng.random()}, "p")
+    header, arrays = _parts(big.to_bytes())
+    for member in ("member.0", "member.1"):
+        mixed = dict(arrays) | {member: _parts(small.to_bytes())[1][member]}
+        with pytest.raises(FormatError, match="other classes or features"):
+            ProbabilityForest.from_bytes(_bytes(header, mixed))
