@@ -237,11 +237,8 @@ class Forks(LoopTask):
             for i in range(0, len(page), size):
                 try:
                     fork.apply_logged(page[i : i + size])
-                except RuntimeError as exc:  # the fork's config refuses an event its source learned
-                    log.exception(
-                        "fork %r: cannot learn the events of %r after seq %d", fork.name, fork.source, fork.seq
-                    )
-                    fork.error = f"it cannot learn the events of {fork.source!r} after seq {fork.seq} ({exc})"
+                except RuntimeError:  # the fork's config refuses an event its source learned
+                    done = self._learn_up_to_refused(fork, page, i, min(i + size, len(page)))
                     break
                 done = i + len(page[i : i + size])
                 await asyncio.sleep(0)  # predictions and writes between two slices
@@ -263,6 +260,19 @@ class Forks(LoopTask):
         fork.telemetry.learned.labels(fork.name).inc(done)
         if fork.seq - fork.snapshot_seq >= self.settings.snapshot_every:
             self._snapshot(fork)
+
+    def _learn_up_to_refused(self, fork: ForkHost, page: list[tuple[int, str]], start: int, stop: int) -> int:
+        """After the library refused slice ``page[start:stop]`` whole: learn its events one at a
+        time up to the one refused, so the fork stops where a fresh model of its config would,
+        and say why it stopped; returns how many events of ``page`` are learned."""
+        for j in range(start, stop):
+            try:
+                fork.apply_logged(page[j : j + 1])
+            except RuntimeError as exc:
+                log.exception("fork %r: cannot learn the events of %r after seq %d", fork.name, fork.source, fork.seq)
+                fork.error = f"it cannot learn the events of {fork.source!r} after seq {fork.seq} ({exc})"
+                return j
+        return stop  # (not reached: the slice held a refused event)
 
     def _snapshot(self, fork: ForkHost) -> None:
         """Save a snapshot of the fork at its (durable) seq in the background, unless one is under way."""

@@ -238,5 +238,19 @@ def test_a_fork_whose_config_refuses_an_event_stops_and_says_why(client: TestCli
     assert fork["error"].startswith("it cannot learn the events of 'default' after seq 0 (")
     assert "max_features=2" in fork["error"]
     assert events_of(client, "narrow") == []  # nothing it did not learn is logged
+    # refused mid-slice: the events before the refused one are learned and logged, as a
+    # fresh model of its config learns them (the slice used to be dropped whole)
+    assert client.put("/models/wide", json={}).status_code == 201
+    for i in range(12):
+        client.post(
+            "/models/wide/learn", json={"features": {"a": float(i), "b": i % 3}, "label": "yes" if i % 2 else "no"}
+        )
+    client.post("/models/wide/learn", json={"features": {"a": 1.0, "c": 2.0, "d": 3.0}, "label": "no"})
+    assert client.put("/models/wide-fork", json={"config": {"max_features": 3}, "from": "wide"}).status_code == 201
+    while (fork := client.get("/models/wide-fork").json()["fork"])["state"] != "stopped":
+        assert time.monotonic() < end, fork
+        time.sleep(0.02)
+    assert fork["seq"] == 12 and "after seq 12 (" in fork["error"] and "events 13..13" in fork["error"]
+    assert [e["seq"] for e in events_of(client, "wide-fork")] == list(range(1, 13))
     assert learn_all(client, make_stream(10, seed=2)) == 40  # the source goes on
     assert client.get("/models/narrow").json()["fork"]["state"] == "stopped"
