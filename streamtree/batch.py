@@ -88,10 +88,19 @@ def smooth(
     >>> bool(np.allclose(p.sum(axis=1), 1.0))
     True
     """
-    parent = np.asarray(parent, dtype=np.int64)
+    given = np.asarray(parent)
+    parent = given.astype(np.int64)
+    if given.dtype.kind not in "iu" and not np.array_equal(given, parent):
+        raise InputError(f"parent must hold node indices (integers); got {given.dtype} values", field="parent")
     counts = np.asarray(counts, dtype=np.float64)
-    if counts.ndim != 2 or counts.shape[0] != parent.shape[0]:
-        raise InputError(f"counts must have shape (len(parent)={parent.shape[0]}, n_classes); got {counts.shape}")
+    if counts.ndim != 2 or counts.shape[0] != parent.shape[0] or counts.shape[1] == 0:
+        raise InputError(
+            f"counts must have shape (len(parent)={parent.shape[0]}, n_classes >= 1); got {counts.shape}",
+            field="counts",
+        )
+    for name, c in (("counts", counts), ("fit_counts", fit_counts)):
+        if c is not None and not (np.isfinite(c).all() and (np.asarray(c) >= 0).all()):
+            raise InputError(f"{name} must be finite and >= 0", field=name)
     try:
         topology = Topology.from_parent(parent)
     except ValueError as exc:

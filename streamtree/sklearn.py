@@ -95,6 +95,22 @@ def node_counts(
     return np.asarray((paths.T @ onehot).todense(), dtype=np.float64)
 
 
+def _weights(sample_weight: Any, n: int) -> FloatArray:
+    """``sample_weight`` as one finite weight >= 0 per row of ``n`` (a scalar: the same for
+    every row); ``ValueError`` naming it otherwise."""
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"sample_weight must be numbers; got {type(sample_weight).__name__}") from None
+    if w.ndim == 0:
+        w = np.full(n, float(w))
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must hold one weight per row of X ({n}); got shape {w.shape}")
+    if not (np.isfinite(w).all() and (w >= 0).all()):
+        raise ValueError("sample_weight must be finite and >= 0")
+    return w
+
+
 class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
     """A scikit-learn tree whose leaf probabilities come from a streamtree smoother.
 
@@ -253,7 +269,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         k = len(self.classes_)
-        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        w = None if sample_weight is None else _weights(sample_weight, len(codes))
         everything = np.arange(len(codes))
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=2)

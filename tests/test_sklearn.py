@@ -175,3 +175,41 @@ def test_cv_smooths_hard_on_noise_and_lightly_on_a_clean_concept() -> None:
     heavy = SmoothedTreeClassifier(honest="cv", random_state=0).fit(X, noise).cv_weights_[0]
     light = SmoothedTreeClassifier(honest="cv", random_state=0).fit(X, clean).cv_weights_[0]
     assert heavy >= 8 and light <= 1
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        (np.ones(10), "hold one weight per row of X"),
+        (np.r_[-np.ones(30), np.ones(30)], "be finite and >= 0"),
+        (np.r_[np.nan, np.ones(59)], "be finite and >= 0"),
+        (["a"] * 60, "be numbers"),
+    ],
+)
+def test_bad_sample_weights_are_refused_naming_them(weights: object, match: str) -> None:
+    # they raised IndexError, or (negative) gave probabilities of 60000.5 and -59999.5
+    X, y = make_classification(n_samples=60, random_state=0)
+    with pytest.raises(ValueError, match=f"sample_weight must {match}"):
+        SmoothedTreeClassifier(random_state=0).fit(X, y, sample_weight=weights)
+    scalar = SmoothedTreeClassifier(random_state=0).fit(X, y, sample_weight=2.0)  # as sklearn takes one
+    assert np.allclose(scalar.predict_proba(X).sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("parent", "counts", "field"),
+    [
+        ([-1, 0, 0], [[1.0, 2.0], [np.nan, 1.0], [1.0, 1.0]], "counts"),
+        ([-1, 0, 0], [[1.0, 2.0], [-1.0, 1.0], [1.0, 1.0]], "counts"),
+        ([-1, 0, 0], [[1.0, 2.0], [np.inf, 1.0], [1.0, 1.0]], "counts"),
+        ([-1, 0.5, 0], [[1.0, 2.0], [1.0, 1.0], [1.0, 1.0]], "parent"),
+        ([-1, 0, 0], np.zeros((3, 0)), "counts"),
+    ],
+)
+def test_smooth_refuses_counts_that_are_no_counts(parent: list[float], counts: object, field: str) -> None:
+    from streamtree.batch import smooth
+    from streamtree.exceptions import InputError
+
+    for smoothing in ("hgs", "laplace", "mestimate"):
+        with pytest.raises(InputError) as err:
+            smooth(np.array(parent), np.array(counts), smoothing)
+        assert err.value.field == field
