@@ -21,6 +21,7 @@ from streamtree.client.errors import (
     TooManyRequests,
     Unauthorized,
     Unavailable,
+    UnexpectedAnswer,
 )
 from streamtree.client.sync import Client, RemoteModel
 from streamtree.client.writer import AsyncWriter, Writer, WriterStopped
@@ -39,6 +40,7 @@ __all__ = [
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",
+    "UnexpectedAnswer",
     "Writer",
     "WriterStopped",
 ]

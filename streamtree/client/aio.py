@@ -12,7 +12,7 @@ import httpx
 
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps, loads
-from streamtree.client.errors import Conflict, ConnectionFailed, error_for
+from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.sync import DEFAULT_URL, base_url, client_headers
 from streamtree.client.writer import AsyncWriter
@@ -120,9 +120,10 @@ class AsyncClient:
             attempt += 1
 
     async def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
-        """:meth:`send`, and the answer's JSON (None for an empty answer)."""
-        content = (await self.send(method, path, body, key, params or None)).content
-        return loads(content) if content else None
+        """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`
+        for anything else: the URL is not a streamtree service's)."""
+        r = await self.send(method, path, body, key, params or None)
+        return answer(r.status_code, r.content, f"{method} {path}")
 
     def model(self, name: str) -> AsyncRemoteModel:
         """The service's model ``name`` (nothing is sent: :meth:`RemoteModel.create` makes it)."""
@@ -134,7 +135,7 @@ class AsyncClient:
 
     async def health(self) -> dict[str, Any]:
         """The service's ``/health``: ``{"status", "role", "seq": {model: seq}}``."""
-        return dict(await self.call("GET", "/health"))
+        return await self.call("GET", "/health")
 
 
 class AsyncRemoteModel:
@@ -180,7 +181,7 @@ class AsyncRemoteModel:
 
     async def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""
-        return dict(await self.client.call("GET", self._paths.model))
+        return await self.client.call("GET", self._paths.model)
 
     async def summary(self) -> dict[str, Any]:
         """The library's summary of the model (nodes, depth, classes, drift...)."""
@@ -188,11 +189,11 @@ class AsyncRemoteModel:
 
     async def metrics(self) -> dict[str, Any]:
         """The service's prequential metrics of the model (``all`` and ``recent``)."""
-        return dict(await self.client.call("GET", self._paths.metrics))
+        return await self.client.call("GET", self._paths.metrics)
 
     async def explain(self, x: Mapping[str, Any]) -> dict[str, Any]:
         """The path ``x`` takes through the tree and how each node shapes its probabilities."""
-        return dict(await self.client.call("POST", self._paths.explain, {"features": clean_features(x)}))
+        return await self.client.call("POST", self._paths.explain, {"features": clean_features(x)})
 
     async def events(self, after: int = 0, page: int = 1000) -> AsyncIterator[dict[str, Any]]:
         """The logged events with ``seq > after``, oldest first: ``{"seq", "features", "label"}``,
@@ -223,7 +224,7 @@ class AsyncRemoteModel:
         """Learn one event; the service's ``{"learned", "seq"}``. With ``id``, the prediction
         made under that id is settled by this event (the features it kept are dropped)."""
         body = bodies.encoded_event(x, y, id, self.labels)
-        return dict(await self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
+        return await self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex)
 
     async def learn_many(
         self, X: Any, y: Any, columns: Iterable[str] | None = None, batch_size: int = bodies.BATCH
@@ -243,7 +244,7 @@ class AsyncRemoteModel:
     async def label(self, id: str | int, y: Hashable) -> dict[str, Any]:
         """The label of the prediction made with ``id``: the model learns its features with ``y``."""
         body = bodies.label_events([id], [y], self.labels)[0]
-        return dict(await self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
+        return await self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex)
 
     async def label_many(self, ids: Iterable[str | int], ys: Any) -> dict[str, Any]:
         """The labels of several earlier predictions, in one request."""
@@ -263,7 +264,7 @@ class AsyncRemoteModel:
         """Post events encoded by :meth:`encode_event` as one batch (``Idempotency-Key``
         ``key``, a new one if None); the service's ``{"learned", "seq"}``."""
         body = encoding.events_json(events)
-        return dict(await self.client.call("POST", self._paths.learn, body, key or uuid.uuid4().hex))
+        return await self.client.call("POST", self._paths.learn, body, key or uuid.uuid4().hex)
 
     # -- predictions --------------------------------------------------------------------------
     async def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
@@ -334,7 +335,7 @@ class AsyncRemoteModel:
         ``{"decision", "expected_costs", "probabilities", "seq"}``, probabilities keyed by labels."""
         body = bodies.single(x, id) | {"costs": costs_body(costs)}
         if id is None:
-            out = dict(await self.client.call("POST", self._paths.decide, body))
+            out = await self.client.call("POST", self._paths.decide, body)
         else:
             out = dict(await self.with_id(self._paths.decide, body))
         out["probabilities"] = await self.decode(out["probabilities"])

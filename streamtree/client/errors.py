@@ -15,6 +15,7 @@ import orjson
 
 __all__ = [
     "AFTER_NOT_LEARNED",
+    "Answer",
     "Conflict",
     "ConnectionFailed",
     "InvalidRequest",
@@ -23,6 +24,8 @@ __all__ = [
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",
+    "UnexpectedAnswer",
+    "answer",
     "error_for",
     "format_loc",
 ]
@@ -107,6 +110,41 @@ class TooManyRequests(ServiceError):
 
 class Unavailable(ServiceError):
     """502, 503 or 504, still answered after the client's retries."""
+
+
+class UnexpectedAnswer(ServiceError):
+    """A 2xx answer that is not what a streamtree service answers (not a JSON object, or
+    without a field the client reads): the URL is likely not a streamtree service's."""
+
+
+class Answer(dict[str, Any]):
+    """A JSON object the service answered; a field it lacks is an :class:`UnexpectedAnswer`
+    naming it, not a ``KeyError``."""
+
+    status = 200
+    request = ""
+
+    def __missing__(self, key: str) -> Any:
+        raise UnexpectedAnswer(
+            self.status, f"the answer has no {key!r}: is this a streamtree service's URL?", self.request
+        )
+
+
+def answer(status: int, content: bytes, request: str = "") -> Answer:
+    """The JSON object of a 2xx answer; :class:`UnexpectedAnswer` for anything else (a web
+    page, another JSON value, an empty answer)."""
+    try:
+        body: Any = orjson.loads(content) if content else None
+    except orjson.JSONDecodeError:
+        body = content
+    if not isinstance(body, dict):
+        shown = " ".join(content[:120].decode(errors="replace").split()) or "an empty answer"
+        raise UnexpectedAnswer(
+            status, f"the answer is not a JSON object (is this a streamtree service's URL?): {shown}", request
+        )
+    out = Answer(body)
+    out.status, out.request = status, request
+    return out
 
 
 class ConnectionFailed(Exception):

@@ -12,7 +12,7 @@ import httpx
 
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps, loads
-from streamtree.client.errors import Conflict, ConnectionFailed, error_for
+from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.writer import Writer
 
@@ -138,9 +138,10 @@ class Client:
             attempt += 1
 
     def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
-        """:meth:`send`, and the answer's JSON (None for an empty answer)."""
-        content = self.send(method, path, body, key, params or None).content
-        return loads(content) if content else None
+        """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`
+        for anything else: the URL is not a streamtree service's)."""
+        r = self.send(method, path, body, key, params or None)
+        return answer(r.status_code, r.content, f"{method} {path}")
 
     def model(self, name: str) -> RemoteModel:
         """The service's model ``name`` (nothing is sent: :meth:`RemoteModel.create` makes it)."""
@@ -152,7 +153,7 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """The service's ``/health``: ``{"status", "role", "seq": {model: seq}}``."""
-        return dict(self.call("GET", "/health"))
+        return self.call("GET", "/health")
 
 
 class RemoteModel:
@@ -202,7 +203,7 @@ class RemoteModel:
 
     def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""
-        return dict(self.client.call("GET", self._paths.model))
+        return self.client.call("GET", self._paths.model)
 
     def summary(self) -> dict[str, Any]:
         """The library's summary of the model (nodes, depth, classes, drift...)."""
@@ -210,11 +211,11 @@ class RemoteModel:
 
     def metrics(self) -> dict[str, Any]:
         """The service's prequential metrics of the model (``all`` and ``recent``)."""
-        return dict(self.client.call("GET", self._paths.metrics))
+        return self.client.call("GET", self._paths.metrics)
 
     def explain(self, x: Mapping[str, Any]) -> dict[str, Any]:
         """The path ``x`` takes through the tree and how each node shapes its probabilities."""
-        return dict(self.client.call("POST", self._paths.explain, {"features": clean_features(x)}))
+        return self.client.call("POST", self._paths.explain, {"features": clean_features(x)})
 
     def events(self, after: int = 0, page: int = 1000) -> Iterator[dict[str, Any]]:
         """The logged events with ``seq > after``, oldest first: ``{"seq", "features", "label"}``,
@@ -244,7 +245,7 @@ class RemoteModel:
         """Learn one event; the service's ``{"learned", "seq"}``. With ``id``, the prediction
         made under that id is settled by this event (the features it kept are dropped)."""
         body = bodies.encoded_event(x, y, id, self.labels)
-        return dict(self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
+        return self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex)
 
     def learn_many(
         self, X: Any, y: Any, columns: Iterable[str] | None = None, batch_size: int = bodies.BATCH
@@ -264,7 +265,7 @@ class RemoteModel:
     def label(self, id: str | int, y: Hashable) -> dict[str, Any]:
         """The label of the prediction made with ``id``: the model learns its features with ``y``."""
         body = bodies.label_events([id], [y], self.labels)[0]
-        return dict(self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex))
+        return self.client.call("POST", self._paths.learn, body, uuid.uuid4().hex)
 
     def label_many(self, ids: Iterable[str | int], ys: Any) -> dict[str, Any]:
         """The labels of several earlier predictions, in one request."""
@@ -284,7 +285,7 @@ class RemoteModel:
         """Post events encoded by :meth:`encode_event` as one batch (``Idempotency-Key``
         ``key``, a new one if None); the service's ``{"learned", "seq"}``."""
         body = encoding.events_json(events)
-        return dict(self.client.call("POST", self._paths.learn, body, key or uuid.uuid4().hex))
+        return self.client.call("POST", self._paths.learn, body, key or uuid.uuid4().hex)
 
     # -- predictions --------------------------------------------------------------------------
     def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
@@ -354,7 +355,7 @@ class RemoteModel:
         ``{"decision", "expected_costs", "probabilities", "seq"}``, probabilities keyed by labels."""
         body = bodies.single(x, id) | {"costs": costs_body(costs)}
         if id is None:
-            out = dict(self.client.call("POST", self._paths.decide, body))
+            out = self.client.call("POST", self._paths.decide, body)
         else:
             out = dict(self.with_id(self._paths.decide, body))
         out["probabilities"] = self.decode(out["probabilities"])
@@ -365,7 +366,7 @@ class RemoteModel:
         "expected_costs", "probabilities", "seq"}``."""
         if not isinstance(instances, list):
             raise TypeError(f"instances: a list of feature dicts, not {type(instances).__name__}")
-        return dict(self.client.call("POST", self._paths.decide, {"instances": instances, "costs": costs_body(costs)}))
+        return self.client.call("POST", self._paths.decide, {"instances": instances, "costs": costs_body(costs)})
 
     def decide_many(
         self,

@@ -21,6 +21,7 @@ from streamtree.client import (
     TooManyRequests,
     Unauthorized,
     Unavailable,
+    UnexpectedAnswer,
 )
 from streamtree.client.errors import error_for, format_loc
 from streamtree.client.retry import retry_after, wait
@@ -223,3 +224,24 @@ def test_bad_client_settings_are_refused(kwargs: dict[str, object], names: str) 
         Client(**kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="name"):
         Client().model("no spaces")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "says"),
+    [
+        (200, b"<html>sign in</html>", "not a JSON object"),
+        (204, b"", "an empty answer"),
+        (200, b"[1, 2]", "not a JSON object"),
+        (200, b'{"foo": 1}', "has no 'probabilities'"),
+    ],
+)
+def test_an_answer_that_is_no_services_is_an_unexpected_answer(status: int, body: bytes, says: str) -> None:
+    # a --url pointing at a web page or another API: a JSONDecodeError, KeyError or TypeError before
+    page = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
+    m = Client(transport=page).model("m")
+    for call in (lambda: m.predict_proba_one({"a": 1.0}), lambda: m.predict_batch([{"a": 1.0}])):
+        with pytest.raises(UnexpectedAnswer, match=says) as err:
+            call()
+        assert isinstance(err.value, ServiceError) and "streamtree service" in str(err.value)
+    with pytest.raises(UnexpectedAnswer, match="has no 'learned'" if body.startswith(b"{") else "JSON object"):
+        m.learn_many([{"a": 1.0}], ["x"])
