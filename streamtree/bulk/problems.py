@@ -17,6 +17,7 @@ from streamtree.client.errors import (
     NotFound,
     ServiceError,
     Unauthorized,
+    UnexpectedAnswer,
 )
 
 __all__ = ["BulkError", "explain"]
@@ -44,6 +45,8 @@ def explain(
     """
     if isinstance(e, ConnectionFailed):
         return BulkError(f"no answer from the service at {url} (is it running? --url or STREAMTREE_URL): {e}")
+    if isinstance(e, UnexpectedAnswer):
+        return BulkError(f"{url} did not answer as a streamtree service does (--url or STREAMTREE_URL): {e.message}")
     if isinstance(e, Unauthorized):
         what = "needs an API key" if e.status == 401 else "refused the API key"
         return BulkError(f"the service at {url} {what} ({e.line()}): pass --token or set STREAMTREE_TOKEN")

@@ -172,3 +172,32 @@ def test_integers_beyond_64_bits_and_parquet_columns_named_twice_are_refused(
     pq.write_table(pa.table([[1, 2], [3.0, 4.0], ["yes", "no"]], names=["a", "a", "y"]), twice)
     assert "the column 'a' more than once" in fails(learn, args(service, twice, name, "--label", "y"))
     assert logged(client, name) == []  # type: ignore[arg-type]
+
+
+def test_a_url_that_is_no_streamtree_service_is_one_line(tmp_path: Path, csv: Path) -> None:
+    # a web page answering 200 to every path: a JSONDecodeError traceback before
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>sign in</html>")
+
+        do_GET = do_POST = do_PUT = answer
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for module, more in ((learn, ["--label", "y"]), (predict, ["--out", str(tmp_path / "o.csv")])):
+            line = fails(module, [str(csv), "--model", "m", "--url", url, "--no-progress", *more])
+            assert "did not answer as a streamtree service does" in line and "<html>sign in</html>" in line
+    finally:
+        server.shutdown()
