@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Request
 
 from ..admission import EventBatch, LearnEvent
 from ..deps import WriteDefaultModel, WriteModel
@@ -112,13 +112,22 @@ def _body_hash(events: Sequence[LearnEvent], batch: bool) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
+def _once(request: Request, key: str | None, after: str | None) -> None:
+    """Refuse a request that sends either header twice: which one is its key?"""
+    for value, header, loc in ((key, "Idempotency-Key", KEY_LOC), (after, "Idempotency-After", AFTER_LOC)):
+        if value is not None and len(request.headers.getlist(header)) > 1:
+            raise field_error(loc, f"Send {header} once; this request sends it more than once", "idempotency_key")
+
+
 @router.post("/learn", response_model=LearnResult, summary="Learn (default model)", description=_DOC)
 async def learn_default(
     body: LearnBody,
     host: WriteDefaultModel,
+    request: Request,
     idempotency_key: IdempotencyKey = None,
     idempotency_after: IdempotencyAfter = None,
 ) -> FastJSON:
+    _once(request, idempotency_key, idempotency_after)
     return await learn(host, body, idempotency_key, idempotency_after)
 
 
@@ -126,7 +135,9 @@ async def learn_default(
 async def learn_named(
     body: LearnBody,
     host: WriteModel,
+    request: Request,
     idempotency_key: IdempotencyKey = None,
     idempotency_after: IdempotencyAfter = None,
 ) -> FastJSON:
+    _once(request, idempotency_key, idempotency_after)
     return await learn(host, body, idempotency_key, idempotency_after)

@@ -55,6 +55,8 @@ def explain(
         return BulkError(f"no model {model!r} at {url}{hint}")
     if isinstance(e, Conflict):
         return BulkError(f"model {model!r}: {e.line()}")
+    if e.status == 413:  # the chunk's body is over the service's max_body_bytes
+        return BulkError(f"the service at {url} refused a chunk: {e.message}: lower --batch-size")
     if isinstance(e, InvalidRequest) and e.loc and list(e.loc) in _BATCH_LOCS:
         if e.errors and e.errors[0].get("type") == "too_long":  # more events than the service's max_batch
             return BulkError(f"the service at {url} refused a chunk: {e.message}: lower --batch-size")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from streamtree.bulk import learn, predict
@@ -126,6 +127,10 @@ def test_a_chunk_over_the_services_max_batch_says_to_lower_batch_size(service: S
     assert "at most 10000 items, not 10001" in line
     line = fails(predict, args(service, path, name, "--out", str(tmp_path / "p.csv"), "--batch-size", "10001"))
     assert line.startswith("streamtree predict: the service at") and ": lower --batch-size (0 rows before it" in line
+    # a chunk within max_batch but over the body's 4 MiB: the same hint (a bare 413 before)
+    wide = pd.DataFrame({f"c{j}": [f"x{i:029d}" for i in range(3000)] for j in range(60)} | {"y": ["no"] * 3000})
+    line = fails(learn, args(service, write(wide, tmp_path / "wide.csv"), name, "--label", "y", "--batch-size", "3000"))
+    assert line.endswith(": lower --batch-size"), line
 
 
 def test_the_console_script_exits_1_with_one_line(service: Service, csv: Path) -> None:

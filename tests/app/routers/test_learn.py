@@ -347,6 +347,20 @@ def test_an_idempotency_key_with_another_body_is_422_and_learns_nothing(client, 
     assert state(client) == before
 
 
+@pytest.mark.parametrize("header", ["Idempotency-Key", "Idempotency-After"])
+def test_a_header_sent_twice_is_422_naming_it_and_learns_nothing(client, stream, header) -> None:  # type: ignore[no-untyped-def]
+    # which one is the key? (the first was used, silently)
+    learn_all(client, stream[:20])
+    before = state(client)
+    headers = [("Idempotency-Key", "k1")] if header == "Idempotency-After" else []
+    headers += [(header, "d1"), (header, "d2")]
+    for path in ("/learn", "/models/default/learn"):
+        r = client.post(path, json={"features": stream[20][0], "label": stream[20][1]}, headers=headers)
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["header", header] and "once" in r.json()["detail"][0]["msg"]
+    assert state(client) == before
+
+
 @pytest.mark.parametrize("key", [b"", b"k" * 256, b"caf\xc3\xa9", b"tab\there", b"\x7f"])
 def test_a_malformed_idempotency_key_is_422_and_learns_nothing(client, stream, key) -> None:  # type: ignore[no-untyped-def]
     learn_all(client, stream[:20])
