@@ -142,11 +142,17 @@ def events_json(events: list[bytes]) -> bytes:
     return b'{"events":[' + b",".join(events) + b"]}"
 
 
+#: Integers the service takes are within +-this (64 bits).
+_INT64 = 2**63
+
+
 def clean_label(y: Any, where: str = "y") -> str | int | bool:
     """A label as the service takes it: a string, an integer or a boolean."""
     t = type(y)
-    if t is str or t is int or t is bool:
+    if t is str or t is bool or (t is int and -_INT64 <= y < _INT64):
         return y  # type: ignore[no-any-return]
+    if t is int:
+        raise ValueError(f"{where}: an integer label is within 64 bits, not {y!r}")
     if isinstance(y, np.generic):
         y = y.item()
         if type(y) in (str, int, bool):
@@ -159,8 +165,10 @@ def clean_label(y: Any, where: str = "y") -> str | int | bool:
 def clean_id(i: Any, where: str = "id") -> str | int:
     """An event id as the service takes it: a string or an integer."""
     t = type(i)
-    if t is str or t is int:
+    if t is str or (t is int and -_INT64 <= i < _INT64):
         return i  # type: ignore[no-any-return]
+    if t is int:
+        raise ValueError(f"{where}: an integer id is within 64 bits, not {i!r}")
     if isinstance(i, np.integer):
         return int(i)
     raise TypeError(f"{where}: an id is a string or integer, not {type(i).__name__} {i!r}")
@@ -235,8 +243,18 @@ def costs_body(costs: Mapping[str, Mapping[Any, float]]) -> dict[str, dict[str, 
     for decision, row in costs.items():
         if not isinstance(row, Mapping):
             raise TypeError(f"costs[{decision!r}]: a dict of label to cost, not {type(row).__name__}")
-        out[str(decision)] = {label_key(clean_label(k, f"costs[{decision!r}]")): float(v) for k, v in row.items()}
+        out[str(decision)] = {
+            label_key(clean_label(k, f"costs[{decision!r}]")): _cost(v, f"costs[{decision!r}][{k!r}]")
+            for k, v in row.items()
+        }
     return out
+
+
+def _cost(v: Any, where: str) -> float:
+    """A cost as the service takes it (a number); ``TypeError`` naming ``where`` otherwise."""
+    if isinstance(v, (str, bytes)) or not isinstance(v, (int, float, np.number)):
+        raise TypeError(f"{where}: a cost is a number, not {type(v).__name__} {v!r}")
+    return float(v)
 
 
 class Labels:
