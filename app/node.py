@@ -96,6 +96,7 @@ class Node:
         """Open the store, take the writer's role if free, restore every model (snapshot +
         replay); the writer creates ``default`` on the store's first start."""
         store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
+        store.own()  # one server per SQLite database (a refusal lets go of the store)
         self._db = StoreThread(store)
         await self.cluster.open(store)
         await self.registry.open(self._db)

@@ -247,6 +247,12 @@ class EventStore(ABC):
     def close(self) -> None:
         """Release the store (the engine may compact or checkpoint first)."""
 
+    def own(self) -> None:
+        """Claim a store that one instance owns (no :meth:`coordinator`) for this process until
+        :meth:`close`; :class:`StorageError` naming it if another process holds it. The
+        default, for a shared store, claims nothing (its writer holds the lease)."""
+        return None
+
     def coordinator(self, holder: str, url: str, lease_s: float, poll_s: float) -> Coordinator | None:
         """The lease and change notices of a store that several instances share; None (the
         default) for a store that one instance owns, whose instance is always the writer.

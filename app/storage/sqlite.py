@@ -10,12 +10,13 @@ its snapshots' bytes in ``snapshots.model_bytes`` (``pieces`` NULL) and they rea
 
 from __future__ import annotations
 
+import fcntl
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Self
+from typing import IO, Self
 
 from .base import (
     PIECE_BYTES,
@@ -120,6 +121,8 @@ class SQLiteStore(EventStore):
             )
         self.path = path
         self.piece_bytes = piece_bytes
+        self._owner: IO[str] | None = None
+        self._released = False  # closed by a refused own()
         with _translated():
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -143,12 +146,39 @@ class SQLiteStore(EventStore):
         return cls(url[len(prefix) :], sync)
 
     def close(self) -> None:
-        """Checkpoint the WAL into the main file and close the connection."""
+        """Checkpoint the WAL into the main file and close the connection (and the claim)."""
+        if self._released:
+            return
         with _translated():
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 self._db.close()
+                if self._owner is not None:
+                    self._owner.close()  # the lock goes with the file (and with a killed process)
+                    self._owner = None
+
+    def own(self) -> None:
+        """Hold an exclusive lock on ``<database>.lock`` until :meth:`close`: a second server on
+        the same file would also be its writer (no lease arbitrates SQLite), and each would
+        rebuild models from the other's writes or lose them. The kernel drops the lock with
+        the process, so a killed server never leaves it held."""
+        if str(self.path) == ":memory:" or self._owner is not None:
+            return
+        lock = Path(f"{self.path}.lock")
+        owner = open(lock, "a+")  # noqa: SIM115 - held open until close()
+        try:
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            owner.close()
+            # let go of the database at once: close()'s checkpoint would wait for the owner
+            self._db.close()
+            self._released = True
+            raise StorageError(
+                f"another streamtree server uses {self.path} (it holds {lock}): one server per SQLite "
+                "database; stop it, or give this one another --data-dir"
+            ) from None
+        self._owner = owner
 
     def claim_first_start(self) -> bool:
         """Return True exactly once per database: on the service's first start."""

@@ -290,3 +290,32 @@ def test_a_new_instance_restores_from_postgresql_alone(tmp_path: Path, pg_url: s
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_second_server_on_the_same_data_dir_refuses_to_start(tmp_path: Path) -> None:
+    port = free_port()
+    first = start(tmp_path / "data", port)
+    try:
+        assert request(port, "POST", "/learn", {"features": {"a": 1.0}, "label": "x"})[0] == 200
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        second = subprocess.run(
+            [
+                str(EXE),
+                "serve",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(free_port()),
+            ],
+            env=os.environ | {"PYTHONPATH": path},
+            capture_output=True,
+            timeout=120,
+        )
+        assert second.returncode != 0
+        assert b"another streamtree server uses" in second.stderr, second.stderr[-2000:]
+        assert request(port, "GET", "/health")[1]["seq"] == {"default": 1}  # the first goes on
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)

@@ -71,3 +71,18 @@ def test_a_database_made_before_idempotency_keys_opens_and_keeps_its_log(tmp_pat
         assert s.models()[0].last_seq == 4
     finally:
         s.close()
+
+
+def test_one_process_at_a_time_owns_a_database(tmp_path: Path) -> None:
+    # a second server on the same file was a second writer: each rebuilt models from the
+    # other's writes, and a delete on one made the other's acknowledged events orphans
+    first, second = SQLiteStore(tmp_path / "db.sqlite3"), SQLiteStore(tmp_path / "db.sqlite3")
+    first.own()
+    with pytest.raises(StorageError, match="another streamtree server uses .*db.sqlite3"):
+        second.own()
+    first.close()
+    second.own()  # released with the store (and by the kernel with a killed process)
+    second.close()
+    memory = SQLiteStore(":memory:")
+    memory.own()
+    memory.close()
