@@ -148,9 +148,9 @@ class Settings(BaseSettings):
     pending_ttl_seconds: float = Field(default=3600.0, gt=0)
     snapshot_every: int = Field(default=10_000, ge=1)
     snapshot_pace: float = Field(default=10.0, ge=0, le=1_000)
-    snapshots_kept: int = Field(default=2, ge=1)
+    snapshots_kept: int = Field(default=2, ge=1, le=1_000)
     sync: Literal["full", "normal"] = "full"
-    metrics_window: int = Field(default=1_000, ge=1)
+    metrics_window: int = Field(default=1_000, ge=1, le=1_000_000)  # allocated per model at start
     metrics_bins: int = Field(default=10, ge=1, le=100)
     history_every: int = Field(default=100, ge=1)
     history_seconds: float = Field(default=30.0, gt=0)
@@ -211,6 +211,14 @@ class Settings(BaseSettings):
             return self.advertise_url
         host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, path: object) -> object:
+        """Refuse an empty path: it would silently be the working directory (``.`` says so)."""
+        if isinstance(path, str) and not path.strip():
+            raise ValueError("an empty data directory would be the working directory; give a path (. for it)")
+        return path
 
     @field_validator("data_dir")
     @classmethod

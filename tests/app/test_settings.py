@@ -38,6 +38,10 @@ def test_api_keys_from_comma_separated_environment(monkeypatch: pytest.MonkeyPat
         ("sync", "off"),
         ("max_body_bytes", 10),
         ("pending_ttl_seconds", 0),
+        ("metrics_window", 10**10),  # allocated per model at start: 298 GiB
+        ("snapshots_kept", 10**20),  # beyond SQLite's integers: every snapshot failed
+        ("data_dir", ""),  # silently the working directory
+        ("data_dir", "   "),
     ],
 )
 def test_invalid_settings_are_refused(field: str, value: object) -> None:
