@@ -47,7 +47,7 @@ import numpy as np
 from streamtree.config import ADDED, FOREST_ADDED
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
-from streamtree.integrity import check_capacities, check_drift, check_tree
+from streamtree.integrity import check_drift, check_tree
 from streamtree.kernels.adwin import adwin_from_state
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.state import (
@@ -260,9 +260,6 @@ def restore(saved: SavedTree, state: TreeState) -> TreeHeader:
         classes = list(header["classes"])
         n_examples = int(header["n_examples"])
         if header["version"] >= 3:
-            for name, capacity in header["capacity"].items():
-                shapes = [arrays[f"{name}.{a}"].shape[axis] for a, axis in _CAPACITY_AXES]
-                check_capacities(capacity, shapes, name)
             state.restore(arrays, header["capacity"])
         else:
             _from_version_2(state, classes, registry, n_examples, header, arrays)
@@ -276,11 +273,6 @@ def restore(saved: SavedTree, state: TreeState) -> TreeHeader:
     except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
         raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
     return TreeHeader(config, classes, registry, n_examples)
-
-
-#: The saved array and axis of each capacity (``TreeState.capacities``): nodes, classes,
-#: numeric and nominal columns, values.
-_CAPACITY_AXES = (("node", 0), ("counts", 1), ("shift", 0), ("nom_stats", 1), ("nom_stats", 2))
 
 
 # -- forests ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import numpy as np
 from streamtree import growth
 from streamtree.dispatch import direct
 from streamtree.features import FeatureRegistry
+from streamtree.integrity import check_capacities
 from streamtree.kernels.event import NO_PROBA, ONCE, event_handle, learn_event, predict_event
 from streamtree.kernels.handle import drift_handle, tree_handle
 from streamtree.kernels.hgs import sync_alpha
@@ -84,7 +85,7 @@ from streamtree.state import (
 )
 from streamtree.typing import FloatArray
 
-__all__ = ["NO_DRIFT", "TreeState", "kernel_config", "registry_shapes", "slots_in_use"]
+__all__ = ["CAPACITY_AXES", "NO_DRIFT", "TreeState", "kernel_config", "registry_shapes", "slots_in_use"]
 
 #: What the loop is given (and never reads) when change detection is off.
 NO_DRIFT = new_drift(0.002)
@@ -378,14 +379,16 @@ class TreeState:
         linear component's fields (``lr_*``, ``mix_*``) are a tree without it; a detector's
         ``adwin_s`` saved before it had ``A_DETECTED_AT`` gets it 0 (no detection on record, so
         the detector reports its next cut). ``KeyError``, ``IndexError``, ``ValueError`` or
-        ``TypeError`` for arrays that are not such a state's."""
-        self.tree = self._restored(_prefixed(arrays, "tree."), capacities["tree"])
+        ``TypeError`` for arrays that are not such a state's, or a capacity far beyond them
+        (:func:`~streamtree.integrity.check_capacities`, before anything is allocated)."""
+        self.tree = self._restored(_prefixed(arrays, "tree."), capacities["tree"], "tree")
         if "background.meta" in arrays:
-            self.background = self._restored(_prefixed(arrays, "background."), capacities["background"])
+            self.background = self._restored(_prefixed(arrays, "background."), capacities["background"], "background")
         if self.drift is not None and "drift.drift_s" in arrays:
             self.drift = _drift_arrays(_prefixed(arrays, "drift."))
 
-    def _restored(self, arrays: Mapping[str, np.ndarray], capacity: list[int]) -> TreeArrays:
+    def _restored(self, arrays: Mapping[str, np.ndarray], capacity: list[int], name: str) -> TreeArrays:
+        check_capacities(capacity, [arrays[a].shape[axis] for a, axis in CAPACITY_AXES], name)
         nodes, classes, numeric, nominal, values = capacity
         t = self.new_tree(
             nodes=nodes,
@@ -459,8 +462,13 @@ def slots_in_use(t: TreeArrays) -> int:
     return int(held[-1]) + 1 if held.size else 0
 
 
+#: The array and axis of each capacity (:meth:`TreeState.capacities`): nodes, classes, numeric
+#: and nominal columns, values.
+CAPACITY_AXES = (("node", 0), ("counts", 1), ("shift", 0), ("nom_stats", 1), ("nom_stats", 2))
+
+
 def _capacity(t: TreeArrays) -> list[int]:
-    return [t.node.shape[0], t.counts.shape[1], t.shift.shape[0], t.nom_stats.shape[1], t.nom_stats.shape[2]]
+    return [getattr(t, a).shape[axis] for a, axis in CAPACITY_AXES]
 
 
 def _drift_arrays(arrays: dict[str, np.ndarray]) -> DriftArrays:
