@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from streamtree.client import bodies, encoding
-from streamtree.client.encoding import Labels, clean_features, costs_body, dumps, loads
+from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
 from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.sync import DEFAULT_URL, base_url, client_headers
@@ -123,7 +123,7 @@ class AsyncClient:
         """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`
         for anything else: the URL is not a streamtree service's)."""
         r = await self.send(method, path, body, key, params or None)
-        return answer(r.status_code, r.content, f"{method} {path}")
+        return answer(r)
 
     def model(self, name: str) -> AsyncRemoteModel:
         """The service's model ``name`` (nothing is sent: :meth:`RemoteModel.create` makes it)."""
@@ -172,7 +172,7 @@ class AsyncRemoteModel:
             raise Conflict(
                 200, {"detail": "The model exists already (create with exist_ok=False)."}, f"PUT {r.url.path}"
             )
-        return dict(loads(r.content))
+        return answer(r)
 
     async def delete(self) -> None:
         """Delete the model, its event log and snapshots (a 404 after a lost answer: the
@@ -218,7 +218,7 @@ class AsyncRemoteModel:
         still be learned in the order sent."""
         body = bodies.events_body(events)
         r = await self.client.send("POST", self._paths.learn, body, key or uuid.uuid4().hex, after=after)
-        return dict(loads(r.content))
+        return answer(r)
 
     async def learn_one(self, x: Mapping[str, Any], y: Hashable, id: str | int | None = None) -> dict[str, Any]:
         """Learn one event; the service's ``{"learned", "seq"}``. With ``id``, the prediction
@@ -283,7 +283,7 @@ class AsyncRemoteModel:
         r = await self.client.send("POST", path, body, lost_ok=409)
         if r.status_code == 409:
             r = await self.client.send("POST", path, bodies.without_ids(body))
-        return loads(r.content)
+        return answer(r)
 
     async def predict_proba_one(self, x: Mapping[str, Any], id: str | int | None = None) -> dict[Hashable, float]:
         """Class probabilities for ``x``; with ``id``, its features wait for :meth:`label`."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import orjson
 
 __all__ = [
@@ -130,9 +131,10 @@ class Answer(dict[str, Any]):
         )
 
 
-def answer(status: int, content: bytes, request: str = "") -> Answer:
+def answer(r: httpx.Response) -> Answer:
     """The JSON object of a 2xx answer; :class:`UnexpectedAnswer` for anything else (a web
     page, another JSON value, an empty answer)."""
+    status, content, request = r.status_code, r.content, f"{r.request.method} {r.url.path}"
     try:
         body: Any = orjson.loads(content) if content else None
     except orjson.JSONDecodeError:

@@ -249,3 +249,11 @@ def test_an_answer_that_is_no_services_is_an_unexpected_answer(status: int, body
         assert isinstance(err.value, ServiceError) and "streamtree service" in str(err.value)
     with pytest.raises(UnexpectedAnswer, match="has no 'learned'" if body.startswith(b"{") else "JSON object"):
         m.learn_many([{"a": 1.0}], ["x"])
+    # the calls that read send()'s answer themselves (a create, a batch, a prediction kept by id)
+    for call in (
+        lambda: m.create()["seq"],
+        lambda: m.learn_batch([{"features": {"a": 1.0}, "label": "x"}])["learned"],
+        lambda: m.predict_proba_one({"a": 1.0}, id="i"),
+    ):
+        with pytest.raises(UnexpectedAnswer):
+            call()
