@@ -176,10 +176,12 @@ class Classifier(base.MiniBatchClassifier):
     def _learn_split(self, X: Any, labels: list[ClassLabel], at: int, want_proba: bool) -> FloatArray | None:
         """:meth:`learn_many` of rows ``[:at]`` then ``[at:]`` of a checked batch; the
         prequential predictions of both in the columns of :attr:`classes_` after the batch."""
+        if not want_proba:
+            self.learn_many(_rows(X, 0, at), labels[:at])
+            self.learn_many(_rows(X, at, len(labels)), labels[at:])
+            return None
         head = self.learn_many(_rows(X, 0, at), labels[:at], return_proba=True)
         tail = self.learn_many(_rows(X, at, len(labels)), labels[at:], return_proba=True)
-        if not want_proba:
-            return None
         proba = np.zeros((len(labels), tail.shape[1]))
         proba[:at, : head.shape[1]] = head
         proba[at:] = tail

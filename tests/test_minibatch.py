@@ -100,6 +100,9 @@ def test_a_first_numeric_feature_after_a_batchs_first_row_gives_learn_ones_model
     proba = many.learn_many(pd.DataFrame(xs) if shape != "dicts" else xs, [y for _, y in data], return_proba=True)
     assert many.to_bytes() == one.to_bytes()
     assert proba.tolist() == expected
+    quiet = ProbabilityTree()  # without the predictions: the same model
+    quiet.learn_many(pd.DataFrame(xs) if shape != "dicts" else xs, [y for _, y in data])
+    assert quiet.to_bytes() == one.to_bytes()
 
 
 @pytest.mark.parametrize("y", [5, None, "pq", {"a": 1}])
