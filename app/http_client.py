@@ -120,7 +120,10 @@ class HTTPPool:
         now = time.monotonic()
         while pool:
             conn = pool.pop()
-            if now - conn.idle_since < IDLE_SECONDS and not conn.reader.at_eof():
+            # closed by the server: at its end (FIN), or reset (RST: a killed server), after
+            # which a write is silently dropped (asyncio) or raises RuntimeError (uvloop)
+            closed = conn.reader.at_eof() or conn.reader.exception() is not None or conn.writer.is_closing()
+            if now - conn.idle_since < IDLE_SECONDS and not closed:
                 return conn
             conn.close()
         try:

@@ -106,3 +106,42 @@ def test_parse_url(url: str, expected: tuple[str, int]) -> None:
 def test_parse_url_refuses_other_urls(url: str) -> None:
     with pytest.raises(ValueError):
         parse_url(url)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_kept_connection_the_server_reset_is_not_reused(loop: str) -> None:
+    """A killed writer resets its kept connections: the next request goes on a new one (under
+    uvloop, as uvicorn runs, writing to the reset one raised a bare RuntimeError: a 500)."""
+    import socket
+    import struct
+
+    connections = 0
+
+    async def once_then_reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        if connections == 1:  # as a SIGKILLed process's socket: an RST, not a FIN
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        else:
+            await read_request(reader)
+
+    async def main() -> None:
+        server, url = await serve(once_then_reset)
+        pool = HTTPPool(5.0)
+        assert (await pool.request(url, "POST", "/learn", [], b"{}")).status == 200
+        await asyncio.sleep(0.2)  # the reset reaches the client
+        assert (await pool.request(url, "POST", "/learn", [], b"{}")).status == 200
+        assert connections == 2
+        pool.close()
+        server.close()
+
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
