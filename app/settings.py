@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .http_client import parse_url
@@ -37,10 +38,10 @@ class Settings(BaseSettings):
     host, port
         Address uvicorn binds to.
     api_keys
-        Comma-separated bearer keys. Empty: no authentication. Set: every write (learn, model
-        create/delete) needs ``Authorization: Bearer <key>``.
+        Comma-separated bearer keys (or a JSON list of them). Empty: no authentication. Set:
+        every write (learn, model create/delete) needs ``Authorization: Bearer <key>``.
     protect_reads
-        With ``api_keys`` set, also require a key for reads (predictions, model data, metrics).
+        Also require a key for reads (predictions, model data, metrics); needs ``api_keys``.
     max_body_bytes
         Largest accepted request body; larger ones get 413 before they are parsed.
     max_header_bytes, max_head_bytes, max_headers
@@ -167,8 +168,16 @@ class Settings(BaseSettings):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
-        """Accept ``"k1,k2"`` (environment form) as well as a list; drop blanks."""
-        if isinstance(value, str):
+        """Accept ``"k1,k2"`` (environment form), ``'["k1", "k2"]'`` (JSON, as pydantic reads
+        other lists from the environment) and a list; drop blanks."""
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError('a JSON list of keys, as ["key1", "key2"], or keys separated by commas') from None
+            if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+                raise ValueError('a JSON list of keys is a list of strings, as ["key1", "key2"]')
+        elif isinstance(value, str):
             value = value.split(",")
         if isinstance(value, (list, tuple)):
             keys = [str(k).strip() for k in value]
@@ -185,6 +194,14 @@ class Settings(BaseSettings):
             if any(c.isspace() for c in key):
                 raise ValueError("API keys must not contain whitespace")
         return keys
+
+    @model_validator(mode="after")
+    def _reads_need_keys(self) -> Settings:
+        """Refuse ``protect_reads`` without ``api_keys``: reads would be open while the
+        operator believes them protected."""
+        if self.protect_reads and not self.api_keys:
+            raise ValueError("protect_reads needs api_keys: without a key every read would stay open")
+        return self
 
     @field_validator("database_url")
     @classmethod

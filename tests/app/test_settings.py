@@ -29,6 +29,24 @@ def test_api_keys_from_comma_separated_environment(monkeypatch: pytest.MonkeyPat
     assert s.max_batch == 7
 
 
+def test_api_keys_as_a_json_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pydantic reads other lists from the environment as JSON: this form was one literal key
+    monkeypatch.setenv("STREAMTREE_API_KEYS", f'["{KEY1}", "{KEY2}"]')
+    assert Settings().api_keys == [KEY1, KEY2]
+    for bad in (f'["{KEY1}", ', f'["{KEY1}", 7]', f'[{{"k": "{KEY1}"}}]'):
+        monkeypatch.setenv("STREAMTREE_API_KEYS", bad)
+        with pytest.raises(ValidationError, match="JSON list of keys") as info:
+            Settings()
+        assert info.value.errors()[0]["loc"][0] == "api_keys"
+
+
+def test_protect_reads_without_keys_is_refused() -> None:
+    # it started with every read open, and nothing said so
+    with pytest.raises(ValidationError, match="protect_reads needs api_keys"):
+        Settings(protect_reads=True)
+    assert Settings(protect_reads=True, api_keys=[KEY1]).protect_reads
+
+
 @pytest.mark.parametrize(
     "field, value",
     [
