@@ -24,7 +24,7 @@ from .instrument import InstrumentMiddleware
 from .node import Node
 from .routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
 from .settings import Settings
-from .storage import redact
+from .storage import EventStore, redact
 from .telemetry import Telemetry
 
 __all__ = ["create_app"]
@@ -57,7 +57,7 @@ def compile_progress(cached: bool) -> Any:
     return progress
 
 
-def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastAPI:
+def create_app(settings: Settings | None = None, model_cls: Any = None, store: EventStore | None = None) -> FastAPI:
     """Build the service.
 
     Parameters
@@ -66,6 +66,9 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         Service settings; read from the environment when omitted.
     model_cls
         Builds models from configs; ``streamtree.estimators.ESTIMATORS`` (a tree or a forest) unless given.
+    store
+        The store, already opened (:func:`app.node.open_owned_store`); the lifespan opens the
+        one the settings name when omitted.
 
     Returns
     -------
@@ -82,7 +85,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None) -> FastA
         # compile (or load from the disk cache) every kernel before anything is served: the
         # server answers /health only after this, so the first real event pays no compile
         await asyncio.to_thread(streamtree.warm_up, compile_progress(streamtree.kernels_cached()))
-        node = Node(settings, telemetry, model_cls)
+        node = Node(settings, telemetry, model_cls, store)
         app.state.node = node
         await node.open()
         # Everything loaded so far (modules, restored models and their metrics) lives as long as

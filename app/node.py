@@ -19,11 +19,25 @@ from .recovery import Recovery
 from .registry import DEFAULT_MODEL, Registry
 from .replication import Follower
 from .settings import Settings
-from .storage import open_store
+from .storage import EventStore, open_store
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
 
-__all__ = ["Node"]
+__all__ = ["Node", "open_owned_store"]
+
+
+def open_owned_store(settings: Settings) -> EventStore:
+    """Open the store the settings name and take it for this server (one server per SQLite
+    database; a PostgreSQL one is shared through the writer's lease).
+
+    Raises
+    ------
+    StorageError
+        It cannot be opened (unreachable, not a streamtree database, held by another server).
+    """
+    store = open_store(settings.database_url or settings.data_dir, settings.sync)
+    store.own()  # a refusal lets go of the store
+    return store
 
 
 class Node:
@@ -37,6 +51,9 @@ class Node:
         Prometheus metrics; the models and the role are reported at each scrape.
     model_cls
         Builds models from configs (see :class:`~app.registry.Registry`).
+    store
+        The store, opened by :func:`open_owned_store` (``streamtree serve`` opens it before the
+        server starts, so an error is one line); opened by :meth:`open` when omitted.
 
     Attributes
     ----------
@@ -47,8 +64,11 @@ class Node:
         True once :meth:`open` has loaded every model, until :meth:`close` starts.
     """
 
-    def __init__(self, settings: Settings, telemetry: Telemetry, model_cls: Any = None) -> None:
+    def __init__(
+        self, settings: Settings, telemetry: Telemetry, model_cls: Any = None, store: EventStore | None = None
+    ) -> None:
         self.settings = settings
+        self._store = store
         self.telemetry = telemetry
         self.registry = Registry(
             settings,
@@ -95,8 +115,8 @@ class Node:
     async def open(self) -> None:
         """Open the store, take the writer's role if free, restore every model (snapshot +
         replay); the writer creates ``default`` on the store's first start."""
-        store = open_store(self.settings.database_url or self.settings.data_dir, self.settings.sync)
-        store.own()  # one server per SQLite database (a refusal lets go of the store)
+        store = self._store if self._store is not None else open_owned_store(self.settings)
+        self._store = None  # closed with the node: a second open() opens it again
         self._db = StoreThread(store)
         await self.cluster.open(store)
         await self.registry.open(self._db)

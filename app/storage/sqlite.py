@@ -91,6 +91,26 @@ _ADDED = {"snapshots": ("pieces INTEGER", "size INTEGER"), "events": ("n INTEGER
 _LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM events e WHERE e.model = {} ORDER BY seq DESC LIMIT 1), 0)"
 
 
+#: The tables and columns every streamtree database has had since its first release.
+_CORE = {"models": {"name", "config"}, "events": {"model", "seq", "event"}}
+
+
+def _check_ours(db: sqlite3.Connection, path: Path | str) -> None:
+    """Raise :class:`StorageError` unless the database is empty or streamtree's: a file of
+    another program is refused before streamtree adds its tables to it."""
+    tables = sorted(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    if not tables:
+        return
+    for table, needed in _CORE.items():
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if not needed <= have:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StorageError(
+                f"{path} is not a streamtree database (its tables: {shown}); "
+                "give the server a data directory or URL of its own"
+            )
+
+
 @contextmanager
 def _translated(conflict: type[StorageError] = StorageError) -> Iterator[None]:
     """Re-raise SQLite's exceptions as the store's: a constraint violation as ``conflict``."""
@@ -127,6 +147,11 @@ class SQLiteStore(EventStore):
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            try:
+                _check_ours(self._db, path)  # before anything is written to it
+            except StorageError:
+                self._db.close()
+                raise
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={sync.upper()}")
             self._db.execute("PRAGMA foreign_keys=ON")

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
 import uvicorn
 
-from app import cli
+from app import cli, node
+from app.storage.sqlite import SQLiteStore
 
 
+@pytest.fixture
+def no_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` opens the store before uvicorn starts: none here (the app is not started)."""
+    monkeypatch.setattr(node, "open_owned_store", lambda settings: None)
+
+
+@pytest.mark.usefixtures("no_store")
 def test_serve_flags_override_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
@@ -32,6 +41,7 @@ def test_a_command_is_required() -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.usefixtures("no_store")
 def test_database_url_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(app=app))
@@ -47,3 +57,25 @@ def test_a_bad_database_url_is_refused_without_its_password() -> None:
     with pytest.raises(SystemExit, match="database_url") as info:
         cli.main(["serve", "--database-url", "mysql://user:s3cret@host/db"])
     assert "postgresql://" in str(info.value) and "s3cret" not in str(info.value)
+
+
+def test_a_store_that_cannot_be_opened_stops_the_start_in_one_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: pytest.fail("the server started"))
+    held = SQLiteStore(tmp_path / "streamtree.sqlite3")
+    held.own()
+    try:
+        with pytest.raises(SystemExit) as info:
+            cli.main(["serve", "--data-dir", str(tmp_path)])
+        message = str(info.value)
+        assert message.startswith(f"streamtree serve: cannot open the store at {tmp_path}: another streamtree server")
+        assert "\n" not in message
+    finally:
+        held.close()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SystemExit) as info:
+        cli.main(["serve", "--database-url", f"postgresql://me:s3cret@127.0.0.1:{port}/db"])
+    message = str(info.value)
+    assert message.startswith(f"streamtree serve: cannot open the store at postgresql://me:***@127.0.0.1:{port}/db: ")
+    assert "s3cret" not in message and "\n" not in message

@@ -86,3 +86,14 @@ def test_one_process_at_a_time_owns_a_database(tmp_path: Path) -> None:
     memory = SQLiteStore(":memory:")
     memory.own()
     memory.close()
+
+
+def test_a_database_of_another_program_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "theirs.sqlite3"
+    with sqlite3.connect(path) as theirs:
+        theirs.executescript("CREATE TABLE models (id INTEGER, weights BLOB); CREATE TABLE runs (id INTEGER);")
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match=r"theirs.sqlite3 is not a streamtree database \(its tables: models, runs\)"):
+        SQLiteStore(path)
+    assert path.read_bytes() == before  # no table added, no WAL mode set
+    assert not (tmp_path / "theirs.sqlite3-wal").exists()
