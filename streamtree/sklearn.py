@@ -291,9 +291,17 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         if honest == "none" or len(codes) < 4:
             parts = [(everything, None)]
         else:
-            stratify = codes if np.bincount(codes).min() >= 2 else None
+            n_grow = int(self.honest_fraction * len(codes))  # sklearn's rule for a float size
+            if not 0 < n_grow < len(codes):
+                raise ConfigError(
+                    f"The 'honest_fraction' parameter of SmoothedTreeClassifier ({self.honest_fraction!r}) "
+                    f"leaves {n_grow} of the {len(codes)} samples to grow the tree on and "
+                    f"{len(codes) - n_grow} to fit its probabilities; each needs at least one."
+                )
+            # stratified when each part can hold every class (and each class has two samples)
+            enough = min(n_grow, len(codes) - n_grow) >= k and np.bincount(codes).min() >= 2
             grow, fit = train_test_split(
-                everything, train_size=self.honest_fraction, stratify=stratify, random_state=rng
+                everything, train_size=n_grow, stratify=codes if enough else None, random_state=rng
             )
             grow, fit = np.sort(grow), np.sort(fit)
             parts = [(grow, fit)] if honest == "split" else [(grow, fit), (fit, grow)]

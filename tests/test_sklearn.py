@@ -213,3 +213,15 @@ def test_smooth_refuses_counts_that_are_no_counts(parent: list[float], counts: o
         with pytest.raises(InputError) as err:
             smooth(np.array(parent), np.array(counts), smoothing)
         assert err.value.field == field
+
+
+def test_honest_fraction_too_small_or_large_for_the_data_is_named() -> None:
+    # sklearn's train_test_split named its own test_size/train_size, not our parameter
+    rng = np.random.RandomState(0)
+    X = rng.rand(50, 2)
+    y = (X[:, 0] > 0.5).astype(int)
+    with pytest.raises(ConfigError, match=r"'honest_fraction' .*\(0\.01\) leaves 0 of the 50 samples"):
+        SmoothedTreeClassifier(honest="split", honest_fraction=0.01).fit(X, y)
+    # one sample left to fit on: too few to stratify, so the split is not stratified (was a ValueError)
+    clf = SmoothedTreeClassifier(honest="split", honest_fraction=0.99, random_state=0).fit(X, y)
+    assert clf.predict_proba(X).shape == (50, 2)
