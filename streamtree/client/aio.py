@@ -13,6 +13,7 @@ import httpx
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
 from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
+from streamtree.client.handle import Handle
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.sync import DEFAULT_URL, base_url, client_headers
 from streamtree.client.writer import AsyncWriter
@@ -20,7 +21,7 @@ from streamtree.client.writer import AsyncWriter
 __all__ = ["AsyncClient", "AsyncRemoteModel"]
 
 
-class AsyncClient:
+class AsyncClient(Handle):
     """A connection to a streamtree service, for asyncio (:class:`~streamtree.client.sync.Client`'s parameters).
 
     Parameters
@@ -70,6 +71,9 @@ class AsyncClient:
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.url!r})"
+
+    def _remade_by(self) -> str:
+        return f"AsyncClient({self.url!r}, token=...)"
 
     async def send(
         self,
@@ -138,7 +142,7 @@ class AsyncClient:
         return await self.call("GET", "/health")
 
 
-class AsyncRemoteModel:
+class AsyncRemoteModel(Handle):
     """A model of a streamtree service, :class:`~streamtree.client.sync.RemoteModel`'s API awaited.
 
     Probabilities are keyed by the labels as learned (``True``, not the JSON key ``"true"``).
@@ -153,6 +157,9 @@ class AsyncRemoteModel:
 
     def __repr__(self) -> str:
         return f"AsyncRemoteModel({self.client.url!r}, {self.name!r})"
+
+    def _remade_by(self) -> str:
+        return f"AsyncClient({self.client.url!r}, token=...).model({self.name!r})"
 
     # -- the model ----------------------------------------------------------------------------
     async def create(self, config: Mapping[str, Any] | None = None, exist_ok: bool = True) -> dict[str, Any]:

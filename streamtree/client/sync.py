@@ -13,6 +13,7 @@ import httpx
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
 from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
+from streamtree.client.handle import Handle
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.writer import Writer
 
@@ -38,7 +39,7 @@ def client_headers(token: str | None) -> dict[str, str]:
     return headers
 
 
-class Client:
+class Client(Handle):
     """A connection to a streamtree service.
 
     Parameters
@@ -88,6 +89,9 @@ class Client:
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
+
+    def _remade_by(self) -> str:
+        return f"Client({self.url!r}, token=...)"
 
     def send(
         self,
@@ -156,7 +160,7 @@ class Client:
         return self.call("GET", "/health")
 
 
-class RemoteModel:
+class RemoteModel(Handle):
     """A model of a streamtree service, with river's classifier API.
 
     ``learn_one`` and ``predict_proba_one`` are river's, so a remote model goes where a
@@ -175,6 +179,9 @@ class RemoteModel:
 
     def __repr__(self) -> str:
         return f"RemoteModel({self.client.url!r}, {self.name!r})"
+
+    def _remade_by(self) -> str:
+        return f"Client({self.client.url!r}, token=...).model({self.name!r})"
 
     # -- the model ----------------------------------------------------------------------------
     def create(self, config: Mapping[str, Any] | None = None, exist_ok: bool = True) -> dict[str, Any]:
