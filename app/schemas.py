@@ -11,6 +11,8 @@ from typing import Annotated, Any, NotRequired, Self
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, WithJsonSchema, model_validator
 from typing_extensions import TypedDict
 
+from streamtree.client.encoding import INT_BOUND  # the wire format's integers, one definition
+
 __all__ = [
     "Costs",
     "DecideBatchResult",
@@ -21,6 +23,7 @@ __all__ = [
     "FeatureValue",
     "Features",
     "Health",
+    "INT_BOUND",
     "IdInstance",
     "Label",
     "LearnBody",
@@ -35,7 +38,6 @@ __all__ = [
     "label_key",
 ]
 
-INT_BOUND = 2**63
 
 # Feature values, labels and ids are validated by app.validation in one pass over each event
 # (types, finiteness, integer range, string length), which gives one clear message per field;

@@ -32,6 +32,7 @@ import pandas as pd
 
 from streamtree.bulk.problems import BulkError
 from streamtree.bulk.sources import Chunk
+from streamtree.client.encoding import INT_BOUND
 
 __all__ = ["check_columns", "chunk_key", "encode_learn", "encode_predict"]
 
@@ -102,9 +103,9 @@ def _check_object_values(chunk: Chunk, column: str, values: list[Any]) -> bool:
 def _beyond_64_bits(values: list[Any]) -> int | None:
     """The position of the first int of ``values`` beyond 64 bits (a CSV cell of many digits), or None."""
     ints = [v for v in values if type(v) is int]
-    if not ints or (min(ints) >= -(2**63) and max(ints) < 2**63):
+    if not ints or (min(ints) >= -INT_BOUND and max(ints) < INT_BOUND):
         return None
-    return next(i for i, v in enumerate(values) if type(v) is int and not -(2**63) <= v < 2**63)
+    return next(i for i, v in enumerate(values) if type(v) is int and not -INT_BOUND <= v < INT_BOUND)
 
 
 def _frame_features(

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - pandas is installed with streamtree
     pd = None  # type: ignore[assignment]
 
 __all__ = [
+    "INT_BOUND",
     "Labels",
     "clean_features",
     "clean_id",
@@ -142,14 +143,15 @@ def events_json(events: list[bytes]) -> bytes:
     return b'{"events":[' + b",".join(events) + b"]}"
 
 
-#: Integers the service takes are within +-this (64 bits).
-_INT64 = 2**63
+#: Integers the service takes (feature values, labels, ids) are in ``[-INT_BOUND, INT_BOUND)``:
+#: 64 bits, as JSON parsers hold them. The one definition: the service and the bulk reader use it.
+INT_BOUND = 2**63
 
 
 def clean_label(y: Any, where: str = "y") -> str | int | bool:
     """A label as the service takes it: a string, an integer or a boolean."""
     t = type(y)
-    if t is str or t is bool or (t is int and -_INT64 <= y < _INT64):
+    if t is str or t is bool or (t is int and -INT_BOUND <= y < INT_BOUND):
         return y  # type: ignore[no-any-return]
     if t is int:
         raise ValueError(f"{where}: an integer label is within 64 bits, not {y!r}")
@@ -165,7 +167,7 @@ def clean_label(y: Any, where: str = "y") -> str | int | bool:
 def clean_id(i: Any, where: str = "id") -> str | int:
     """An event id as the service takes it: a string or an integer."""
     t = type(i)
-    if t is str or (t is int and -_INT64 <= i < _INT64):
+    if t is str or (t is int and -INT_BOUND <= i < INT_BOUND):
         return i  # type: ignore[no-any-return]
     if t is int:
         raise ValueError(f"{where}: an integer id is within 64 bits, not {i!r}")
