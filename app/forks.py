@@ -221,9 +221,9 @@ class Forks(LoopTask):
         page = await db.run(db.store.read_events, fork.source, fork.seq, REPLAY_PAGE)
         if not page:  # the source's events are learned but not committed yet
             return False
-        if len(page) < REPLAY_PAGE:
-            fork.following = True
         await self._learn(fork, page)
+        if len(page) < REPLAY_PAGE and fork.seq >= page[-1][0]:  # learned up to the log's end as read
+            fork.following = True
         return True
 
     async def _learn(self, fork: ForkHost, page: list[tuple[int, str]]) -> None:

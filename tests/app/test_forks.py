@@ -254,3 +254,26 @@ def test_a_fork_whose_config_refuses_an_event_stops_and_says_why(client: TestCli
     assert [e["seq"] for e in events_of(client, "wide-fork")] == list(range(1, 13))
     assert learn_all(client, make_stream(10, seed=2)) == 40  # the source goes on
     assert client.get("/models/narrow").json()["fork"]["state"] == "stopped"
+
+
+def test_a_fork_reads_replaying_until_it_has_learned_its_sources_last_page(running: Running, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # it read "following" from the moment it read a short last page, while learning it
+    from app import forks
+
+    seen: list[tuple[str, int]] = []
+    apply_logged = forks.ForkHost.apply_logged
+
+    def watched(self, events):  # type: ignore[no-untyped-def]
+        seen.append((forks.progress(self, sources[0])["state"], self.seq))
+        return apply_logged(self, events)
+
+    sources: list[Any] = []
+    monkeypatch.setattr(forks.ForkHost, "apply_logged", watched)
+    with running() as client:
+        learn_all(client, make_stream(600), batch=300)  # one page, shorter than a replay page
+        sources.append(client.app.state.node.registry.get("default"))  # type: ignore[attr-defined]
+        r = client.put("/models/fork", json={"config": {"grace_period": 30}, "from": "default"})
+        assert r.status_code == 201, r.text
+        wait_fork(client, "fork", 600)
+    assert len(seen) > 1, "the page was learned in one slice: nothing to observe between slices"
+    assert all(state == "replaying" for state, seq in seen), seen
