@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Annotated
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.responses import Response
 
 from ..admission import EventBatch, LearnEvent
 from ..deps import WriteDefaultModel, WriteModel
@@ -17,10 +19,44 @@ from ..group_commit import KEY_LOC
 from ..hosting import ModelHost
 from ..ingest import check_batch, check_one
 from ..json_route import JSONRoute
+from ..registry import DEFAULT_MODEL
 from ..schemas import LearnBody, LearnResult
 from ..validation import field_error
 
-router = APIRouter(tags=["learn"], route_class=JSONRoute)
+
+class LearnRoute(JSONRoute):
+    """A learn route: a request refused before the route runs (a body that is not JSON, or
+    not a learn body: a 422) tells its model's ordering, as one the route refuses does, so a
+    request that names it in ``Idempotency-After`` is refused at once, not after
+    :data:`~app.ordering.AFTER_WAIT_SECONDS`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def learn_or_refused(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (RequestValidationError, HTTPException) as exc:
+                if not isinstance(exc, HTTPException) or exc.status_code == 422:
+                    _refused_before_route(request)
+                raise
+
+        return learn_or_refused
+
+
+def _refused_before_route(request: Request) -> None:
+    """Tell the model's ordering that the request's ``Idempotency-Key`` was refused (on the
+    writer: a replica forwards learns unread)."""
+    keys = request.headers.getlist("idempotency-key")
+    node = getattr(request.app.state, "node", None)
+    if len(keys) != 1 or node is None or not node.ready or not node.is_writer():
+        return
+    host = node.registry.get(request.path_params.get("name", DEFAULT_MODEL))
+    if host is not None:
+        host.refused(keys[0])
+
+
+router = APIRouter(tags=["learn"], route_class=LearnRoute)
 
 _DOC = """Learn one event (`features`, `label`, optional `id`) or a batch (`events`).
 

@@ -100,6 +100,29 @@ def test_following_a_refused_request_is_409_and_learns_nothing(client, stream) -
     assert client.post("/learn", json=batch(stream[20:30]), headers=headers("b", after="a")).json()["seq"] == 30
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"features": 5, "label": "x"}',  # not a learn body
+        b'{"features": {"a": 1}',  # not JSON
+        b"[1, 2]",
+        b'{"features": {"a": 1}, "label": "\\ud800"}',  # a lone surrogate
+    ],
+)
+def test_following_a_request_refused_before_the_route_is_409_at_once(client, stream, body) -> None:  # type: ignore[no-untyped-def]
+    # FastAPI refused these before the route ran, so the ordering never heard of "a": "b" was
+    # held the whole AFTER_WAIT_SECONDS (10 s), then refused as "did not reach the writer"
+    json_body = {"content-type": "application/json"}
+    second = Sent(client, batch(stream[:10]), headers("b", after="a"))
+    time.sleep(0.3)
+    assert client.post("/learn", content=body, headers=headers("a") | json_body).status_code == 422
+    started = time.monotonic()
+    r = second.wait()
+    assert r.status_code == 409 and "was refused or failed" in r.json()["detail"], r.text
+    assert time.monotonic() - started < app.ordering.AFTER_WAIT_SECONDS / 2
+    assert client.get("/models/default").json()["seq"] == 0
+
+
 def test_following_a_request_that_never_comes_is_409_after_the_wait(  # type: ignore[no-untyped-def]
     client, stream, monkeypatch
 ) -> None:
