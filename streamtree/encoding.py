@@ -236,11 +236,14 @@ def _encode_columns(
                     f"Feature {name!r} must be a finite number. Got {values[np.argmax(bad)]!r} instead.", field=name
                 )
             present = ~np.isnan(vals)
-            if fid is not None and reg.kinds[fid] != NUMERIC and present.any():
-                raise InputError(
-                    f"Feature {name!r} is nominal (str or bool) in this model. Got {values[np.argmax(present)]!r} instead.",
-                    field=name,
-                )
+            if fid is not None and reg.kinds[fid] != NUMERIC:
+                if present.any():
+                    raise InputError(
+                        f"Feature {name!r} is nominal (str or bool) in this model. "
+                        f"Got {values[np.argmax(present)]!r} instead.",
+                        field=name,
+                    )
+                continue  # all missing (a chunk's empty column of a nominal feature reads as NaN)
             encoded.append((int(np.argmax(present)) if present.any() else n, name, NUMERIC, vals))
             continue
         classified = [reg.classify(name, value) for value in values.tolist()]

@@ -120,3 +120,20 @@ def test_a_frame_with_a_column_twice_is_refused_naming_it() -> None:
         with pytest.raises(InputError, match="'a' more than once") as err:
             model.learn_many(X, ["p", "q"])
         assert err.value.field == "X" and model.n_examples == 0
+
+
+def test_a_nominal_features_all_missing_column_in_a_frame_is_missing() -> None:
+    # pandas reads a chunk's empty column as float NaN: it was taken for a numeric column and
+    # written over the nominal one's index among the numeric columns (or past their end)
+    one, many = ProbabilityTree(), ProbabilityTree()
+    for m in (one, many):
+        m.learn_one({"a": 1.0, "b": "x"}, "p")
+    one.learn_one({"a": 5.0, "b": float("nan")}, "q")
+    many.learn_many(pd.DataFrame({"a": [5.0], "b": [np.nan]}), ["q"])
+    assert one.to_bytes() == many.to_bytes()
+    one, many = ProbabilityTree(), ProbabilityTree()
+    for m in (one, many):
+        m.learn_one({"a": 1.0, "b": "x", "c": "u"}, "p")
+    one.learn_one({"a": 2.0, "b": "x", "c": None}, "q")
+    many.learn_many(pd.DataFrame({"a": [2.0], "b": ["x"], "c": [np.nan]}), ["q"])  # was an IndexError
+    assert one.to_bytes() == many.to_bytes()
