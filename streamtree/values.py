@@ -75,5 +75,13 @@ def plain(value: Any) -> Any:
 
 def plain_name(name: Any) -> Any:
     """A feature's name as the registry keeps it, the same after saving and loading: numpy
-    scalars as Python's, JSON's lists (a saved tuple) as tuples; equal to, and hashed as, ``name``."""
-    return tuple(map(plain_name, name)) if isinstance(name, (tuple, list)) else plain(name)
+    scalars as Python's, JSON's lists (a saved tuple) as tuples, a ``str``, ``int`` or
+    ``float`` subclass (an enum member) as its plain value; equal to, and hashed as, ``name``."""
+    if isinstance(name, (tuple, list)):
+        return tuple(map(plain_name, name))
+    name = plain(name)
+    if type(name) not in (str, int, float, bool):  # a loaded name is one of these: so is a kept one
+        for base in (str, int, float):
+            if isinstance(name, base) and not isinstance(name, bool):
+                return base.__new__(base, name) if base is not str else str.__str__(name)
+    return name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 
@@ -91,6 +92,26 @@ def test_numpy_and_tuple_names_are_kept_as_they_come_back_from_a_saved_state() -
     assert again.names == reg.names == ["a", 3, ("lvl", "b"), True]
     assert again.feature_keys().tolist() == reg.feature_keys().tolist()
     assert again.encode({("lvl", "b"): "x", np.str_("a"): 5.0}, learn=False).nom_codes == [0]
+
+
+def test_enum_and_other_subclass_names_are_kept_as_their_plain_values() -> None:
+    # the same for str/int/float subclasses (enum members): the type's name went into the key
+    class Col(enum.StrEnum):
+        A = "a"
+
+    class Level(enum.IntEnum):
+        LOW = 3
+
+    class Mixed(str, enum.Enum):  # noqa: UP042 - its str() is "Mixed.M", not its value
+        M = "m"
+
+    reg = FeatureRegistry()
+    reg.encode({Col.A: 1.0, Level.LOW: 2.0, Mixed.M: "x", (Col.A, Level.LOW): 4.0}, learn=True)
+    assert [type(n) for n in reg.names] == [str, int, str, tuple] and reg.names[3] == ("a", 3)
+    again = FeatureRegistry.from_state(json.loads(json.dumps(reg.to_state())))
+    assert again.names == reg.names == ["a", 3, "m", ("a", 3)]
+    assert again.feature_keys().tolist() == reg.feature_keys().tolist()
+    assert reg.encode({Col.A: 5.0, "m": "x"}, learn=False).nom_codes == [0]
 
 
 def test_state_round_trip() -> None:
