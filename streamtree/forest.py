@@ -90,6 +90,7 @@ from streamtree.persistence import FOREST, Capture, capture_forest, read_forest,
 from streamtree.tree import ProbabilityTree, class_ids
 from streamtree.tree_state import registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
+from streamtree.values import plain
 
 __all__ = ["METHODS", "ProbabilityForest", "poisson_cdf"]
 
@@ -261,16 +262,16 @@ class ProbabilityForest(Classifier):
         member = self.members[0].get_config()
         # member 0's parameters, but those its variant set: the forest's own (or the defaults)
         base = self._member_base()
-        member.update({k: base.get(k, _TREE_DEFAULTS[k]) for k in self._variants[0]})
+        member.update({k: plain(base.get(k, _TREE_DEFAULTS[k])) for k in self._variants[0]})
         tree = {k: v for k, v in member.items() if k not in FOREST_KEYS}
         return {
-            "n_trees": self.n_trees,
+            "n_trees": int(self.n_trees),
             "method": self.method,
-            "seed": self.seed,
+            "seed": int(self.seed),
             "tree": tree,
             "weighted": self.weighted,
             "poisson_rate": self._rate,
-            "variants": [dict(v) for v in self._variants],
+            "variants": [{k: plain(v) for k, v in variant.items()} for variant in self._variants],
         }
 
     @property

@@ -38,6 +38,7 @@ from streamtree.persistence import TREE, Capture, TreeHeader, capture, read, reg
 from streamtree.state import M_NODES, M_STOPPED, PARENT
 from streamtree.tree_state import TreeState, registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
+from streamtree.values import plain
 
 __all__ = ["ProbabilityTree", "class_ids"]
 
@@ -289,7 +290,7 @@ class ProbabilityTree(Classifier):
     # -- configuration ------------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
         """The complete configuration as JSON-able data: ``ProbabilityTree(**config)``."""
-        config = {name: getattr(self, name) for name in self._get_params()}
+        config = {name: plain(getattr(self, name)) for name in self._get_params()}  # a numpy sweep's values too
         config["nominal_features"] = list(self.nominal_features or ())
         return config
 

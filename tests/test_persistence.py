@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from river import datasets
 
-from streamtree import FormatError, ProbabilityTree
+import streamtree
+from streamtree import FormatError, ProbabilityForest, ProbabilityTree
 from streamtree.persistence import FORMAT_VERSION, MAGIC
 from tests.test_drift import noisier_stream
 
@@ -227,3 +228,19 @@ def test_a_capture_encodes_the_model_as_it_was_when_taken(kind: str) -> None:
         model.learn_one(x, y)
     assert model.to_bytes() != then
     assert captured.to_bytes() == then
+
+
+def test_a_config_of_numpy_scalars_saves_as_plain_values() -> None:
+    # values from a numpy sweep (np.int64, np.float32) were kept as given: the model could
+    # never be saved ("feature names, values and labels must be JSON data")
+    tree = ProbabilityTree(grace_period=np.int64(20), delta=np.float32(0.25))
+    forest = ProbabilityForest(
+        n_trees=np.int64(2), seed=np.int64(5), tree={"max_depth": np.int64(6)}, variants=[{"m": np.float64(2.0)}, {}]
+    )
+    for model in (tree, forest):
+        model.learn_one({"a": 1.0}, "p")
+        data = model.to_bytes()
+        again = streamtree.load(data)
+        assert again.to_bytes() == data and again.get_config() == model.get_config()
+    assert type(tree.get_config()["grace_period"]) is int and tree.get_config()["delta"] == 0.25
+    assert forest.get_config()["tree"]["max_depth"] == 6 and forest.get_config()["variants"][0] == {"m": 2.0}
