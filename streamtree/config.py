@@ -188,7 +188,7 @@ def validate_forest_config(
     streamtree.exceptions.ConfigError: The 'variants' parameter of ProbabilityForest must not set 'max_bytes' (variants[1]): every member shares it.
     """
     n = n_trees
-    if not (isinstance(n, numbers.Integral) and not isinstance(n, bool) and 1 <= n <= MAX_TREES):
+    if not (isinstance(n, numbers.Integral) and not isinstance(n, bool) and 1 <= int(n) <= MAX_TREES):
         raise ConfigError(
             f"The 'n_trees' parameter of ProbabilityForest must be an int in [1, {MAX_TREES:,}]. Got {n!r} instead.",
             param="n_trees",
@@ -200,7 +200,7 @@ def validate_forest_config(
             param="method",
         )
     s = seed
-    if not (isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s < 2**63):
+    if not (isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= int(s) < 2**63):
         raise ConfigError(
             f"The 'seed' parameter of ProbabilityForest must be an int in [0, 2**63). Got {s!r} instead.",
             param="seed",

@@ -81,7 +81,10 @@ def plain_name(name: Any) -> Any:
         return tuple(map(plain_name, name))
     name = plain(name)
     if type(name) not in (str, int, float, bool):  # a loaded name is one of these: so is a kept one
-        for base in (str, int, float):
-            if isinstance(name, base) and not isinstance(name, bool):
-                return base.__new__(base, name) if base is not str else str.__str__(name)
+        if isinstance(name, str):
+            return str.__str__(name)  # not str(): a (str, Enum) member's is "Class.MEMBER"
+        if isinstance(name, int) and not isinstance(name, bool):
+            return int.__int__(name)
+        if isinstance(name, float):
+            return float.__float__(name)
     return name
