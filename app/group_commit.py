@@ -159,13 +159,15 @@ class GroupCommit:
     async def _write_loop(self) -> None:
         host = self.host
         while True:
-            if not self.queue:
-                await self._idle()
-                if self.closing and not self.queue and self._in_flight is None:
-                    return
-                continue
             group: list[LearnRequest] = []
             try:
+                if not self.queue:
+                    # in here too: settling a commit that failed while idle rebuilds the model,
+                    # and a rebuild that fails as well (the store still down) must not end the loop
+                    await self._idle()
+                    if self.closing and not self.queue and self._in_flight is None:
+                        return
+                    continue
                 async with host.apply_lock:  # the group is taken under the lock: what waits for it joins it
                     group = self._take()
                     if not all(map(self._joins, group)):  # then not learned behind a commit

@@ -406,3 +406,45 @@ def test_snapshots_are_paced_by_their_cost_and_a_deferred_one_still_comes(runnin
     with running(snapshot_every=50) as client:  # restored from it (and the shutdown snapshot)
         assert client.get("/models/default/metrics").json() == metrics
         assert same_predictions(client, fed(stream[:250]))
+
+
+def test_a_failed_commit_then_a_failed_rebuild_leaves_the_writer_serving(tmp_path, stream, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # the store down: the commit fails while the writer is idle, and so does the rebuild after
+    # it. The writer's loop ended there, and every later learn of the model hung for good.
+    import app.hosting
+    import app.recovery
+
+    monkeypatch.setattr(app.recovery, "FIRST_RETRY", 0.2)
+    application = create_app(Settings(data_dir=tmp_path / "data"))
+
+    def failing(*args: Any) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def event(i: int) -> dict[str, Any]:
+        return {"features": stream[i][0], "label": stream[i][1]}
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=application)
+        async with (
+            application.router.lifespan_context(application),
+            httpx.AsyncClient(transport=transport, base_url="http://t") as c,
+        ):
+            for i in range(50):
+                assert (await c.post("/learn", json=event(i))).status_code == 200
+            store = application.state.node.registry.db.store
+            original_append, original_restore = store.append, app.hosting.restore
+            monkeypatch.setattr(store, "append", failing)
+            monkeypatch.setattr(app.hosting, "restore", failing)
+            r = await c.post("/learn", json=event(50))
+            assert r.status_code == 503, r.text
+            monkeypatch.setattr(store, "append", original_append)
+            monkeypatch.setattr(app.hosting, "restore", original_restore)
+            deadline = time.monotonic() + 20
+            while True:  # 503 (the model is out) until the recovery has rebuilt it
+                r = await asyncio.wait_for(c.post("/learn", json=event(51)), 10)  # hung: the writer was gone
+                if r.status_code != 503 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            assert r.json() == {"learned": 1, "seq": 51}, r.text
+
+    asyncio.run(main())
