@@ -29,6 +29,7 @@ from .exceptions import (
     Recovering,
     SeqNotReached,
     StorageFailure,
+    StoreUnavailable,
     TooManyModels,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "FastJSON",
     "INVALID_KEY",
     "LEARN_FAILURE",
+    "INTERNAL_ERROR",
     "LOG_UNAVAILABLE",
     "MISSING_KEY",
     "MODEL_NOT_FOUND",
@@ -48,6 +50,7 @@ __all__ = [
     "PENDING_TAKEN",
     "RECOVERING",
     "STORAGE_FAILURE",
+    "STORE_UNAVAILABLE",
     "TOO_MANY_MODELS",
     "install_handlers",
     "validation_response",
@@ -63,6 +66,8 @@ RECOVERING = "Model is recovering; retry shortly."
 STORAGE_FAILURE = "Events could not be stored; none were learned."
 LEARN_FAILURE = "Internal error while learning; none of the events was learned."
 LOG_UNAVAILABLE = "The event log could not be read; retry shortly."
+STORE_UNAVAILABLE = "The store failed; the model was not created or deleted: retry shortly."
+INTERNAL_ERROR = "Internal server error."
 PENDING_TAKEN = "This id is pending already; predict with a new id."
 PENDING_FULL = "No room for another pending id; label or let expire earlier ones."
 NO_LABELS = "The model has learned no label yet; there are no probabilities to decide from."
@@ -103,6 +108,7 @@ _FIXED: dict[type[Exception], tuple[int, str]] = {
     Recovering: (503, RECOVERING),
     StorageFailure: (503, STORAGE_FAILURE),
     LogUnavailable: (503, LOG_UNAVAILABLE),
+    StoreUnavailable: (503, STORE_UNAVAILABLE),
     LearnFailure: (500, LEARN_FAILURE),
     ConfigConflict: (409, CONFIG_CONFLICT),
     TooManyModels: (409, TOO_MANY_MODELS),
@@ -136,6 +142,12 @@ def install_handlers(app: FastAPI) -> None:
         response.headers[NOT_WRITER_HEADER] = "1"
         return response
 
+    async def internal(_: Request, exc: Exception) -> Response:
+        # a defect (logged with its traceback by the server): JSON like every other answer, so
+        # a client and a replica forwarding it read a 500, not an unreadable body
+        return _detail(500, INTERNAL_ERROR)
+
+    app.add_exception_handler(Exception, internal)
     app.add_exception_handler(SeqNotReached, not_reached)
     app.add_exception_handler(ModelUnavailable, not_reached)  # 503 naming the model and why it is out
     app.add_exception_handler(NotWriter, not_writer)

@@ -97,6 +97,10 @@ class StorageFailure(ServiceError):
     """The event log could not be written; the request's events were not learned."""
 
 
+class StoreUnavailable(ServiceError):
+    """The store failed while a model was created or deleted; that change was not made."""
+
+
 class LogUnavailable(ServiceError):
     """The event log could not be read (the store failed); nothing changed."""
 

@@ -18,13 +18,13 @@ import orjson
 
 from streamtree.exceptions import ConfigError, StreamtreeError
 
-from .exceptions import ConfigConflict, Conflict, NotAvailable, NotWriter, TooManyModels
+from .exceptions import ConfigConflict, Conflict, NotAvailable, NotWriter, StoreUnavailable, TooManyModels
 from .forks import ForkHost, differences, followers, source_of
 from .hosting import ModelHost
 from .learning import FORK_FIELD, SERVICE_FIELDS, restore, split_config
 from .recovery import placeholder, reason_of
 from .settings import Settings
-from .storage import LeaseLost, ModelExists, StoredModel
+from .storage import LeaseLost, ModelExists, StorageError, StoredModel
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
 from .validation import Limits, check_costs, check_names, field_error
@@ -300,14 +300,20 @@ class Registry:
                 raise NotWriter()
             try:
                 await self.db.run(self.db.store.create_model, name, text)
-            except ModelExists:  # not in memory but in the store: a delete did not finish
-                raise ConfigConflict() from None
+            except ModelExists:  # not in memory but in the store: a delete or a create did not finish
+                stored = await self._stored(name)
+                if stored is None or stored.config != text:
+                    raise ConfigConflict() from None
             except LeaseLost:
                 self.on_fenced()
                 raise NotWriter() from None
-            restored = await self.db.run(restore, self.db.store, name, full, self.model_cls, self.settings)
-            generation = next((m.generation for m in await self.db.run(self.db.store.models) if m.name == name), 0)
-            return self._host(name, full, restored, generation), True
+            except StorageError:
+                raise StoreUnavailable() from None
+            stored = await self._stored(name)
+            if stored is None:  # deleted meanwhile, by another instance
+                raise StoreUnavailable()
+            await self._load(stored)  # unavailable (503 saying why, rebuilt later) if it cannot be restored now
+            return self.hosts[name], True
 
     async def delete(self, name: str) -> bool:
         """Delete a model with its log and snapshots; False if there was none.
@@ -326,13 +332,25 @@ class Registry:
                 )
             if not self.writable():
                 raise NotWriter()
-            await self._drop(name)
+            host = self.hosts[name]
+            kept = StoredModel(name, _canonical(host.config)[1], host.seq, self.generations.get(name, 0))
+            await self._drop(name)  # its queued requests finished first: nothing is logged after the delete
             try:
                 await self.db.run(self.db.store.delete_model, name)
             except LeaseLost:  # the model stays in the store: the writer's, and this instance follows it
                 self.on_fenced()
                 raise NotWriter() from None
+            except StorageError:  # the model stays in the store: hosted again from there
+                await self._load(kept)
+                raise StoreUnavailable() from None
             return True
+
+    async def _stored(self, name: str) -> StoredModel | None:
+        """The store's record of model ``name``, None if it has none."""
+        try:
+            return next((m for m in await self.db.run(self.db.store.models) if m.name == name), None)
+        except StorageError:
+            raise StoreUnavailable() from None
 
 
 def _config_conflict(name: str, stored: dict[str, Any], requested: dict[str, Any]) -> Conflict:

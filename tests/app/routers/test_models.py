@@ -279,3 +279,61 @@ def test_bounds_are_settings_and_the_defaults_fit(running) -> None:  # type: ign
         assert r.status_code == 422 and "max_trees" in r.text
         r = client.put("/models/t", json={})  # the library's default max_nodes (20,000) is over 500
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "max_nodes"]
+
+
+def test_a_store_failure_on_create_or_delete_is_503_and_changes_nothing(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # both were a text/plain 500; the delete had dropped the model from memory, not the store
+    # (then 404 to learns, 409 to a PUT of it, 404 to a DELETE)
+    from app.storage import StorageError
+
+    store = client.app.state.node.registry.db.store
+
+    def failing(*args: object) -> None:
+        raise StorageError("OperationalError: the connection was lost")
+
+    learn_all(client, make_stream(20), path="/models/default/learn")
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "create_model", failing)
+        r = client.put("/models/m1", json={"grace_period": 50})
+        assert (r.status_code, r.json()) == (
+            503,
+            {"detail": "The store failed; the model was not created or deleted: retry shortly."},
+        )
+        patched.setattr(store, "delete_model", failing)
+        r = client.delete("/models/default")
+        assert r.status_code == 503 and "not created or deleted" in r.json()["detail"]
+    assert client.get("/models/default").json()["seq"] == 20  # still served, as stored
+    assert client.post("/learn", json={"features": {"a": 1.0}, "label": "x"}).json()["seq"] == 21
+    assert client.put("/models/m1", json={"grace_period": 50}).status_code == 201
+    assert client.delete("/models/m1").status_code in (200, 204)
+
+
+def test_a_create_whose_row_was_stored_is_finished_by_the_same_put(client) -> None:  # type: ignore[no-untyped-def]
+    # an earlier PUT stored the model, then failed before hosting it: the same PUT hosts it
+    # (it was a 409 "exists with a different config", untrue); another config is still a 409
+    from app.registry import Registry
+
+    registry = client.app.state.node.registry
+    full, text = Registry.build_config(registry, {"grace_period": 50})
+    registry.db.store.create_model("m2", text)
+    r = client.put("/models/m2", json={"grace_period": 50})
+    assert r.status_code == 201 and r.json()["config"] == full
+    registry.db.store.create_model("m3", text)
+    assert client.put("/models/m3", json={"grace_period": 51}).status_code == 409
+
+
+def test_an_unexpected_error_is_a_json_500(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # it was Starlette's text/plain "Internal Server Error", which clients cannot read as ours
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.registry import Registry
+    from app.settings import Settings
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a defect")
+
+    with TestClient(create_app(Settings(data_dir=tmp_path)), raise_server_exceptions=False) as c:
+        monkeypatch.setattr(Registry, "create", broken)
+        r = c.put("/models/m1", json={})
+        assert (r.status_code, r.json()) == (500, {"detail": "Internal server error."})
