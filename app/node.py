@@ -123,12 +123,14 @@ class Node:
         self.recovery.start()
         self.forks.start()
         self.cluster.start()
+        # the claim stores `default` with it: a start that fails before hosting it (or a crash)
+        # leaves it in the store, where the next start finds it
         if (
             self.cluster.is_writer
-            and await self.db.run(store.claim_first_start)
+            and await self.db.run(store.claim_first_start, DEFAULT_MODEL, self.registry.build_config({})[1])
             and self.registry.get(DEFAULT_MODEL) is None
         ):
-            await self.registry.create(DEFAULT_MODEL, {})
+            await self.registry.create(DEFAULT_MODEL, {})  # hosts the model the claim stored
         self.ready = True
 
     async def close(self) -> None:

@@ -275,8 +275,10 @@ class EventStore(ABC):
         return None
 
     @abstractmethod
-    def claim_first_start(self) -> bool:
-        """Return True exactly once per store: on the service's first start."""
+    def claim_first_start(self, model: str, config: str) -> bool:
+        """Return True exactly once per store: on the service's first start; that start's model
+        ``model`` (``config``, unless a model of that name exists) is recorded in the same
+        transaction, so a start that fails after the claim still leaves it in the store."""
 
     @abstractmethod
     def models(self) -> list[StoredModel]:

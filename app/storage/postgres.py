@@ -253,14 +253,21 @@ class PostgresStore(EventStore):
         if self._token is None or conn.execute(_FENCE, {"token": self._token}).fetchone() is None:
             raise LeaseLost("this instance does not hold the writer's lease")
 
-    def claim_first_start(self) -> bool:
-        """Return True exactly once per database: on the service's first start."""
-        with self._conn() as conn:
+    def claim_first_start(self, model: str, config: str) -> bool:
+        """Return True exactly once per database, recording the first start's model with the claim."""
+        with self._conn(write=True) as conn, conn.transaction():
             cur = conn.execute(
                 "INSERT INTO streamtree_meta (key, value) VALUES ('initialised', now()::text) "
                 "ON CONFLICT (key) DO NOTHING"
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            conn.execute(
+                "INSERT INTO streamtree_models (name, config) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+                (model, config),
+            )
+            self._check_fence(conn)
+            return True
 
     def models(self) -> list[StoredModel]:
         """All models, by name (byte order, as SQLite), with their last logged sequence number."""

@@ -205,13 +205,18 @@ class SQLiteStore(EventStore):
             ) from None
         self._owner = owner
 
-    def claim_first_start(self) -> bool:
-        """Return True exactly once per database: on the service's first start."""
+    def claim_first_start(self, model: str, config: str) -> bool:
+        """Return True exactly once per database, recording the first start's model with the claim."""
         with _translated(), self._transaction():
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('initialised', ?)", (repr(time.time()),)
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            self._db.execute(
+                "INSERT OR IGNORE INTO models(name, config, created_at) VALUES (?, ?, ?)", (model, config, time.time())
+            )
+            return True
 
     def models(self) -> list[StoredModel]:
         """All models, by name, with their last logged sequence number."""

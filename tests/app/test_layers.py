@@ -168,3 +168,27 @@ def test_the_core_raises_only_its_own_exceptions(tmp_path: Path) -> None:
         await node.close()
 
     asyncio.run(run())
+
+
+def test_a_first_start_that_fails_before_hosting_default_leaves_it_stored(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # the claim of the first start was committed alone: a start that failed right after it (a
+    # lock, a lost connection) left the store claimed and without `default`, for good
+    from app.exceptions import StoreUnavailable
+    from app.registry import Registry
+
+    async def down(*args: Any) -> None:
+        raise StoreUnavailable()
+
+    async def run() -> None:
+        with monkeypatch.context() as patched:
+            patched.setattr(Registry, "create", down)
+            node = Node(Settings(data_dir=tmp_path), Telemetry())
+            with pytest.raises(StoreUnavailable):
+                await node.open()
+            await node.close()
+        node = Node(Settings(data_dir=tmp_path), Telemetry())
+        await node.open()
+        assert [h.name for h in node.registry.all()] == ["default"]
+        await node.close()
+
+    asyncio.run(run())

@@ -36,13 +36,18 @@ def store(url: str) -> Iterator[EventStore]:
         pass  # a test closed it already
 
 
-def test_first_start_is_claimed_once(url: str) -> None:
+def test_first_start_is_claimed_once_with_its_model(url: str) -> None:
+    # the model is stored with the claim: a first start that failed between the two left a
+    # database claimed and without `default`, for good
     s = open_store(url)
-    assert s.claim_first_start() is True
-    assert s.claim_first_start() is False
+    assert s.claim_first_start("default", '{"a":1}') is True
+    assert [(m.name, m.config) for m in s.models()] == [("default", '{"a":1}')]
+    assert s.claim_first_start("default", '{"b":2}') is False
+    s.delete_model("default")
     s.close()
     s = open_store(url)
-    assert s.claim_first_start() is False
+    assert s.claim_first_start("default", '{"a":1}') is False
+    assert s.models() == []  # deleted after the first start: not made again
     s.close()
 
 
