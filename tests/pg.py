@@ -68,6 +68,18 @@ class Cluster:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
+    def start(self, options: str) -> None:
+        """Start the server (again) with ``options`` (``postgres -c ...``, as :func:`start_cluster` gives)."""
+        self.pg_ctl("start", "-w", "-t", "60", "-l", str(self.root / "server.log"), "-o", options)
+
+    def options(self, fsync: bool = False) -> str:
+        """The server options of this cluster: its port, its socket directory, the durability."""
+        return (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.root} "
+            f"-c max_connections=200 -c fsync={'on' if fsync else 'off'} "
+            f"-c full_page_writes={'on' if fsync else 'off'}"
+        )
+
     def pg_ctl(self, *args: str) -> None:
         """Run ``pg_ctl`` on the cluster (as the ``postgres`` user when root)."""
         _run([str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), *args])
@@ -118,12 +130,7 @@ def start_cluster(fsync: bool = False) -> Cluster:
                 "--no-sync",
             ]
         )
-        options = (
-            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-            f"-c max_connections=200 -c fsync={'on' if fsync else 'off'} "
-            f"-c full_page_writes={'on' if fsync else 'off'}"
-        )
-        cluster.pg_ctl("start", "-w", "-t", "60", "-l", str(root / "server.log"), "-o", options)
+        cluster.start(cluster.options(fsync))
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

@@ -48,6 +48,7 @@ from typing import Any, Self
 import psycopg
 from psycopg import errors
 from psycopg_pool import ConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from . import redact
 from .base import (
@@ -79,6 +80,26 @@ CONNECT_TIMEOUT = 10.0
 #: locks when the instance taking the lease may not end its sessions. None of the store's
 #: transactions waits on its client (every statement's data is ready before it begins).
 SESSION_TIMEOUT = 5.0
+
+#: Seconds between two attempts to replace a pooled connection the database lost.
+RECONNECT_EVERY = 1.0
+
+
+class _EverySecond(AttemptWithBackoff):
+    """Reconnection attempts at a steady :data:`RECONNECT_EVERY` (with psycopg's jitter)."""
+
+    INITIAL_DELAY = RECONNECT_EVERY
+    DELAY_BACKOFF = 1.0
+
+
+class _Pool(ConnectionPool[Any]):
+    """psycopg's pool, replacing a lost connection every second rather than at doubling
+    intervals (1, 2, 4... s): after an outage of a minute the store answered only up to a
+    minute after the database was back."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(attempt or _EverySecond(timeout=self.reconnect_timeout), growing)
+
 
 #: The seq of a model's last logged event (0 without any), from its newest record.
 _LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM streamtree_events WHERE model = {} ORDER BY seq DESC LIMIT 1), 0)"
@@ -166,7 +187,7 @@ class PostgresStore(EventStore):
             # server's own message rather than as a pool timeout.
             with psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
                 migrate(conn)
-            self._pool: ConnectionPool[Any] = ConnectionPool(
+            self._pool: ConnectionPool[Any] = _Pool(
                 url,
                 min_size=1,
                 max_size=max_connections,
@@ -174,6 +195,9 @@ class PostgresStore(EventStore):
                 timeout=CONNECT_TIMEOUT,
                 kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT)},
                 configure=self._configure,
+                # a connection the server (or a proxy, a NAT) closed while it sat idle is found
+                # here, at a round trip's cost, not by the call it is handed to (which then fails)
+                check=ConnectionPool.check_connection,
                 name="streamtree",
             )
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
