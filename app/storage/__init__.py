@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import urllib.parse
 from pathlib import Path
 
 from .base import (
@@ -43,6 +44,7 @@ __all__ = [
     "check_url",
     "open_store",
     "redact",
+    "scrub",
 ]
 
 #: URL scheme -> ``module:class`` of its engine, the module relative to this package (the
@@ -65,6 +67,18 @@ def redact(url: str) -> str:
     if sep and at and ":" in userinfo:
         url = f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
     return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a driver's message about ``url``) with the URL's password replaced by ``***``,
+    as written in the URL and percent-decoded: libpq quotes a malformed URL, or a bad part of it."""
+    authority = url.partition("://")[2].partition("/")[0]
+    userinfo, at, _ = authority.rpartition("@")
+    found = [userinfo.partition(":")[2]] if at and ":" in userinfo else []
+    found += re.findall(r"[?&]password=([^&]*)", url)
+    for secret in {v for raw in found for v in (raw, urllib.parse.unquote(raw)) if v}:
+        text = text.replace(secret, "***")
+    return text
 
 
 def check_url(url: str) -> str:

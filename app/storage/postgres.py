@@ -50,7 +50,7 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
-from . import redact
+from . import redact, scrub
 from .base import (
     PIECE_BYTES,
     Coordinator,
@@ -182,6 +182,13 @@ class PostgresStore(EventStore):
         self._fenced = False  # set for good once the coordinator is handed out
         self._token: int | None = None  # the lease's fencing token, once taken
         self._setting = "on" if sync == "full" else "off"
+        try:
+            self._open(url, max_connections)
+        except StorageError as exc:  # libpq quotes a malformed URL (or its bad part) in its message
+            raise StorageError(scrub(str(exc), url)) from None
+
+    def _open(self, url: str, max_connections: int) -> None:
+        """Migrate the database and open the pool."""
         with _translated():
             # One direct connection first: it migrates, and a wrong URL fails here with the
             # server's own message rather than as a pool timeout.

@@ -27,6 +27,16 @@ def test_an_unreachable_server_is_a_storage_error_without_the_password(pg_cluste
     assert "s3cret" not in str(info.value)
     with pytest.raises(StorageError, match="does not exist"):
         open_store(pg_cluster.url("no_such_database"))
+    # libpq quotes a malformed URL, or its bad part: the password is hidden there too
+    for url in (
+        "postgresql://st:s3cret@[::1/st",
+        "postgresql://st:s3cret%zz@127.0.0.1:1/st",
+        "postgresql://st:s3%63ret@[::1/st",  # and percent-decoded
+        "postgresql://st@[::1/st?password=s3cret",
+    ):
+        with pytest.raises(StorageError) as info:
+            open_store(url)
+        assert "s3cret" not in str(info.value) and "s3%63ret" not in str(info.value) and "***" in str(info.value)
 
 
 @pytest.mark.parametrize(("sync", "setting"), [("full", "on"), ("normal", "off")])
