@@ -173,7 +173,11 @@ class PostgresCoordinator(Coordinator):
     def start(self, on_lease: Callable[[Lease | None], None], on_log: Callable[[str | None, int], None]) -> None:
         """Start the lease and notice threads (see :class:`~app.storage.base.Coordinator`)."""
         self._on_lease, self._on_log = on_lease, on_log
-        for target, name in ((self._lease_loop, "streamtree-lease"), (self._listen_loop, "streamtree-listen")):
+        for target, name in (
+            (self._lease_loop, "streamtree-lease"),
+            (self._listen_loop, "streamtree-listen"),
+            (self._watch_loop, "streamtree-lease-watch"),
+        ):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -289,16 +293,31 @@ class PostgresCoordinator(Coordinator):
 
     def _renew(self) -> None:
         """With the lock, holding the lease: extend it, or give it up if it was lost."""
-        assert self._held is not None
+        held = self._held
+        assert held is not None
         if time.monotonic() > self._valid_until:  # e.g. resumed after SIGSTOP: another may hold it now
             self._lose("not renewed in time")
             return
         sent = time.monotonic()
-        row = self._connection().execute(_RENEW, {"token": self._held.token, "lease": self._lease_s}).fetchone()
+        row = self._connection().execute(_RENEW, {"token": held.token, "lease": self._lease_s}).fetchone()
+        if self._held is not held:  # given up meanwhile by the watch: the database did not answer in time
+            return
         if row is None:
             self._lose("another instance took it")
         else:
             self._valid_until = sent + self._lease_s
+
+    def _watch_loop(self) -> None:
+        """Give the lease up once it is past its validity while the lease thread still waits on
+        the database: a hung server (stopped, or its storage stalled) keeps its connections
+        open, so neither its timeouts nor the kernel's end the renewal, and meanwhile another
+        instance may take the lease."""
+        while not self._stop.wait(self._lease_s / 4):
+            held = self._held
+            if held is not None and time.monotonic() > self._valid_until and self._lock.locked():
+                self._held = self._holder = None  # the lease thread, once answered, sees it (_renew)
+                log.warning("this instance lost the writer's lease (not renewed in time: the database does not answer)")
+                self._on_lease(None)
 
     def _lose(self, why: str) -> None:
         log.warning("this instance lost the writer's lease (%s)", why)

@@ -228,3 +228,53 @@ def test_a_replica_polling_for_the_lease_does_not_make_the_holder_renew_at_every
     assert len(seen) <= 6, f"{len(seen)} renewals in 1.5 s of a 2 s lease (one every 0.5 s expected)"
     cb.close()
     ca.close()
+
+
+def _cluster_pids(root: Any) -> list[int]:
+    """The server processes of one test cluster: its postmaster and the postmaster's children."""
+    from pathlib import Path
+
+    postmaster = int((Path(root) / "data" / "postmaster.pid").read_text().split()[0])
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:  # the parent's pid
+            children.append(int(stat.parent.name))
+    return [postmaster, *children]
+
+
+def test_a_holder_whose_database_hangs_gives_the_lease_up_when_it_expires() -> None:
+    # a stopped server keeps its connections open: the renewal waited for it without limit, and
+    # the instance went on calling itself the writer long after its lease had passed
+    import os
+    import signal
+
+    from tests.pg import start_cluster, stop_cluster
+
+    cluster = start_cluster()
+    frozen: list[int] = []
+    try:
+        store = open_store(cluster.url())
+        leases: list[Any] = []
+        c = coordinator(store, "a", lease_s=1.0)
+        c.start(leases.append, lambda model, seq: None)
+        wait_for(lambda: bool(leases) and leases[-1] is not None)
+        frozen = _cluster_pids(cluster.root)  # only this test's cluster
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        wait_for(lambda: leases[-1] is None, timeout=4.0)
+        assert time.monotonic() - stopped < 2.5  # a lease's length, and a quarter of it to notice
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        frozen = []
+        wait_for(lambda: leases[-1] is not None, timeout=10.0)  # the database answers: taken again
+        c.close()
+        store.close()
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        stop_cluster(cluster)
