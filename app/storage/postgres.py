@@ -48,7 +48,6 @@ from typing import Any, Self
 import psycopg
 from psycopg import errors
 from psycopg_pool import ConnectionPool
-from psycopg_pool.base import AttemptWithBackoff
 
 from . import redact, scrub
 from .base import (
@@ -81,24 +80,11 @@ CONNECT_TIMEOUT = 10.0
 #: transactions waits on its client (every statement's data is ready before it begins).
 SESSION_TIMEOUT = 5.0
 
-#: Seconds between two attempts to replace a pooled connection the database lost.
-RECONNECT_EVERY = 1.0
-
-
-class _EverySecond(AttemptWithBackoff):
-    """Reconnection attempts at a steady :data:`RECONNECT_EVERY` (with psycopg's jitter)."""
-
-    INITIAL_DELAY = RECONNECT_EVERY
-    DELAY_BACKOFF = 1.0
-
-
-class _Pool(ConnectionPool[Any]):
-    """psycopg's pool, replacing a lost connection every second rather than at doubling
-    intervals (1, 2, 4... s): after an outage of a minute the store answered only up to a
-    minute after the database was back."""
-
-    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
-        super()._add_connection(attempt or _EverySecond(timeout=self.reconnect_timeout), growing)
+#: Seconds a pooled connection is retried (1, 2, 4... s apart) before the attempt is given up;
+#: the next call that needs a connection starts another at once. psycopg's default (300 s)
+#: let the retries drift up to a minute apart: after an outage the store kept failing for
+#: up to as long again.
+RECONNECT_TIMEOUT = 3.0
 
 
 #: The seq of a model's last logged event (0 without any), from its newest record.
@@ -194,12 +180,13 @@ class PostgresStore(EventStore):
             # server's own message rather than as a pool timeout.
             with psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
                 migrate(conn)
-            self._pool: ConnectionPool[Any] = _Pool(
+            self._pool: ConnectionPool[Any] = ConnectionPool(
                 url,
                 min_size=1,
                 max_size=max_connections,
                 open=False,
                 timeout=CONNECT_TIMEOUT,
+                reconnect_timeout=RECONNECT_TIMEOUT,
                 kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT)},
                 configure=self._configure,
                 # a connection the server (or a proxy, a NAT) closed while it sat idle is found
