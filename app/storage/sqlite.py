@@ -11,6 +11,8 @@ its snapshots' bytes in ``snapshots.model_bytes`` (``pieces`` NULL) and they rea
 from __future__ import annotations
 
 import fcntl
+import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -35,6 +37,8 @@ from .base import (
 from .records import expand, records, seq_range
 
 __all__ = ["SQLiteStore"]
+
+log = logging.getLogger("streamtree.app")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -111,6 +115,15 @@ def _check_ours(db: sqlite3.Connection, path: Path | str) -> None:
             )
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path``, None if there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 @contextmanager
 def _translated(conflict: type[StorageError] = StorageError) -> Iterator[None]:
     """Re-raise SQLite's exceptions as the store's: a constraint violation as ``conflict``."""
@@ -143,6 +156,12 @@ class SQLiteStore(EventStore):
         self.piece_bytes = piece_bytes
         self._owner: IO[str] | None = None
         self._released = False  # closed by a refused own()
+        if str(path) != ":memory:" and not Path(path).exists() and Path(f"{path}.lock").exists():
+            # the lock a server takes (own) outlives the database: it was removed, not never made
+            raise StorageError(
+                f"{path} is missing, but {path}.lock shows that a server used it: restore the "
+                "database, or remove the lock file to start with an empty one"
+            )
         with _translated():
             if str(path) != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -161,6 +180,27 @@ class SQLiteStore(EventStore):
                 for column in columns:
                     if column.split()[0] not in have:
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        self._lost: str | None = None
+        self._files = {} if str(path) == ":memory:" else {p: _identity(p) for p in (str(path), f"{path}-wal")}
+
+    def _check_files(self) -> None:
+        """Raise :class:`StorageError` once the database or its WAL is not the file at its path
+        any more (removed, replaced): what this connection commits would then be lost with the
+        unlinked file, and SQLite does not notice (in WAL mode commits touch only the WAL).
+        From then on every call fails: the models are served as unavailable until a restart."""
+        if self._lost is None:
+            for name, known in self._files.items():
+                now = _identity(name)
+                if known is None and now is not None:  # the WAL, created after the open
+                    self._files[name] = now
+                elif now != known:
+                    self._lost = (
+                        f"{name} was removed or replaced while this server ran: nothing more can be "
+                        "stored or read; restore it, or restart the server"
+                    )
+                    log.error("%s", self._lost)
+        if self._lost is not None:
+            raise StorageError(self._lost)
 
     @classmethod
     def from_url(cls, url: str, sync: Sync = "full") -> Self:
@@ -174,14 +214,18 @@ class SQLiteStore(EventStore):
         """Checkpoint the WAL into the main file and close the connection (and the claim)."""
         if self._released:
             return
-        with _translated():
-            try:
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
+        try:
+            if self._lost is None:
+                with _translated():
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except StorageError as exc:  # e.g. the disk is full: the WAL keeps the events, read at the next open
+            log.warning("%s: the WAL was not checkpointed at close (%s); the next start reads it", self.path, exc)
+        finally:
+            with _translated():
                 self._db.close()
-                if self._owner is not None:
-                    self._owner.close()  # the lock goes with the file (and with a killed process)
-                    self._owner = None
+            if self._owner is not None:
+                self._owner.close()  # the lock goes with the file (and with a killed process)
+                self._owner = None
 
     def own(self) -> None:
         """Hold an exclusive lock on ``<database>.lock`` until :meth:`close`: a second server on
@@ -220,6 +264,7 @@ class SQLiteStore(EventStore):
 
     def models(self) -> list[StoredModel]:
         """All models, by name, with their last logged sequence number."""
+        self._check_files()
         with _translated():
             rows = self._db.execute(
                 f"SELECT m.name, m.config, {_LAST_SEQ.format('m.name')} FROM models m ORDER BY m.name"
@@ -271,6 +316,7 @@ class SQLiteStore(EventStore):
 
     def find_idempotent(self, name: str, key: str, window_s: float) -> IdempotentAnswer | None:
         """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
+        self._check_files()
         with _translated():
             row = self._db.execute(
                 "SELECT body_hash, learned, seq FROM idempotency WHERE model = ? AND key = ? AND created_at > ?",
@@ -281,6 +327,7 @@ class SQLiteStore(EventStore):
     def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` events numbered above ``after``, in order: from the record that holds
         event ``after + 1`` to the one that holds event ``after + limit``."""
+        self._check_files()
         with _translated():
             rows = self._db.execute(
                 "SELECT seq, n, event FROM events WHERE model = ?1 AND seq <= ?3 AND seq >= COALESCE("
@@ -291,6 +338,7 @@ class SQLiteStore(EventStore):
 
     def snapshot_seqs(self, name: str) -> list[int]:
         """The seqs of the model's snapshots, newest first."""
+        self._check_files()
         with _translated():
             rows = self._db.execute("SELECT seq FROM snapshots WHERE model = ? ORDER BY seq DESC", (name,)).fetchall()
         return [int(seq) for (seq,) in rows]
@@ -298,6 +346,7 @@ class SQLiteStore(EventStore):
     def read_snapshot(self, name: str, seq: int) -> Snapshot:
         """The snapshot at ``seq``, its pieces read one at a time and checked (:class:`StorageError` if
         missing or corrupt)."""
+        self._check_files()
         with _translated():
             row = self._db.execute(
                 "SELECT model_bytes, state, pieces, size FROM snapshots WHERE model = ? AND seq = ?", (name, seq)
@@ -350,7 +399,9 @@ class SQLiteStore(EventStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception; the files
+        checked before and after (:meth:`_check_files`: a commit into a removed file fails)."""
+        self._check_files()
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -363,3 +414,4 @@ class SQLiteStore(EventStore):
             if self._db.in_transaction:  # a failed COMMIT may leave it open: later writes would all fail
                 self._db.execute("ROLLBACK")
             raise
+        self._check_files()

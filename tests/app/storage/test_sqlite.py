@@ -97,3 +97,54 @@ def test_a_database_of_another_program_is_refused_untouched(tmp_path: Path) -> N
         SQLiteStore(path)
     assert path.read_bytes() == before  # no table added, no WAL mode set
     assert not (tmp_path / "theirs.sqlite3-wal").exists()
+
+
+@pytest.mark.parametrize("removed", ["database", "wal", "directory"])
+def test_a_database_removed_under_a_running_store_fails_every_call_after(tmp_path: Path, removed: str) -> None:
+    # its commits went on into the unlinked file (in WAL mode SQLite does not notice): every
+    # learn was acknowledged and lost, and the next start began an empty database
+    import shutil
+
+    path = tmp_path / "data" / "streamtree.sqlite3"
+    s = SQLiteStore(path)
+    s.own()
+    s.create_model("m", "{}")
+    s.append("m", 1, ["e1"])
+    if removed == "database":
+        path.unlink()
+    elif removed == "wal":
+        Path(f"{path}-wal").unlink()
+    else:
+        shutil.rmtree(path.parent)
+    for call in (lambda: s.append("m", 2, ["e2"]), lambda: s.read_events("m", 0, 10), s.models):
+        with pytest.raises(StorageError, match="was removed or replaced while this server ran"):
+            call()
+    s.close()
+    if removed == "database":  # the lock shows a database was there: not a first start
+        with pytest.raises(StorageError, match="is missing, but .*lock shows that a server used it"):
+            SQLiteStore(path)
+
+
+def test_a_checkpoint_that_fails_at_close_is_a_warning_and_the_wal_keeps_the_events(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    # on a full disk it raised out of the service's shutdown (a traceback, "shutdown failed")
+    class FullDisk:
+        def __init__(self, real: sqlite3.Connection) -> None:
+            self.real = real
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql.startswith("PRAGMA wal_checkpoint"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.real.execute(sql, *args)
+
+        def close(self) -> None:
+            self.real.close()
+
+    s = SQLiteStore(tmp_path / "db")
+    s.create_model("m", "{}")
+    s.append("m", 1, ["e1"])
+    s._db = FullDisk(s._db)  # type: ignore[assignment]
+    s.close()
+    assert "the WAL was not checkpointed at close" in caplog.text
+    again = SQLiteStore(tmp_path / "db")
+    assert again.read_events("m", 0, 10) == [(1, "e1")]
+    again.close()
