@@ -19,7 +19,7 @@ from .recovery import Recovery
 from .registry import DEFAULT_MODEL, Registry
 from .replication import Follower
 from .settings import Settings
-from .storage import EventStore, open_store
+from .storage import EventStore, StorageError, open_store
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
 
@@ -37,6 +37,11 @@ def open_owned_store(settings: Settings) -> EventStore:
     """
     store = open_store(settings.database_url or settings.data_dir, settings.sync)
     store.own()  # a refusal lets go of the store
+    try:
+        store.models()  # every model's record and log end: a corrupt database stops here
+    except StorageError:
+        store.close()
+        raise
     return store
 
 

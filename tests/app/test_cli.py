@@ -79,3 +79,26 @@ def test_a_store_that_cannot_be_opened_stops_the_start_in_one_line(tmp_path, mon
     message = str(info.value)
     assert message.startswith(f"streamtree serve: cannot open the store at postgresql://me:***@127.0.0.1:{port}/db: ")
     assert "s3cret" not in message and "\n" not in message
+
+
+def test_a_corrupt_database_stops_the_start_in_one_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # a page of the event log overwritten: it failed inside the lifespan, in uvicorn's traceback
+    import sqlite3
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: pytest.fail("the server started"))
+    store = SQLiteStore(tmp_path / "streamtree.sqlite3")
+    store.create_model("default", "{}")
+    for seq in range(1, 2001):
+        store.append("default", seq, [f'{{"features": {{"a": {seq}}}, "label": "x"}}'])
+    store.close()
+    with sqlite3.connect(tmp_path / "streamtree.sqlite3") as db:
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    with open(tmp_path / "streamtree.sqlite3", "r+b") as f:
+        f.seek((root - 1) * page)
+        f.write(b"\xff" * page)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["serve", "--data-dir", str(tmp_path)])
+    assert str(info.value) == (
+        f"streamtree serve: cannot open the store at {tmp_path}: DatabaseError: database disk image is malformed"
+    )
