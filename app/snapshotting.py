@@ -36,6 +36,10 @@ __all__ = ["Snapshots", "Snapshotted"]
 log = logging.getLogger("streamtree.app")
 
 
+#: The longest wait before a snapshot is tried again after failed ones (1, 2, 4... s up to it).
+RETRY_WAIT_MAX = 60.0
+
+
 class Snapshotted(Protocol):
     """What the snapshots read and set of their model (:class:`app.hosting.ModelHost`)."""
 
@@ -71,6 +75,8 @@ class Snapshots:
         self._deferred: asyncio.Task[None] | None = None  # a due snapshot waiting for its pace
         self._saved_at = -math.inf  # when the last save ended (monotonic seconds)
         self._save_cost = 0.0  # how long it took, capture to stored
+        self._failures = 0  # saves failed in a row
+        self._retry_at = -math.inf  # after a failure: no new save before (monotonic seconds)
         self.closing = False
 
     def due(self) -> bool:
@@ -82,7 +88,8 @@ class Snapshots:
         """Capture the current state, which must be durable, and save it in the background,
         unless a save is under way (the next group starts one then) or the pace (module
         docstring) asks to wait (a task starts it then, if it is still due)."""
-        wait = self._saved_at + self.host.settings.snapshot_pace * self._save_cost - time.monotonic()
+        now = time.monotonic()
+        wait = max(self._saved_at + self.host.settings.snapshot_pace * self._save_cost, self._retry_at) - now
         if wait > 0:
             if self._deferred is None or self._deferred.done():
                 self._deferred = asyncio.get_running_loop().create_task(
@@ -146,11 +153,15 @@ class Snapshots:
             await host.db.run(host.db.store.save_snapshot, host.name, snap, host.settings.snapshots_kept)
             self._saved_at = time.monotonic()
             self._save_cost = self._saved_at - started
+            self._failures, self._retry_at = 0, -math.inf
         except LeaseLost:  # not a failure: another instance is the writer now, and snapshots
             log.warning("model %r: no snapshot at seq %d: this instance lost the writer's lease", host.name, seq)
             return
         except Exception:
             log.exception("model %r: snapshot at seq %d failed (the log still has every event)", host.name, seq)
+            # each retry encodes the whole model again: on a full disk they came every group
+            self._failures += 1
+            self._retry_at = time.monotonic() + min(RETRY_WAIT_MAX, 2.0 ** (self._failures - 1))
             return
         if snap.seq > host.snapshot_seq:  # a rebuild meanwhile may have restored a newer one
             host.snapshot_seq, host.snapshot_bytes = snap.seq, len(snap.model_bytes)

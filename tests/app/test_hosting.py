@@ -448,3 +448,24 @@ def test_a_failed_commit_then_a_failed_rebuild_leaves_the_writer_serving(tmp_pat
             assert r.json() == {"learned": 1, "seq": 51}, r.text
 
     asyncio.run(main())
+
+
+def test_failed_snapshots_are_tried_again_at_growing_intervals(running, stream, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # on a full disk every group started another snapshot (136 in 15 s), each encoding the model
+    with running(snapshot_every=10, snapshot_pace=0) as client:
+        store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
+        tried: list[float] = []
+
+        def full_disk(*args: Any) -> None:
+            tried.append(time.monotonic())
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(store, "save_snapshot", full_disk)
+        started = time.monotonic()
+        for i in range(0, 300, 10):  # 30 groups, each making a snapshot due
+            r = client.post("/learn", json={"events": [{"features": x, "label": y} for x, y in stream[i : i + 10]]})
+            assert r.status_code == 200
+        elapsed = time.monotonic() - started
+        # retried after 1, 2, 4... s: at most one more attempt than the doublings that fit
+        assert 1 <= len(tried) <= 2 + int(elapsed).bit_length(), (len(tried), elapsed)
+        monkeypatch.undo()
