@@ -40,7 +40,10 @@ statement waits on a lock for ever.
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Self
@@ -86,6 +89,11 @@ SESSION_TIMEOUT = 5.0
 #: up to as long again.
 RECONNECT_TIMEOUT = 3.0
 
+
+#: A pooled connection idle for longer than this is checked (one round trip) before it is used:
+#: one the server, a proxy or a NAT closed meanwhile is replaced rather than failing the call.
+#: Checking every one cost a quarter of the commits per second.
+CHECK_IDLE_AFTER = 1.0
 
 #: The seq of a model's last logged event (0 without any), from its newest record.
 _LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM streamtree_events WHERE model = {} ORDER BY seq DESC LIMIT 1), 0)"
@@ -168,6 +176,7 @@ class PostgresStore(EventStore):
         self._fenced = False  # set for good once the coordinator is handed out
         self._token: int | None = None  # the lease's fencing token, once taken
         self._setting = "on" if sync == "full" else "off"
+        self._used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
         try:
             self._open(url, max_connections)
         except StorageError as exc:  # libpq quotes a malformed URL (or its bad part) in its message
@@ -189,12 +198,16 @@ class PostgresStore(EventStore):
                 reconnect_timeout=RECONNECT_TIMEOUT,
                 kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT)},
                 configure=self._configure,
-                # a connection the server (or a proxy, a NAT) closed while it sat idle is found
-                # here, at a round trip's cost, not by the call it is handed to (which then fails)
-                check=ConnectionPool.check_connection,
+                check=self._check_idle,
                 name="streamtree",
             )
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+
+    def _check_idle(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection it hands out: one idle for :data:`CHECK_IDLE_AFTER`
+        (or never used) is tried with a round trip (raising if it is dead: the pool replaces it)."""
+        if time.monotonic() - self._used.get(conn, -math.inf) > CHECK_IDLE_AFTER:
+            ConnectionPool.check_connection(conn)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Set up each new pooled connection: the commit durability, the store's name for
@@ -228,7 +241,10 @@ class PostgresStore(EventStore):
         with _translated(conflict):
             try:
                 with self._pool.connection() as conn:
-                    yield conn
+                    try:
+                        yield conn
+                    finally:
+                        self._used[conn] = time.monotonic()
             except psycopg.OperationalError:
                 self._pool.check()
                 if write and self._fenced and not self._holds_token():

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
 from app.storage import SeqConflict, StorageError, open_store
-from app.storage.postgres import PostgresStore
+from app.storage.postgres import CHECK_IDLE_AFTER, PostgresStore
 from tests.pg import Cluster
 
 
@@ -74,7 +76,8 @@ def test_a_connection_ended_while_idle_is_replaced_before_it_is_used(pg_url: str
             (s.sessions,),
         ).fetchall()  # type: ignore[attr-defined]
     assert killed and all(ok for (ok,) in killed)
-    s.append("m", 1, ["e1"])  # the pool checks the connection it hands out: a new one
+    time.sleep(CHECK_IDLE_AFTER + 0.2)  # as an idle timeout ends it: after a quiet period
+    s.append("m", 1, ["e1"])  # the pool checks a connection idle that long: a new one
     assert s.read_events("m", 0, 10) == [(1, "e1")]
     s.close()
 
