@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
 import sqlite3
 import time
@@ -115,6 +116,11 @@ def _check_ours(db: sqlite3.Connection, path: Path | str) -> None:
             )
 
 
+#: Seconds between two checks of the WAL file's identity (the database file's is checked at
+#: every call): a stat of the WAL under steady commits cost a quarter of the commit rate.
+WAL_CHECK_EVERY = 1.0
+
+
 def _identity(path: str) -> tuple[int, int] | None:
     """``(device, inode)`` of the file at ``path``, None if there is none."""
     try:
@@ -181,15 +187,23 @@ class SQLiteStore(EventStore):
                     if column.split()[0] not in have:
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         self._lost: str | None = None
+        self._wal_checked = -math.inf
         self._files = {} if str(path) == ":memory:" else {p: _identity(p) for p in (str(path), f"{path}-wal")}
 
     def _check_files(self) -> None:
-        """Raise :class:`StorageError` once the database or its WAL is not the file at its path
-        any more (removed, replaced): what this connection commits would then be lost with the
-        unlinked file, and SQLite does not notice (in WAL mode commits touch only the WAL).
+        """Raise :class:`StorageError` once the database (or its WAL: checked every
+        :data:`WAL_CHECK_EVERY` seconds) is not the file at its path any more (removed,
+        replaced): what this connection commits would then be lost with the unlinked file, and
+        SQLite does not notice (in WAL mode commits touch only the WAL).
         From then on every call fails: the models are served as unavailable until a restart."""
         if self._lost is None:
+            now_s = time.monotonic()
+            wal_too = now_s - self._wal_checked >= WAL_CHECK_EVERY
+            if wal_too:
+                self._wal_checked = now_s
             for name, known in self._files.items():
+                if name.endswith("-wal") and not wal_too:
+                    continue
                 now = _identity(name)
                 if known is None and now is not None:  # the WAL, created after the open
                     self._files[name] = now

@@ -100,10 +100,16 @@ def test_a_database_of_another_program_is_refused_untouched(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("removed", ["database", "wal", "directory"])
-def test_a_database_removed_under_a_running_store_fails_every_call_after(tmp_path: Path, removed: str) -> None:
+def test_a_database_removed_under_a_running_store_fails_every_call_after(
+    tmp_path: Path, removed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # its commits went on into the unlinked file (in WAL mode SQLite does not notice): every
     # learn was acknowledged and lost, and the next start began an empty database
     import shutil
+
+    import app.storage.sqlite
+
+    monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)  # the WAL's identity at every call too
 
     path = tmp_path / "data" / "streamtree.sqlite3"
     s = SQLiteStore(path)
