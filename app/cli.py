@@ -69,16 +69,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from .main import create_app
     from .node import open_owned_store
-    from .storage import StorageError, redact
+    from .storage import StorageError
 
     # opened before the server starts: an error is then one line, not uvicorn's traceback of
     # a failed lifespan (and a second server on the same database stops before compiling)
     try:
         store = open_owned_store(settings)
     except StorageError as exc:
-        where = redact(settings.database_url) if settings.database_url else settings.data_dir
         reason = " ".join(str(exc).split())  # one line (libpq's messages carry a hint on a second)
-        raise SystemExit(f"streamtree serve: cannot open the store at {where}: {reason}") from None
+        raise SystemExit(f"streamtree serve: cannot open the store at {settings.store_shown()}: {reason}") from None
     serve(create_app(settings, store=store), settings)
 
 

@@ -24,7 +24,7 @@ from .instrument import InstrumentMiddleware
 from .node import Node
 from .routers import dashboard, decide, events, health, inspect, learn, models, predict, prometheus
 from .settings import Settings
-from .storage import EventStore, redact
+from .storage import EventStore
 from .telemetry import Telemetry
 
 __all__ = ["create_app"]
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, model_cls: Any = None, store: E
         log.info(
             "streamtree ready: %d model(s) in %s",
             len(node.registry.hosts),
-            redact(settings.database_url) if settings.database_url else settings.data_dir,
+            settings.store_shown(),
         )
         try:
             yield

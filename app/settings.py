@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .http_client import parse_url
-from .storage import check_url
+from .storage import check_url, redact
 
 __all__ = ["Settings"]
 
@@ -221,6 +221,11 @@ class Settings(BaseSettings):
         except ValueError:
             raise ValueError("the advertised URL is http://host:port") from None
         return url.rstrip("/")
+
+    def store_shown(self) -> str:
+        """Where the store is, for messages and logs: the database URL without its password,
+        or the data directory."""
+        return redact(self.database_url) if self.database_url else str(self.data_dir)
 
     def own_url(self) -> str:
         """:attr:`advertise_url`, or ``http://<host>:<port>`` (the host name if ``host`` binds every address)."""
