@@ -188,7 +188,9 @@ class SQLiteStore(EventStore):
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         self._lost: str | None = None
         self._wal_checked = -math.inf
-        self._files = {} if str(path) == ":memory:" else {p: _identity(p) for p in (str(path), f"{path}-wal")}
+        # (path, identity at open) of the database and its WAL (None until SQLite creates it)
+        self._database = None if str(path) == ":memory:" else (str(path), _identity(str(path)))
+        self._wal = None if str(path) == ":memory:" else (f"{path}-wal", _identity(f"{path}-wal"))
 
     def _check_files(self) -> None:
         """Raise :class:`StorageError` once the database (or its WAL: checked every
@@ -196,18 +198,16 @@ class SQLiteStore(EventStore):
         replaced): what this connection commits would then be lost with the unlinked file, and
         SQLite does not notice (in WAL mode commits touch only the WAL).
         From then on every call fails: the models are served as unavailable until a restart."""
-        if self._lost is None:
-            now_s = time.monotonic()
-            wal_too = now_s - self._wal_checked >= WAL_CHECK_EVERY
-            if wal_too:
-                self._wal_checked = now_s
-            for name, known in self._files.items():
-                if name.endswith("-wal") and not wal_too:
-                    continue
-                now = _identity(name)
-                if known is None and now is not None:  # the WAL, created after the open
-                    self._files[name] = now
-                elif now != known:
+        if self._lost is None and self._database is not None and self._wal is not None:
+            checked = [self._database]
+            now = time.monotonic()
+            if now - self._wal_checked >= WAL_CHECK_EVERY:
+                self._wal_checked = now
+                if self._wal[1] is None:  # created by SQLite after the open: its first identity
+                    self._wal = (self._wal[0], _identity(self._wal[0]))
+                checked.append(self._wal)
+            for name, known in checked:
+                if known is not None and _identity(name) != known:
                     self._lost = (
                         f"{name} was removed or replaced while this server ran: nothing more can be "
                         "stored or read; restore it, or restart the server"
