@@ -130,6 +130,21 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+#: The first four bytes of a WAL file SQLite wrote (big- and little-endian checksums).
+WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
+
+
+def _wal_size(path: str) -> int | None:
+    """The size of the WAL at ``path``, or None when it is not a WAL SQLite wrote: its first
+    bytes are not a WAL header (cut to nothing, then written past the cut by the next commit)."""
+    try:
+        with open(path, "rb") as wal:
+            size = os.fstat(wal.fileno()).st_size
+            return size if size == 0 or wal.read(4) in WAL_MAGIC else None
+    except FileNotFoundError:
+        return None
+
+
 @contextmanager
 def _translated(conflict: type[StorageError] = StorageError) -> Iterator[None]:
     """Re-raise SQLite's exceptions as the store's: a constraint violation as ``conflict``."""
@@ -188,6 +203,9 @@ class SQLiteStore(EventStore):
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         self._lost: str | None = None
         self._wal_checked = -math.inf
+        # SQLite never shrinks the WAL while this connection is open (no journal_size_limit; the
+        # truncating checkpoint only at close): a WAL found smaller than before was cut
+        self._wal_size = 0
         # (path, identity at open) of the database and its WAL (None until SQLite creates it)
         self._database = None if str(path) == ":memory:" else (str(path), _identity(str(path)))
         self._wal = None if str(path) == ":memory:" else (f"{path}-wal", _identity(f"{path}-wal"))
@@ -195,8 +213,9 @@ class SQLiteStore(EventStore):
     def _check_files(self) -> None:
         """Raise :class:`StorageError` once the database (or its WAL: checked every
         :data:`WAL_CHECK_EVERY` seconds) is not the file at its path any more (removed,
-        replaced): what this connection commits would then be lost with the unlinked file, and
-        SQLite does not notice (in WAL mode commits touch only the WAL).
+        replaced), or the WAL was cut short (truncated): what this connection commits would then
+        be lost with the unlinked file, or past a hole that the next open takes for the WAL's
+        end, and SQLite does not notice (in WAL mode commits touch only the WAL).
         From then on every call fails: the models are served as unavailable until a restart."""
         if self._lost is None and self._database is not None and self._wal is not None:
             checked = [self._database]
@@ -207,12 +226,22 @@ class SQLiteStore(EventStore):
                     self._wal = (self._wal[0], _identity(self._wal[0]))
                 checked.append(self._wal)
             for name, known in checked:
-                if known is not None and _identity(name) != known:
+                if self._lost is None and known is not None and _identity(name) != known:
                     self._lost = (
                         f"{name} was removed or replaced while this server ran: nothing more can be "
                         "stored or read; restore it, or restart the server"
                     )
-                    log.error("%s", self._lost)
+            if self._lost is None and len(checked) == 2 and self._wal[1] is not None:
+                size = _wal_size(self._wal[0])
+                if size is None or size < self._wal_size:
+                    self._lost = (
+                        f"{self._wal[0]} was cut short while this server ran: what it held since the "
+                        "last checkpoint is lost from the disk; restore the database, or restart the server"
+                    )
+                else:
+                    self._wal_size = size
+            if self._lost is not None:
+                log.error("%s", self._lost)
         if self._lost is not None:
             raise StorageError(self._lost)
 

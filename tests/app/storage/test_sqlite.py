@@ -154,3 +154,52 @@ def test_a_checkpoint_that_fails_at_close_is_a_warning_and_the_wal_keeps_the_eve
     again = SQLiteStore(tmp_path / "db")
     assert again.read_events("m", 0, 10) == [(1, "e1")]
     again.close()
+
+
+@pytest.mark.parametrize("written_past", [False, True])
+def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
+    tmp_path: Path, written_past: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a WAL truncated (say by a clean-up script) kept its inode: commits went on past the cut,
+    # every one acknowledged, and the next open took the zeroed header for an empty WAL and
+    # started without the model and its events
+    import app.storage.sqlite
+
+    monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
+    path = tmp_path / "streamtree.sqlite3"
+    s = SQLiteStore(path)
+    s.own()
+    s.create_model("m", "{}")
+    for seq in (1, 2, 3):
+        s.append("m", seq, [f"e{seq}"])
+    if written_past:  # a commit lands after the cut and before the next check of the WAL
+        monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 1e9)
+    with open(f"{path}-wal", "r+b") as wal:
+        wal.truncate(0)
+    if written_past:
+        s.append("m", 4, ["e4"])
+        monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
+    for call in (lambda: s.append("m", 5, ["e5"]), lambda: s.read_events("m", 0, 10), s.models):
+        with pytest.raises(StorageError, match="-wal was cut short while this server ran"):
+            call()
+    s.close()
+
+
+def test_checkpoints_that_restart_the_wal_are_not_taken_for_a_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's automatic checkpoint (every 1,000 pages) rewrites the WAL from its start
+    import app.storage.sqlite
+
+    monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
+    path = tmp_path / "streamtree.sqlite3"
+    s = SQLiteStore(path)
+    s.own()
+    s.create_model("m", "{}")
+    sizes = []
+    for seq in range(1, 401):
+        s.append("m", seq, ["x" * 20_000])
+        sizes.append(Path(f"{path}-wal").stat().st_size)
+    assert len(s.read_events("m", 0, 1000)) == 400
+    assert max(sizes) < 20_000 * 400  # the WAL was restarted (checkpointed) along the way
+    s.close()
