@@ -37,7 +37,7 @@ from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailu
 from .learning import bad_row, encode_events
 from .ordering import Ordering
 from .pacing import learn_in_stretches, stretch_events
-from .pending import PendingIds
+from .pending import PendingIds, Taken
 from .prequential import Prequential
 from .reads import input_error
 from .settings import Settings
@@ -92,13 +92,19 @@ class Written(Protocol):
 
 @dataclass
 class _Group:
-    """The requests of one group commit learned so far, with their log texts."""
+    """The requests of one group commit learned so far, with their log texts and the pending
+    ids their delayed labels took."""
 
+    pending: PendingIds
     texts: list[str] = field(default_factory=list)
     acks: list[tuple[LearnRequest, int, int]] = field(default_factory=list)  # (request, learned, last seq)
+    taken: list[Taken] = field(default_factory=list)
 
     def fail(self, exc: BaseException) -> None:
-        """Answer every learned request with ``exc`` (none of them is durable)."""
+        """Answer every learned request with ``exc`` (none of them is durable) and give their
+        ids back: a retry of a label that was not stored finds its prediction still pending."""
+        self.pending.restore(self.taken)
+        self.taken = []
         for request, _, _ in self.acks:
             _fail(request, exc)
 
@@ -231,7 +237,17 @@ class GroupCommit:
                 _fail(request, NotWriter())
             self.ordering.release(group)
             return
-        done = _Group()
+        done = _Group(host.pending)
+        try:
+            await self._process_into(group, done)
+        except BaseException:  # the writer loop answers the group: what done took goes back
+            done.fail(StorageFailure())
+            raise
+
+    async def _process_into(self, group: list[LearnRequest], done: _Group) -> None:
+        """:meth:`_process` once the model may learn: learn ``group`` (and what joins it) into
+        ``done``, then start its commit."""
+        host = self.host
         await self._learn_group(group, done)
         # While the commit before is in flight, what comes meanwhile joins this group: one
         # commit (one fsync) for all of it, as if it had waited in the queue.
@@ -376,7 +392,7 @@ class GroupCommit:
             # them), go back to the durable state, then retry the chunk one request at a time.
             log.exception("model %r: unexpected error while learning", host.name)
             await self._commit(done)
-            done.texts, done.acks = [], []
+            done.texts, done.acks, done.taken = [], [], []
             await host.rebuild()
             if len(chunk) > 1:
                 for request in chunk:
@@ -388,7 +404,8 @@ class GroupCommit:
             _fail(request, error)
         for a in admitted:
             for id in event_ids(a.request.events):
-                host.pending.discard(id)
+                if (taken := host.pending.take(id)) is not None:
+                    done.taken.append(taken)
             host.seq += len(a.xs)
             done.texts.extend(encode_events(a.xs, a.ys, now))
             done.acks.append((a.request, len(a.xs), host.seq))

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from .exceptions import PendingFull, PendingIdTaken
 
-__all__ = ["ENTRY_OVERHEAD", "IdTaken", "NoRoom", "PendingIds", "entry_bytes"]
+__all__ = ["ENTRY_OVERHEAD", "IdTaken", "NoRoom", "PendingIds", "Taken", "entry_bytes"]
 
 Key = str | int
 
@@ -55,6 +55,15 @@ class _Entry(NamedTuple):
     expires: float
     features: dict[str, Any]
     size: int
+
+
+class Taken(NamedTuple):
+    """An id :meth:`PendingIds.take` removed, as it was: given back by :meth:`PendingIds.restore`
+    when the label that took it is not stored after all."""
+
+    key: Key
+    entry: _Entry
+    trusted: bool
 
 
 class PendingIds:
@@ -170,16 +179,43 @@ class PendingIds:
         entry = self._trusted.get(key) or self._untrusted.get(key)
         return None if entry is None else entry.features
 
-    def discard(self, key: Key) -> None:
-        """Forget ``key`` (its label arrived)."""
+    def take(self, key: Key) -> Taken | None:
+        """Forget ``key`` (its label was learned) and return it as it was, for :meth:`restore`
+        should that label not be stored; None if it is not pending."""
         entry = self._trusted.pop(key, None)
         if entry is not None:
             self.bytes -= entry.size
-            return
+            return Taken(key, entry, True)
         entry = self._untrusted.pop(key, None)
         if entry is not None:
             self.bytes -= entry.size
             self._untrusted_bytes -= entry.size
+            return Taken(key, entry, False)
+        return None
+
+    def restore(self, taken: Sequence[Taken]) -> None:
+        """Give back ids :meth:`take` removed, with their features and expiry, unless expired
+        since or pending again (predicted anew meanwhile: the newer prediction stays). The
+        bounds then hold as for :meth:`put_many`: the oldest ids are pushed out, untrusted
+        first, so an untrusted id never pushes out a trusted one."""
+        now = self.clock()
+        self._expire(now)
+        touched: list[OrderedDict[Key, _Entry]] = []
+        for key, entry, trusted in taken:
+            if entry.expires <= now or key in self._trusted or key in self._untrusted:
+                continue
+            items = self._trusted if trusted else self._untrusted
+            items[key] = entry
+            self.bytes += entry.size
+            if not trusted:
+                self._untrusted_bytes += entry.size
+            if not any(items is t for t in touched):
+                touched.append(items)
+        for items in touched:  # back to expiry order (a stable sort: equal expiries keep theirs)
+            for key, _ in sorted(items.items(), key=lambda item: item[1].expires):
+                items.move_to_end(key)
+        while len(self._trusted) + len(self._untrusted) > self.max_size or self.bytes > self.max_bytes:
+            self._pop_oldest(self._untrusted or self._trusted)
 
     def _pop_oldest(self, items: OrderedDict[Key, _Entry]) -> None:
         _, entry = items.popitem(last=False)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from app.exceptions import PendingFull, PendingIdTaken
-from app.pending import IdTaken, NoRoom, PendingIds, entry_bytes
+from app.pending import IdTaken, NoRoom, PendingIds, Taken, entry_bytes
 
 BIG = 10**9
 
@@ -24,15 +24,32 @@ class Clock:
         return self.t
 
 
-def test_get_discard_and_ids_by_type() -> None:
+def test_get_take_and_ids_by_type() -> None:
     p = PendingIds(10, BIG, 5.0, Clock())
     p.put("a", {"x": 1})
     p.put(7, {"x": 2})
     assert p.get("a") == {"x": 1} and p.get(7) == {"x": 2} and p.get("7") is None
-    p.discard("a")
+    assert p.take("a") is not None and p.take("a") is None
     assert p.get("a") is None and len(p) == 1 and p.bytes == entry_bytes(7, {"x": 2})
     p.put("a", {"x": 3})  # labelled, so free again
     assert p.get("a") == {"x": 3}
+
+
+def test_restore_gives_ids_back_in_expiry_order_unless_expired_or_predicted_anew() -> None:
+    # a label whose commit failed gives its id back: the retry finds the prediction
+    clock = Clock()
+    p = PendingIds(10, BIG, 5.0, clock)
+    for t, key in enumerate(["a", "b", "c", "d"]):
+        clock.t = float(t)
+        p.put(key, {"x": t}, trusted=key != "b")
+    taken = [p.take(k) for k in ("b", "a", "c", "d")]
+    p.put("d", {"x": "new"})  # predicted anew meanwhile: the newer prediction stays
+    clock.t = 5.5  # "a" (expiring at 5.0) is gone for good
+    p.restore([t for t in taken if t is not None])
+    assert [p.get(k) for k in "abcd"] == [None, {"x": 1}, {"x": 2}, {"x": "new"}]
+    assert p.bytes == sum(entry_bytes(k, x) for k, x in [("b", {"x": 1}), ("c", {"x": 2}), ("d", {"x": "new"})])
+    clock.t = 7.0  # "b" and "c" keep their expiry (6.0 and 7.0); "d" was put at 3.0 anew
+    assert [p.get(k) for k in "bcd"] == [None, None, {"x": "new"}]
 
 
 def test_an_id_is_written_once_until_it_is_labelled_or_expires() -> None:
@@ -144,6 +161,7 @@ class PendingRules(RuleBasedStateMachine):
         self.clock = Clock()
         self.p = PendingIds(4, 4 * entry_bytes("k0", {"a": 1.0}) + 200, 10.0, self.clock)
         self.trusted_alive: dict[Any, dict[str, Any]] = {}
+        self.taken: list[Taken] = []
 
     def _forget_expired(self) -> None:
         """Drop the trusted ids that expired or that a trusted put pushed out."""
@@ -198,9 +216,20 @@ class PendingRules(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(["k0", "k1", "k2", 1]))
     def label(self, key: Any) -> None:
-        self.p.discard(key)
+        taken = self.p.take(key)
+        if taken is not None:
+            self.taken.append(taken)
         self.trusted_alive.pop(key, None)
         assert self.p.get(key) is None
+
+    @rule()
+    def commit_failed(self) -> None:  # the labels taken so far are given back
+        self.p.restore(self.taken)
+        self._forget_expired()  # a trusted id given back may push out older ones
+        for key, entry, trusted in self.taken:
+            if trusted and self.p.get(key) is entry.features:
+                self.trusted_alive[key] = entry.features
+        self.taken = []
 
     @rule(dt=st.sampled_from([0.5, 3.0, 10.0]))
     def wait(self, dt: float) -> None:
@@ -215,6 +244,12 @@ class PendingRules(RuleBasedStateMachine):
     def untrusted_puts_never_evict_trusted_ids(self) -> None:
         # every trusted id still alive by time was pushed out, if at all, by a trusted put
         assert all(self.p.get(k) is v for k, v in self.trusted_alive.items())
+
+    @invariant()
+    def kept_in_expiry_order(self) -> None:
+        for items in (self.p._trusted, self.p._untrusted):
+            expiries = [e.expires for e in items.values()]
+            assert expiries == sorted(expiries)
 
     @invariant()
     def bytes_add_up(self) -> None:

@@ -33,8 +33,9 @@ async def _behind_a_held_commit(
     fail: bool = False,
     headers: dict[str, str] | None = None,
     also: Sequence[tuple[dict[str, Any], Callable[[Any], bool]]] = (),
+    before: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> tuple[httpx.Response, httpx.Response, list[tuple[int, int]], Any]:
-    """Send ``first`` and hold its commit; send ``then`` and wait until ``learned_behind(host)``;
+    """Post each ``(path, body)`` of ``before``; send ``first`` and hold its commit; send ``then`` and wait until ``learned_behind(host)``;
     then each of ``also`` (a body, and until when to wait after sending it); release the commit
     (failing it if ``fail``). Returns the first two responses (those of ``also`` in
     ``app.state.more``), every append as ``(first seq, events)`` and the host."""
@@ -42,6 +43,8 @@ async def _behind_a_held_commit(
     async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         host = app.state.node.registry.get("default")
         store = app.state.node.registry.db.store
+        for path, body in before:
+            assert (await c.post(path, json=body)).status_code == 200
         original, appends, release = store.append, [], threading.Event()
         more: list[asyncio.Task[httpx.Response]] = []
 
@@ -169,3 +172,40 @@ def test_a_group_behind_a_commit_stays_within_group_max_events(tmp_path: Path) -
     assert [r.json()["seq"] for r in (held, behind, *app.state.more)] == [1, 4, 5, 7]
     assert appends == [(1, 1), (2, 4), (6, 2)]
     assert app.state.live == scored(events[:7]).to_bytes()
+
+
+def test_a_failed_commit_gives_back_the_ids_its_labels_took(tmp_path: Path) -> None:
+    # the 503 says nothing was learned: the predictions stay pending, for the labels' retries
+    # (they were forgotten when learned, so the retry was refused "unknown_id" for good)
+    events = make_stream(6, seed=45)
+    app = create_app(Settings(data_dir=tmp_path))
+    before = [("/learn", {"events": [single(x, y) for x, y in events[:4]]})]
+    before += [("/predict_proba", {"features": events[i][0], "id": f"order-{i}"}) for i in (4, 5)]
+    first, then = {"id": "order-4", "label": events[4][1]}, {"id": "order-5", "label": events[5][1]}
+    held, behind, appends, host = asyncio.run(
+        _behind_a_held_commit(app, first, then, lambda host: host.seq == 6, fail=True, before=before)
+    )
+    assert held.status_code == behind.status_code == 503
+    assert host.seq == 4
+    assert host.pending.get("order-4") == events[4][0] and host.pending.get("order-5") == events[5][0]
+
+
+def test_the_retry_of_a_label_whose_commit_failed_is_learned(tmp_path: Path, monkeypatch: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    events = make_stream(4, seed=46)
+    with TestClient(create_app(Settings(data_dir=tmp_path))) as client:
+        client.post("/learn", json={"events": [single(x, y) for x, y in events[:3]]})
+        assert client.post("/predict_proba", json={"features": events[3][0], "id": 7}).status_code == 200
+        store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
+
+        def failing(*args: Any) -> None:
+            raise StorageError("disk I/O error")
+
+        original = store.append
+        monkeypatch.setattr(store, "append", failing)
+        assert client.post("/learn", json={"id": 7, "label": events[3][1]}).status_code == 503
+        monkeypatch.setattr(store, "append", original)
+        r = client.post("/learn", json={"id": 7, "label": events[3][1]}, headers={"Idempotency-Key": "k"})
+        assert (r.status_code, r.json()) == (200, {"learned": 1, "seq": 4})
+        assert client.app.state.node.registry.get("default").model.to_bytes() == scored(events).to_bytes()  # type: ignore[attr-defined]
