@@ -5,7 +5,9 @@ drifting stream for the dashboard, :mod:`app.demo_stream`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -67,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         problems = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False))
         raise SystemExit(f"streamtree serve: invalid settings:\n{problems}") from None
 
+    problem = _cannot_listen(settings.host, settings.port)
+    if problem is not None:  # before the store and the kernels: uvicorn's message named no setting
+        raise SystemExit(f"streamtree serve: cannot listen on host {settings.host!r}, port {settings.port}: {problem}")
+
     from .main import create_app
     from .node import open_owned_store
     from .storage import StorageError
@@ -79,6 +85,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         reason = " ".join(str(exc).split())  # one line (libpq's messages carry a hint on a second)
         raise SystemExit(f"streamtree serve: cannot open the store at {settings.store_shown()}: {reason}") from None
     serve(create_app(settings, store=store), settings)
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why a server could not listen on ``host:port`` (a name that does not resolve, an address
+    not on this machine, a port in use), or None: a socket is bound to each of its addresses as
+    asyncio's ``create_server`` (under uvicorn) binds them, then closed."""
+    try:
+        infos = set(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))
+        with contextlib.ExitStack() as probes:
+            for family, kind, proto, _, address in infos:
+                probe = probes.enter_context(socket.socket(family, kind, proto))
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as exc:  # socket.gaierror included
+        return exc.strerror or str(exc)
+    return None
 
 
 def serve(app: Any, settings: Any) -> None:

@@ -48,22 +48,25 @@ class Answer:
 
 
 def parse_url(url: str) -> tuple[str, int]:
-    """``(host, port)`` of an ``http://host[:port]`` URL.
+    """``(host, port)`` of an ``http://host[:port]`` URL (a trailing ``/`` allowed).
 
     Raises
     ------
     ValueError
-        Another scheme, or no host.
+        Another scheme, no host, a port that is not 1-65535, or a path.
     """
+    expected = f"expected http://host:port, got {url!r}"
     scheme, sep, rest = url.partition("://")
-    authority = rest.split("/", 1)[0]
-    if scheme != "http" or not sep or not authority:
-        raise ValueError(f"expected http://host:port, got {url!r}")
+    authority, _, path = rest.partition("/")
+    if scheme != "http" or not sep or not authority or path:
+        raise ValueError(expected)
     if authority.startswith("["):  # [IPv6]:port
         host, _, port = authority[1:].partition("]")
-        port = port.lstrip(":")
+        port = port.removeprefix(":")
     else:
         host, _, port = authority.partition(":")
+    if not host or (port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535)):
+        raise ValueError(expected)
     return host, int(port) if port else 80
 
 
@@ -128,7 +131,7 @@ class HTTPPool:
             conn.close()
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, OverflowError, ValueError) as exc:  # the last two: a bad address
             raise NotSent(f"{host}:{port}: {exc or type(exc).__name__}") from None
         sock = writer.get_extra_info("socket")
         if sock is not None:  # a request's last segment must not wait for the previous one's ACK
@@ -147,7 +150,10 @@ class HTTPPool:
         NoAnswer
             No complete answer within the timeout, or the connection broke.
         """
-        host, port = parse_url(url)
+        try:  # the URL another instance advertised (in the store), perhaps of an older version
+            host, port = parse_url(url)
+        except ValueError as exc:
+            raise NotSent(str(exc)) from None
         conn = await self._connect(host, port)
         head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in headers]

@@ -120,7 +120,8 @@ class Settings(BaseSettings):
         uvicorn log level.
     """
 
-    model_config = SettingsConfigDict(env_prefix="STREAMTREE_", extra="ignore")
+    # allow_inf_nan: "inf" seconds passed "gt=0"; a snapshot stored it as null and was never read back
+    model_config = SettingsConfigDict(env_prefix="STREAMTREE_", extra="ignore", allow_inf_nan=False)
 
     data_dir: Path = Path("./data")
     database_url: str | None = None

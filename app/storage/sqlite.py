@@ -185,7 +185,12 @@ class SQLiteStore(EventStore):
             )
         with _translated():
             if str(path) != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:  # e.g. a file on the way, no permission
+                    raise StorageError(
+                        f"cannot make the directory {Path(path).parent}: {exc.strerror or exc}"
+                    ) from None
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             try:
                 _check_ours(self._db, path)  # before anything is written to it

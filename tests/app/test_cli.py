@@ -11,6 +11,15 @@ import uvicorn
 from app import cli, node
 from app.storage.sqlite import SQLiteStore
 
+LISTENS = cli._cannot_listen
+
+
+@pytest.fixture(autouse=True)
+def any_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ports these tests name may be in use here: no check that ``serve`` could listen
+    (but in the test of that check)."""
+    monkeypatch.setattr(cli, "_cannot_listen", lambda host, port: None)
+
 
 @pytest.fixture
 def no_store(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,3 +111,32 @@ def test_a_corrupt_database_stops_the_start_in_one_line(tmp_path, monkeypatch: p
     assert str(info.value) == (
         f"streamtree serve: cannot open the store at {tmp_path}: DatabaseError: database disk image is malformed"
     )
+
+
+def test_a_data_dir_that_cannot_be_made_stops_the_start_in_one_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # its parent a file: mkdir's NotADirectoryError ended the start in a traceback
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: pytest.fail("the server started"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["serve", "--data-dir", str(tmp_path / "file" / "data")])
+    assert str(info.value) == (
+        f"streamtree serve: cannot open the store at {tmp_path / 'file' / 'data'}: "
+        f"cannot make the directory {tmp_path / 'file' / 'data'}: Not a directory"
+    )
+
+
+@pytest.mark.usefixtures("no_store")
+def test_an_address_the_server_cannot_listen_on_stops_the_start_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # it was found by uvicorn after the kernels loaded: "[Errno -2] Name or service not known", exit 3
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: pytest.fail("the server started"))
+    monkeypatch.setattr(cli, "_cannot_listen", LISTENS)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for host, reason in [("no such host!", "not known"), ("192.0.2.1", "assign"), ("127.0.0.1", "in use")]:
+            with pytest.raises(SystemExit) as info:
+                cli.main(["serve", "--host", host, "--port", str(port)])
+            message = str(info.value)
+            assert message.startswith(f"streamtree serve: cannot listen on host {host!r}, port {port}: ")
+            assert reason in message and "\n" not in message

@@ -102,10 +102,27 @@ def test_parse_url(url: str, expected: tuple[str, int]) -> None:
     assert parse_url(url) == expected
 
 
-@pytest.mark.parametrize("url", ["https://a:1", "a:1", "http://", "ftp://a"])
+@pytest.mark.parametrize(
+    "url",
+    # the last four were taken: port 99999 then raised OverflowError on connect (a 500 on a
+    # replica forwarding to it), an empty host or a path failed only when forwarding
+    ["https://a:1", "a:1", "http://", "ftp://a", "http://a:99999", "http://:8000", "http://a:8000/p", "http://a:x"],
+)
 def test_parse_url_refuses_other_urls(url: str) -> None:
     with pytest.raises(ValueError):
         parse_url(url)
+
+
+def test_a_request_to_a_bad_address_is_not_sent() -> None:
+    # an address another instance advertised, perhaps before it was checked at start
+    async def main() -> None:
+        for url in ("http://127.0.0.1:99999", "http://a:x"):
+            with pytest.raises(NotSent):
+                await HTTPPool(0.2).request(url, "POST", "/learn", [], b"{}")
+        with pytest.raises(NotSent):  # past parse_url: a port asyncio refuses
+            await HTTPPool(0.2)._connect("127.0.0.1", 70000)
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])

@@ -60,6 +60,12 @@ def test_protect_reads_without_keys_is_refused() -> None:
         ("snapshots_kept", 10**20),  # beyond SQLite's integers: every snapshot failed
         ("data_dir", ""),  # silently the working directory
         ("data_dir", "   "),
+        ("history_seconds", "inf"),  # stored in a snapshot as null: no snapshot was read back
+        ("pending_ttl_seconds", float("inf")),
+        ("history_seconds", float("nan")),
+        ("advertise_url", "http://127.0.0.1:99999"),  # forwarding to it was a 500
+        ("advertise_url", "http://:8000"),
+        ("advertise_url", "http://a:8000/path"),
     ],
 )
 def test_invalid_settings_are_refused(field: str, value: object) -> None:
