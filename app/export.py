@@ -6,10 +6,10 @@ the connection at once: clients that asked and never read held the service's mem
 clients reading as fast as they could held up single learns (measured:
 ``docs/decisions/bounded-clients.md``). Here:
 
-- an answer is read and sent a *page* at a time (:data:`PAGE_BYTES` of JSON or so, at most
-  :data:`PAGE_EVENTS` events), and the next page is read only once the connection has taken
-  the previous one: a client that does not read holds one page and the connection's buffer,
-  not its whole answer;
+- an answer is read and sent a *page* at a time (the log's records that start within
+  :data:`PAGE_BYTES`, at most :data:`PAGE_EVENTS` events), and the next page is read only
+  once the connection has taken the previous one: a client that does not read holds one page
+  and the connection's buffer, not its whole answer;
 - each page is its own short call on the store's thread, so the commits of learns take their
   turns between two pages instead of waiting behind a whole answer;
 - at most ``max_exports`` answers stream at once (a setting); one more is answered 429 with
@@ -40,11 +40,11 @@ __all__ = ["EXPORTS_BUSY", "ExportSlots", "EventExport", "PAGE_BYTES", "PAGE_EVE
 log = logging.getLogger("streamtree.app")
 
 EXPORTS_BUSY = "Too many event log exports are streaming; retry shortly."
-#: About how many bytes of JSON one page holds (its event count is adapted to the events' size).
+#: Characters of the log's text one page reads (its records that start within them: a page
+#: holds at most this plus one record, :data:`app.storage.records.RECORD_BYTES`).
 PAGE_BYTES = 128 * 1024
-#: Most and first events one page reads.
+#: Most events one page reads.
 PAGE_EVENTS = 1_000
-FIRST_PAGE = 100
 
 
 class ExportSlots:
@@ -64,18 +64,6 @@ class ExportSlots:
     def release(self) -> None:
         """Give a place back."""
         self.active -= 1
-
-
-def next_page_size(events: int, size: int) -> int:
-    """How many events to read next, after a page of ``events`` events took ``size`` bytes:
-    about :data:`PAGE_BYTES`, between 1 and :data:`PAGE_EVENTS`.
-
-    >>> next_page_size(100, 10_000), next_page_size(100, 10**7), next_page_size(0, 0)
-    (1000, 1, 100)
-    """
-    if events == 0:
-        return FIRST_PAGE
-    return max(1, min(PAGE_EVENTS, events * PAGE_BYTES // max(size, 1)))
 
 
 def encode_page(events: list[dict[str, Any]]) -> bytes:
@@ -113,7 +101,7 @@ class EventExport(Response):
         """Read the first page (:class:`NotAvailable`, :class:`LogUnavailable` as ``host.events``);
         on any error the slot is given back."""
         try:
-            self.first = await self.host.events(self.after, min(FIRST_PAGE, self.limit))
+            self.first = await self.host.events(self.after, min(PAGE_EVENTS, self.limit), PAGE_BYTES)
         except BaseException:
             self.slots.release()
             raise
@@ -136,21 +124,25 @@ class EventExport(Response):
             send, {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         ):
             return
-        page, asked, sent = self.first, min(FIRST_PAGE, self.limit), 0
+        page, sent = self.first, 0
+        self.first = []
         while True:
-            items = encode_page(page)
-            end = len(page) < asked or sent + len(page) >= self.limit  # a short page: the log ends there
-            body = (b'{"events":[' if not sent else b"," if page else b"") + items + (b"]}" if end else b"")
-            sent += len(page)
+            # the log ends at an empty page (a page may be short of PAGE_EVENTS by its size)
+            end = not page or sent + len(page) >= self.limit
+            body = (b'{"events":[' if not sent else b"," if page else b"") + encode_page(page) + (b"]}" if end else b"")
+            n, last = len(page), page[-1]["seq"] if page else self.after
+            del page  # while the client takes the body, only its bytes are held
+            sent += n
             if not await self._send(send, {"type": "http.response.body", "body": body, "more_body": not end}):
                 return
             if end:
                 return
-            asked = min(next_page_size(len(page), len(items)), self.limit - sent)
+            del body
             try:
-                page = await self.host.events(page[-1]["seq"], asked)
-            except (NotAvailable, LogUnavailable):
-                log.warning("model %r: export cut off after %d events: the log could not be read", self.host.name, sent)
+                page = await self.host.events(last, min(PAGE_EVENTS, self.limit - sent), PAGE_BYTES)
+            except (NotAvailable, LogUnavailable) as exc:
+                why = "the log could not be read" if isinstance(exc, LogUnavailable) else "the model is going away"
+                log.warning("model %r: export cut off after %d events: %s", self.host.name, sent, why)
                 return
 
     async def _send(self, send: Send, message: Message) -> bool:

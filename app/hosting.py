@@ -241,8 +241,9 @@ class ModelHost:
         self._check_readable()
         return self.prequential.history.encoded_report(after)
 
-    async def events(self, after: int, limit: int) -> list[dict[str, Any]]:
-        """Up to ``limit`` logged (durable) events with ``seq > after``: ``{"seq", "features", "label"}``.
+    async def events(self, after: int, limit: int, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` logged (durable) events with ``seq > after``: ``{"seq", "features", "label"}``
+        (with ``max_bytes``, those of the records that start within it: fewer, not the log's end).
 
         Raises
         ------
@@ -254,7 +255,7 @@ class ModelHost:
         if self.writer.closing:
             raise NotAvailable()
         try:
-            return await self.db.run(logged_events, self.db.store, self.name, after, limit)
+            return await self.db.run(logged_events, self.db.store, self.name, after, limit, max_bytes)
         except StorageError:
             log.exception("model %r: reading the event log after seq %d failed", self.name, after)
             raise LogUnavailable() from None

@@ -80,14 +80,17 @@ def encode_events(xs: Sequence[dict[str, Any]], ys: Sequence[ClassLabel], t: flo
     return [dumps({"x": x, "y": y, "t": t}).decode() for x, y in zip(xs, ys, strict=True)]
 
 
-def logged_events(store: EventStore, name: str, after: int, limit: int) -> list[dict[str, Any]]:
-    """Up to ``limit`` of a model's logged events after seq ``after`` as ``{"seq", "features", "label"}``.
+def logged_events(
+    store: EventStore, name: str, after: int, limit: int, max_bytes: int | None = None
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` of a model's logged events after seq ``after`` as ``{"seq", "features", "label"}``
+    (those of the log's records that start within ``max_bytes``: :meth:`EventStore.read_events`).
 
     Runs on the store's thread; the features are those learned (a delayed label's are the
     features of its prediction).
     """
     out = []
-    for seq, text in store.read_events(name, after, limit):
+    for seq, text in store.read_events(name, after, limit, max_bytes):
         event = orjson.loads(text)
         out.append({"seq": seq, "features": event["x"], "label": event["y"]})
     return out

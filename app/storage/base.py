@@ -333,8 +333,12 @@ class EventStore(ABC):
         """The model's request logged with ``key`` less than ``window_s`` seconds ago, if any."""
 
     @abstractmethod
-    def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` of the model's events numbered above ``after``: ``(seq, event)`` in order."""
+    def read_events(self, name: str, after: int, limit: int, max_bytes: int | None = None) -> list[tuple[int, str]]:
+        """Up to ``limit`` of the model's events numbered above ``after``: ``(seq, event)`` in order;
+        with ``max_bytes``, only those of the records that start within ``max_bytes`` of text
+        (at least one record: :func:`app.storage.records.within`), so a page of events whose
+        size is not known beforehand is bounded (fewer than ``limit`` then does not mean the
+        log ends there)."""
 
     @abstractmethod
     def snapshot_seqs(self, name: str) -> list[int]:

@@ -384,16 +384,28 @@ class PostgresStore(EventStore):
             ).fetchone()
         return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
-    def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
+    def read_events(self, name: str, after: int, limit: int, max_bytes: int | None = None) -> list[tuple[int, str]]:
         """Up to ``limit`` events numbered above ``after``, in order: from the record that holds
-        event ``after + 1`` to the one that holds event ``after + limit``."""
+        event ``after + 1`` to the one that holds event ``after + limit`` (or the last that
+        starts within ``max_bytes``: the server sums the records' sizes, which it knows without
+        reading them, and sends only those)."""
         first, last = seq_range(after, limit)
+        query = (
+            "SELECT seq, n, event FROM streamtree_events WHERE model = %(model)s AND seq <= %(last)s "
+            "AND seq >= COALESCE((SELECT seq FROM streamtree_events WHERE model = %(model)s "
+            "AND seq <= %(first)s ORDER BY seq DESC LIMIT 1), 0)"
+        )
+        if max_bytes is not None:
+            query = query.replace(
+                "SELECT seq, n, event", "SELECT seq, n, event, SUM(octet_length(event)) OVER w AS upto", 1
+            )
+            query = (
+                f"SELECT seq, n, event FROM ({query} WINDOW w AS (ORDER BY seq)) AS r "
+                "WHERE upto - octet_length(event) < %(max_bytes)s"
+            )
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT seq, n, event FROM streamtree_events WHERE model = %(model)s AND seq <= %(last)s "
-                "AND seq >= COALESCE((SELECT seq FROM streamtree_events WHERE model = %(model)s "
-                "AND seq <= %(first)s ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq",
-                {"model": name, "first": first, "last": last},
+                query + " ORDER BY seq", {"model": name, "first": first, "last": last, "max_bytes": max_bytes}
             ).fetchall()
         return expand(name, rows, after, limit)
 

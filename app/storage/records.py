@@ -16,11 +16,11 @@ caller gives comes back as given.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .base import StorageError
 
-__all__ = ["RECORD_BYTES", "SEQ_MAX", "Record", "expand", "records", "seq_range"]
+__all__ = ["RECORD_BYTES", "SEQ_MAX", "Record", "expand", "records", "seq_range", "within"]
 
 #: Most characters of event text in one record (the events of a batch under the default 4 MiB
 #: body limit fit in one or two).
@@ -68,6 +68,22 @@ def seq_range(after: int, limit: int) -> tuple[int, int]:
     """The seqs of the first and last event that reading ``limit`` events after ``after`` may
     return, within what a store holds (a read past :data:`SEQ_MAX` finds nothing)."""
     return min(after + 1, SEQ_MAX), min(after + limit, SEQ_MAX)
+
+
+def within(rows: Iterable[Record], max_bytes: int | None) -> Iterator[Record]:
+    """The records of ``rows`` (in seq order) that start within the first ``max_bytes``
+    characters of their texts: at least one, so at most ``max_bytes`` plus one record's
+    :data:`RECORD_BYTES`; all of them if ``max_bytes`` is None.
+
+    >>> [seq for seq, _, _ in within([(1, 1, "ab"), (2, 1, "cd"), (3, 1, "ef")], 3)]
+    [1, 2]
+    """
+    before = 0
+    for row in rows:
+        if max_bytes is not None and before >= max_bytes:
+            return
+        yield row
+        before += len(row[2])
 
 
 def expand(name: str, rows: Iterable[Record], after: int, limit: int) -> list[tuple[int, str]]:

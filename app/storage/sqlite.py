@@ -35,7 +35,7 @@ from .base import (
     pieces,
     read_pieces,
 )
-from .records import expand, records, seq_range
+from .records import expand, records, seq_range, within
 
 __all__ = ["SQLiteStore"]
 
@@ -372,16 +372,21 @@ class SQLiteStore(EventStore):
             ).fetchone()
         return None if row is None else IdempotentAnswer(key, row[0], int(row[1]), int(row[2]))
 
-    def read_events(self, name: str, after: int, limit: int) -> list[tuple[int, str]]:
+    def read_events(self, name: str, after: int, limit: int, max_bytes: int | None = None) -> list[tuple[int, str]]:
         """Up to ``limit`` events numbered above ``after``, in order: from the record that holds
-        event ``after + 1`` to the one that holds event ``after + limit``."""
+        event ``after + 1`` to the one that holds event ``after + limit`` (or the last that
+        starts within ``max_bytes``: the rows are fetched one at a time, the rest never read)."""
         self._check_files()
         with _translated():
-            rows = self._db.execute(
+            cursor = self._db.execute(
                 "SELECT seq, n, event FROM events WHERE model = ?1 AND seq <= ?3 AND seq >= COALESCE("
                 "(SELECT seq FROM events WHERE model = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq",
                 (name, *seq_range(after, limit)),
-            ).fetchall()
+            )
+            try:
+                rows = cursor.fetchall() if max_bytes is None else list(within(cursor, max_bytes))
+            finally:
+                cursor.close()  # a statement left unfinished would hold its read snapshot
         return expand(name, rows, after, limit)
 
     def snapshot_seqs(self, name: str) -> list[int]:

@@ -104,15 +104,15 @@ def test_a_store_failure_is_503(client: TestClient) -> None:
 def test_a_streamed_answer_is_read_a_page_at_a_time_and_equals_the_log(client: TestClient) -> None:
     """Events of very different sizes: the export reads pages of about PAGE_BYTES each, and the
     streamed document is exactly the log, at every window."""
-    from app.export import FIRST_PAGE, PAGE_BYTES
+    from app.export import PAGE_BYTES, PAGE_EVENTS
 
     store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
     real = store.read_events
     asked: list[int] = []
 
-    def counting(name: str, after: int, limit: int) -> Any:
+    def counting(name: str, after: int, limit: int, max_bytes: int | None = None) -> Any:
         asked.append(limit)
-        return real(name, after, limit)
+        return real(name, after, limit, max_bytes)
 
     stream = [
         ({"a": i, "pad": i % 7 * 40} | ({f"f{j}": j for j in range(60)} if i % 3 == 0 else {}), "y")
@@ -125,8 +125,8 @@ def test_a_streamed_answer_is_read_a_page_at_a_time_and_equals_the_log(client: T
         for after, limit in [
             (0, EVENTS_MAX),
             (0, 1),
-            (17, FIRST_PAGE),
-            (17, FIRST_PAGE + 1),
+            (17, PAGE_EVENTS),
+            (17, PAGE_EVENTS + 1),
             (2_400, 333),
             (2_499, 10),
             (2_500, 10),
@@ -136,10 +136,41 @@ def test_a_streamed_answer_is_read_a_page_at_a_time_and_equals_the_log(client: T
             r = client.get("/models/default/events", params={"after": after, "limit": limit})
             assert r.status_code == 200 and r.headers["content-type"] == "application/json"
             assert r.json() == {"events": logged[after : after + limit]}, (after, limit)
-            assert sum(asked) <= limit + FIRST_PAGE and max(asked) <= max(FIRST_PAGE, 1_000)
+            assert max(asked) <= PAGE_EVENTS
         asked.clear()
         body = client.get("/models/default/events", params={"limit": EVENTS_MAX}).content
         assert len(asked) >= len(body) // (2 * PAGE_BYTES)  # many small reads, not one
+    finally:
+        store.read_events = real
+
+
+def test_no_page_of_an_export_of_large_events_reads_much_more_than_page_bytes(client: TestClient) -> None:
+    # the first page was 100 events, whatever their size: 50 MiB of JSON for events of 0.5 MB,
+    # held for as long as its client stalled (and max_exports such clients at once)
+    import orjson
+
+    from app.export import PAGE_BYTES
+
+    store = client.app.state.node.registry.db.store  # type: ignore[attr-defined]
+    real = store.read_events
+    read: list[int] = []
+
+    def measuring(name: str, after: int, limit: int, max_bytes: int | None = None) -> Any:
+        events = real(name, after, limit, max_bytes)
+        read.append(sum(len(text) for _, text in events))
+        return events
+
+    big = [({f"f{j}": "v" * 200 for j in range(990)} | {"i": i}, "y") for i in range(12)]  # ~0.2 MB each
+    for events, batch in [(make_stream(300), 100), (big, 1), (make_stream(300), 100)]:
+        learn_all(client, events, batch=batch)  # each big event a record of its own
+    largest = max(len(orjson.dumps(x)) for x, _ in big) + 100  # a page: PAGE_BYTES and one record at most
+    store.read_events = measuring
+    try:
+        for after in (0, 300):
+            read.clear()
+            r = client.get("/models/default/events", params={"after": after, "limit": 1_000})
+            assert r.status_code == 200 and len(r.json()["events"]) == 612 - after
+            assert max(read) <= PAGE_BYTES + largest, read
     finally:
         store.read_events = real
 

@@ -144,6 +144,23 @@ def test_a_batch_is_one_record_and_each_of_its_events_reads_by_seq(url: str, sto
         store.append("m", 500, ["again"])
 
 
+def test_read_events_within_max_bytes_stops_at_the_record_that_passes_it(store: EventStore) -> None:
+    # the export's pages: read by size, as events may be megabytes each
+    store.create_model("m", "{}")
+    small, big = [f'{{"i": {i}}}' for i in range(1, 11)], ["x" * 100_000 for _ in range(5)]
+    for seq, text in enumerate(small + big, start=1):
+        store.append("m", seq, [text])
+    store.append("m", 16, small)  # one record of ten events
+    everything = list(enumerate(small + big + small, start=1))
+    assert store.read_events("m", 0, 100, max_bytes=10**9) == everything
+    assert store.read_events("m", 0, 100, max_bytes=1) == everything[:1]  # at least one record
+    assert store.read_events("m", 0, 100, max_bytes=50) == everything[:7]  # 8 or 9 characters each
+    assert store.read_events("m", 5, 100, max_bytes=150_000) == everything[5:12]  # the first big one passes it
+    assert store.read_events("m", 12, 3, max_bytes=100_001) == everything[12:14]
+    assert store.read_events("m", 16, 4, max_bytes=1) == everything[16:20]  # inside one record: all of it
+    assert store.read_events("m", 25, 10, max_bytes=1) == []
+
+
 def test_a_record_that_lost_events_is_a_storage_error(url: str, store: EventStore) -> None:
     store.create_model("m", "{}")
     store.append("m", 1, ["a", "b", "c"])
