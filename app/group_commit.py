@@ -385,6 +385,14 @@ class GroupCommit:
                 if row is not None
                 else (("body", "events") if request.batch else ("body",))
             )
+            event = request.events[row] if row is not None else None
+            if event is not None and event.features is None and event.id is not None and exc.field != "label":
+                # a delayed label whose prediction's features the model refuses (a kind it has
+                # learned since, say): they never will be learned, so the id is let go
+                host.pending.take(event.id)
+                message = f"The features predicted under this id cannot be learned, and the id is forgotten: {exc}"
+                _fail(request, field_error((*loc, "id"), message, "invalid_input"))
+                return
             _fail(request, input_error(exc, (*loc, "features"), (*loc, "label")))
             return
         except Exception:

@@ -30,7 +30,7 @@ from .exceptions import LogUnavailable, ModelUnavailable, NotAvailable, Recoveri
 from .group_commit import GroupCommit
 from .learning import Restored, apply_logged, logged_events, restore
 from .pending import IdTaken, NoRoom, PendingIds
-from .reads import decisions, explanation, labels_for, proba_matrix, proba_one, proba_rows
+from .reads import check_learnable, decisions, explanation, labels_for, proba_matrix, proba_one, proba_rows
 from .recovery import reason_of
 from .settings import Settings
 from .storage import StorageError
@@ -130,6 +130,8 @@ class ModelHost:
             ``trusted``: the caller showed an API key); nothing changed.
         """
         self._check_readable()
+        if key is not None:
+            check_learnable(self.model, x, ("body", "features"))
         proba = proba_one(self.model, x)
         if key is not None:
             self.pending.put(key, x, trusted)
@@ -161,9 +163,14 @@ class ModelHost:
 
         Raises
         ------
+        InvalidInput
+            An instance kept has a value the model would refuse to learn
+            (:func:`~app.reads.check_learnable`); nothing changed.
         IdTaken, NoRoom
             Their ``index`` is the batch's instance ``i`` of the first id refused; nothing changed.
         """
+        for i, _ in keys:
+            check_learnable(self.model, xs[i], ("body", "instances", i, "features"))
         try:
             self.pending.put_many([(key, xs[i]) for i, key in keys], trusted)
         except IdTaken as exc:

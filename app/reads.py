@@ -13,12 +13,22 @@ from typing import Any
 from streamtree.decision import CostMatrix, decide_many
 from streamtree.exceptions import DecisionError, InputError
 from streamtree.typing import FloatArray
+from streamtree.values import NUMERIC
 
 from .exceptions import InvalidInput, Loc, NoLabels
 from .schemas import label_key
 from .validation import field_error
 
-__all__ = ["decisions", "explanation", "input_error", "labels_for", "proba_matrix", "proba_one", "proba_rows"]
+__all__ = [
+    "check_learnable",
+    "decisions",
+    "explanation",
+    "input_error",
+    "labels_for",
+    "proba_matrix",
+    "proba_one",
+    "proba_rows",
+]
 
 
 def input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> InvalidInput:
@@ -31,6 +41,32 @@ def input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None
     else:
         loc = features_loc
     return field_error(loc, str(exc), "invalid_input")
+
+
+def check_learnable(model: Any, x: dict[str, Any], loc: Loc) -> None:
+    """Refuse (422 at ``loc``) an instance kept for a delayed label whose features the model
+    would refuse to learn: a value of the other kind than its feature's (a prediction reads
+    it as missing, but the label would be refused, and the id could never be labelled)."""
+    registry = getattr(model, "registry", None)
+    if registry is None:
+        return
+    index, kinds = registry.index, registry.kinds
+    for name, value in x.items():
+        fid = index.get(name)
+        if fid is None:
+            continue  # a new feature: registered with the kind of its value when learned
+        try:
+            kind, _ = registry.classify(name, value)
+        except InputError as exc:
+            raise input_error(exc, loc) from None
+        if kind is not None and kind != kinds[fid]:
+            expected = "numeric" if kinds[fid] == NUMERIC else "nominal (str or bool)"
+            raise field_error(
+                (*loc, name),
+                f"Feature {name!r} is {expected} in this model, so a prediction kept for a delayed "
+                f"label cannot hold {value!r}",
+                "invalid_input",
+            )
 
 
 def proba_one(model: Any, x: dict[str, Any]) -> dict[str, float]:
