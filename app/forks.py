@@ -26,13 +26,14 @@ from typing import Any
 import orjson
 
 from .background import LoopTask
-from .exceptions import Conflict
+from .exceptions import Conflict, InvalidInput, Loc
 from .hosting import ModelHost
 from .learning import FORK_FIELD, REPLAY_PAGE
 from .pacing import stretch_events
 from .settings import Settings
 from .storage import LeaseLost, Snapshot
 from .storage.thread import StoreThread
+from .validation import field_error
 
 __all__ = ["FOLLOW_POLL", "FORK_SLICE", "ForkHost", "Forks", "differences", "followers", "progress", "source_of"]
 
@@ -108,6 +109,26 @@ class ForkHost(ModelHost):
             f"Model {self.name!r} is a fork: it learns only the events of the model it follows. "
             f"Learn into {self.source!r}; {self.name!r} follows it",
             source=self.source,
+        )
+
+    def predict_one(self, x: dict[str, Any], key: str | int | None = None, trusted: bool = True) -> dict[str, float]:
+        """:meth:`ModelHost.predict_one`, refusing an ``id`` (:meth:`remember`)."""
+        if key is not None:
+            raise self._keeps_no_id(("body", "id"))
+        return super().predict_one(x, None, trusted)
+
+    def remember(self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]], trusted: bool) -> None:
+        """Refused: a fork keeps no id for a delayed label, as it learns no label sent to it
+        (422 at the first instance sent with an id)."""
+        if keys:
+            raise self._keeps_no_id(("body", "instances", keys[0][0], "id"))
+
+    def _keeps_no_id(self, loc: Loc) -> InvalidInput:
+        return field_error(
+            loc,
+            f"Model {self.name!r} is a fork: it learns only the events of the model it follows, so it keeps "
+            f"no id for a delayed label. Predict with the id on {self.source!r}, and label it there",
+            "fork_keeps_no_id",
         )
 
 

@@ -50,3 +50,26 @@ def test_a_label_whose_prediction_the_model_now_refuses_names_the_id_and_lets_it
         else:  # let go by the first: unknown now, and the batch with it is refused for that alone
             assert detail["loc"] == loc and detail["type"] == "unknown_id"
     assert client.get("/models/default").json()["seq"] == 51
+
+
+def test_a_fork_keeps_no_id(client: TestClient) -> None:
+    # it answered 200 and kept the ids, which no route could label: the fork refuses labels
+    # (it learns its source's log), and the source never saw the ids
+    learn_all(client, make_stream(50))
+    assert client.put("/models/trial", json={"from": "default"}).status_code == 201
+    x = make_stream(1, seed=3)[0][0]
+    costs = {"act": {"low": 0, "mid": 1, "high": 2}, "wait": {"low": 1, "mid": 0, "high": 0}}
+    for path, body, loc in [
+        ("predict_proba", {"features": x, "id": "o-1"}, ["body", "id"]),
+        ("predict_proba", {"instances": [x, {"features": x, "id": "o-2"}]}, ["body", "instances", 1, "id"]),
+        ("decide", {"features": x, "id": "o-3", "costs": costs}, ["body", "id"]),
+        ("decide", {"instances": [{"features": x, "id": "o-4"}], "costs": costs}, ["body", "instances", 0, "id"]),
+    ]:
+        r = client.post(f"/models/trial/{path}", json=body)
+        assert r.status_code == 422, (path, r.text)
+        assert r.json()["detail"][0]["loc"] == loc and r.json()["detail"][0]["type"] == "fork_keeps_no_id"
+        assert "Predict with the id on 'default'" in r.json()["detail"][0]["msg"]
+    assert client.post("/models/trial/predict_proba", json={"features": x}).status_code == 200
+    assert client.post("/models/trial/decide", json={"features": x, "costs": costs}).status_code == 200
+    metrics = client.get("/metrics").text
+    assert 'streamtree_model_pending_ids{model="trial"} 0.0' in metrics
