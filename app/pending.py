@@ -83,7 +83,10 @@ class PendingIds:
     Notes
     -----
     An id is written once: predicting again with an id that is pending raises
-    :class:`IdTaken` (its label must train on the features first sent).
+    :class:`IdTaken` (its label must train on the features first sent), but for a trusted
+    caller's id pending from an untrusted one, which it replaces: otherwise a caller without a
+    key could take, ahead of a key holder, an id it will predict under (an order number, say),
+    and make the key holder's label train on features it chose.
     Ids of *trusted* callers (those who showed an API key) and of the others are kept apart:
     when there is no room, a new id first pushes out the oldest untrusted id; a trusted id may
     then push out the oldest trusted one, while an untrusted id is refused (:class:`NoRoom`). So a flood from clients without a key never evicts
@@ -127,7 +130,8 @@ class PendingIds:
         rules above: the oldest ids are pushed out until the whole batch fits.
 
         With ``n`` entries of ``s_0 + ... + s_{n-1}`` bytes, entry ``j`` is refused when an id
-        is pending under its key or an earlier entry has it, or when the entries up to ``j``
+        is pending under its key (but an untrusted id, for a trusted caller: replaced) or an
+        earlier entry has it, or when the entries up to ``j``
         cannot fit: ``j + 1 > max_size`` or ``s_0 + ... + s_j > max_bytes``, or, for a caller
         that is not trusted, ``pending + j + 1 - max_size`` ids (or ``bytes + s_0 + ... + s_j
         - max_bytes`` bytes) more than the untrusted ids hold. Every check is made before
@@ -149,7 +153,7 @@ class PendingIds:
         held = len(trusted_ids) + len(untrusted_ids)
         total = 0
         for j, (key, features) in enumerate(entries):
-            if key in trusted_ids or key in untrusted_ids or key in seen:
+            if key in trusted_ids or key in seen or (key in untrusted_ids and not trusted):
                 raise IdTaken(j)
             seen.add(key)
             size = entry_bytes(key, features)
@@ -163,6 +167,10 @@ class PendingIds:
                 raise NoRoom(j)  # checked before evicting anything: a refusal changes nothing
             sizes.append(size)
         n = len(sizes)
+        if trusted:
+            for key, _ in entries:
+                if key in untrusted_ids:
+                    self._pop(untrusted_ids, key)
         while len(trusted_ids) + len(untrusted_ids) + n > self.max_size or self.bytes + total > self.max_bytes:
             self._pop_oldest(untrusted_ids or trusted_ids)
         target = trusted_ids if trusted else untrusted_ids
@@ -218,7 +226,10 @@ class PendingIds:
             self._pop_oldest(self._untrusted or self._trusted)
 
     def _pop_oldest(self, items: OrderedDict[Key, _Entry]) -> None:
-        _, entry = items.popitem(last=False)
+        self._pop(items, next(iter(items)))
+
+    def _pop(self, items: OrderedDict[Key, _Entry], key: Key) -> None:
+        entry = items.pop(key)
         self.bytes -= entry.size
         if items is self._untrusted:
             self._untrusted_bytes -= entry.size

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from tests.app.conftest import learn_all, make_stream
+from tests.app.test_forks import wait_fork
 
 
 def test_a_prediction_kept_for_a_label_must_hold_values_the_model_can_learn(client: TestClient) -> None:
@@ -57,6 +58,7 @@ def test_a_fork_keeps_no_id(client: TestClient) -> None:
     # (it learns its source's log), and the source never saw the ids
     learn_all(client, make_stream(50))
     assert client.put("/models/trial", json={"from": "default"}).status_code == 201
+    wait_fork(client, "trial", 50)
     x = make_stream(1, seed=3)[0][0]
     costs = {"act": {"low": 0, "mid": 1, "high": 2}, "wait": {"low": 1, "mid": 0, "high": 0}}
     for path, body, loc in [
@@ -73,3 +75,20 @@ def test_a_fork_keeps_no_id(client: TestClient) -> None:
     assert client.post("/models/trial/decide", json={"features": x, "costs": costs}).status_code == 200
     metrics = client.get("/metrics").text
     assert 'streamtree_model_pending_ids{model="trial"} 0.0' in metrics
+
+
+def test_a_key_holder_replaces_an_id_a_caller_without_a_key_predicted_under(running) -> None:  # type: ignore[no-untyped-def]
+    # reads open, writes keyed: a caller without a key took "order-1234" first, the key
+    # holder's prediction got 409, and its label trained on the other caller's features
+    key = {"Authorization": "Bearer secret-key-0123456789"}
+    with running(api_keys=["secret-key-0123456789"]) as client:
+        events = [{"features": {"amount": 10.0}, "label": "ok"}, {"features": {"amount": 900.0}, "label": "fraud"}]
+        assert client.post("/learn", json={"events": events}, headers=key).status_code == 200
+        assert client.post("/predict_proba", json={"features": {"amount": 5.0}, "id": "order-1234"}).status_code == 200
+        r = client.post("/predict_proba", json={"features": {"amount": 990.0}, "id": "order-1234"}, headers=key)
+        assert r.status_code == 200
+        r = client.post("/predict_proba", json={"features": {"amount": 1.0}, "id": "order-1234"})
+        assert r.status_code == 409  # the key holder's id is written once
+        assert client.post("/learn", json={"id": "order-1234", "label": "fraud"}, headers=key).status_code == 200
+        logged = client.get("/models/default/events", params={"after": 2}, headers=key).json()["events"]
+        assert logged == [{"seq": 3, "features": {"amount": 990.0}, "label": "fraud"}]

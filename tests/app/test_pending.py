@@ -52,6 +52,21 @@ def test_restore_gives_ids_back_in_expiry_order_unless_expired_or_predicted_anew
     assert [p.get(k) for k in "bcd"] == [None, None, {"x": "new"}]
 
 
+def test_a_key_holder_replaces_an_id_a_caller_without_a_key_took() -> None:
+    # else a caller without a key could take an order number ahead of the key holder, and the
+    # key holder's label would train on the features it chose
+    p = PendingIds(10, BIG, 5.0, Clock())
+    p.put("order-1", {"x": "bogus"}, trusted=False)
+    p.put_many([("order-2", {"x": 2}), ("order-1", {"x": 1})], trusted=True)
+    assert p.get("order-1") == {"x": 1} and len(p) == 2
+    assert p.bytes == entry_bytes("order-1", {"x": 1}) + entry_bytes("order-2", {"x": 2})
+    for trusted in (False, True):  # and a key holder's id is written once, for anyone
+        with pytest.raises(PendingIdTaken):
+            p.put("order-1", {"x": 3}, trusted)
+    taken = p.take("order-1")
+    assert taken is not None and taken.trusted and taken.entry.features == {"x": 1}
+
+
 def test_an_id_is_written_once_until_it_is_labelled_or_expires() -> None:
     clock = Clock()
     p = PendingIds(10, BIG, 5.0, clock)
@@ -171,6 +186,7 @@ class PendingRules(RuleBasedStateMachine):
     def put(self, key: Any, trusted: bool, n: int) -> None:
         x = {f"f{i}": float(i) for i in range(n)}
         before = self.p.get(key)
+        was_untrusted = key in self.p._untrusted
         n_before, bytes_before = len(self.p), self.p.bytes
         try:
             self.p.put(key, x, trusted)
@@ -183,7 +199,7 @@ class PendingRules(RuleBasedStateMachine):
             assert (len(self.p), self.p.bytes) == (n_before, bytes_before)  # nothing evicted
             assert all(self.p.get(k) is v for k, v in self.trusted_alive.items())
             return
-        assert before is None and self.p.get(key) is x
+        assert (before is None or (trusted and was_untrusted)) and self.p.get(key) is x
         if trusted:  # it may have pushed out older trusted ids
             self._forget_expired()
             self.trusted_alive[key] = x
