@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,9 +31,10 @@ class BodyLimitMiddleware:
     so every role answers an oversized body alike.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, refused: Callable[[Scope], None] = lambda scope: None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.refused = refused  # told of a body refused unread (its route never runs)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,6 +47,7 @@ class BodyLimitMiddleware:
                 except ValueError:
                     declared = -1
                 if declared > self.max_bytes:
+                    self.refused(scope)
                     await JSONResponse({"detail": TOO_LARGE}, status_code=413)(scope, receive, send)
                     return
                 break

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 import orjson
 from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
+from starlette.types import Scope
 
 from ..admission import EventBatch, LearnEvent
 from ..deps import WriteDefaultModel, WriteModel
@@ -25,10 +28,10 @@ from ..validation import field_error
 
 
 class LearnRoute(JSONRoute):
-    """A learn route: a request refused before the route runs (a body that is not JSON, or
-    not a learn body: a 422) tells its model's ordering, as one the route refuses does, so a
-    request that names it in ``Idempotency-After`` is refused at once, not after
-    :data:`~app.ordering.AFTER_WAIT_SECONDS`."""
+    """A learn route: a request refused before its events reach the writer (a body that is
+    not JSON or not a learn body, over ``max_body_bytes``, or with headers refused) tells its
+    model's ordering, so a request that names it in ``Idempotency-After`` is refused at once,
+    not after :data:`~app.ordering.AFTER_WAIT_SECONDS`."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -36,24 +39,33 @@ class LearnRoute(JSONRoute):
         async def learn_or_refused(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (RequestValidationError, HTTPException) as exc:
-                if not isinstance(exc, HTTPException) or exc.status_code == 422:
-                    _refused_before_route(request)
+            except (RequestValidationError, HTTPException, InvalidInput) as exc:
+                if not isinstance(exc, HTTPException) or exc.status_code in (413, 422):
+                    report_refused(request.scope)
                 raise
 
         return learn_or_refused
 
 
-def _refused_before_route(request: Request) -> None:
-    """Tell the model's ordering that the request's ``Idempotency-Key`` was refused (on the
-    writer: a replica forwards learns unread)."""
-    keys = request.headers.getlist("idempotency-key")
-    node = getattr(request.app.state, "node", None)
+_LEARN_PATH = re.compile(r"/models/([^/]+)/learn")
+
+
+def report_refused(scope: Scope) -> None:
+    """Tell the model's ordering that the learn request of ``scope`` (if it is one, with one
+    ``Idempotency-Key``) was refused (on the writer: a replica forwards learns unread). Also
+    called by :class:`~app.body_limit.BodyLimitMiddleware` for a body refused unread."""
+    path = scope.get("path", "")
+    named = _LEARN_PATH.fullmatch(path)
+    if path != "/learn" and named is None:
+        return
+    keys = [v for k, v in scope.get("headers", ()) if k == b"idempotency-key"]
+    app = scope.get("app")
+    node = getattr(getattr(app, "state", None), "node", None)
     if len(keys) != 1 or node is None or not node.ready or not node.is_writer():
         return
-    host = node.registry.get(request.path_params.get("name", DEFAULT_MODEL))
+    host = node.registry.get(DEFAULT_MODEL if named is None else unquote(named.group(1)))
     if host is not None:
-        host.refused(keys[0])
+        host.refused(keys[0].decode("latin-1"))
 
 
 router = APIRouter(tags=["learn"], route_class=LearnRoute)
@@ -116,16 +128,11 @@ async def learn(host: ModelHost, body: LearnBody, key: str | None = None, after:
         if after == key:
             raise field_error(AFTER_LOC, "Idempotency-After names another request's key, not this one's", "value_error")
     events: Sequence[LearnEvent]
-    try:
-        if body.events is None:
-            assert body.label is not None
-            events = [check_one(body.features, body.label, body.id, ("body",), host.limits)]
-        else:
-            events = check_batch(body.events, host.limits)  # in one pass over each column (app.ingest)
-    except InvalidInput:
-        if key is not None:
-            host.refused(key)  # a request that follows this one is refused now, not after a wait
-        raise
+    if body.events is None:  # refused: reported to the ordering by LearnRoute
+        assert body.label is not None
+        events = [check_one(body.features, body.label, body.id, ("body",), host.limits)]
+    else:
+        events = check_batch(body.events, host.limits)  # in one pass over each column (app.ingest)
     batch = body.events is not None
     learned, seq = await host.learn(events, batch, key, _body_hash(events, batch) if key is not None else "", after)
     return FastJSON({"learned": learned, "seq": seq})

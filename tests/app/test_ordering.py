@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
@@ -121,6 +122,34 @@ def test_following_a_request_refused_before_the_route_is_409_at_once(client, str
     assert r.status_code == 409 and "was refused or failed" in r.json()["detail"], r.text
     assert time.monotonic() - started < app.ordering.AFTER_WAIT_SECONDS / 2
     assert client.get("/models/default").json()["seq"] == 0
+
+
+@pytest.mark.parametrize(
+    "hdrs, status",
+    [
+        ([("Idempotency-Key", "a"), ("Idempotency-After", "a")], 422),  # names itself
+        ([("Idempotency-Key", "a"), ("Idempotency-After", "")], 422),
+        ([("Idempotency-Key", "a"), ("Idempotency-After", "x"), ("Idempotency-After", "y")], 422),  # sent twice
+        ([("Idempotency-Key", "a"), ("Content-Length", "999999999")], 413),  # refused unread
+        ([("Idempotency-Key", "a"), ("Transfer-Encoding", "chunked")], 413),  # refused as it arrives
+    ],
+)
+def test_following_a_request_refused_for_its_headers_or_size_is_409_at_once(running, stream, hdrs, status) -> None:  # type: ignore[no-untyped-def]
+    # these were never reported to the ordering: "b" waited the whole AFTER_WAIT_SECONDS
+    with running(max_body_bytes=2048) as client:
+        second = Sent(client, batch(stream[:10]), headers("b", after="a"))
+        time.sleep(0.3)
+        big = batch(stream[:100]) if status == 413 else batch(stream[:1])
+        content = orjson.dumps(big)
+        if ("Transfer-Encoding", "chunked") in hdrs:
+            content = iter([content[i : i + 1000] for i in range(0, len(content), 1000)])  # type: ignore[assignment]
+        sent = client.post("/learn", content=content, headers=[("content-type", "application/json"), *hdrs])
+        assert sent.status_code == status, sent.text
+        started = time.monotonic()
+        r = second.wait()
+        assert r.status_code == 409 and "was refused or failed" in r.json()["detail"], r.text
+        assert time.monotonic() - started < app.ordering.AFTER_WAIT_SECONDS / 2
+        assert client.get("/models/default").json()["seq"] == 0
 
 
 def test_following_a_request_that_never_comes_is_409_after_the_wait(  # type: ignore[no-untyped-def]
