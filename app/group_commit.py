@@ -27,17 +27,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from streamtree.exceptions import InputError
 
 from .admission import LearnRequest, admit, event_ids
 from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailure
+from .learned_group import LearnedGroup, answer_error
 from .learning import bad_row, encode_events
 from .ordering import Ordering
 from .pacing import learn_in_stretches, stretch_events
-from .pending import PendingIds, Taken
+from .pending import PendingIds
 from .prequential import Prequential
 from .reads import input_error
 from .settings import Settings
@@ -90,25 +90,6 @@ class Written(Protocol):
         ...
 
 
-@dataclass
-class _Group:
-    """The requests of one group commit learned so far, with their log texts and the pending
-    ids their delayed labels took."""
-
-    pending: PendingIds
-    texts: list[str] = field(default_factory=list)
-    acks: list[tuple[LearnRequest, int, int]] = field(default_factory=list)  # (request, learned, last seq)
-    taken: list[Taken] = field(default_factory=list)
-
-    def fail(self, exc: BaseException) -> None:
-        """Answer every learned request with ``exc`` (none of them is durable) and give their
-        ids back: a retry of a label that was not stored finds its prediction still pending."""
-        self.pending.restore(self.taken)
-        self.taken = []
-        for request, _, _ in self.acks:
-            _fail(request, exc)
-
-
 class GroupCommit:
     """The writer task of one model, and its queue.
 
@@ -137,7 +118,7 @@ class GroupCommit:
         self.ordering = Ordering(self._requeue)
         self._wakeup = asyncio.Event()
         # the last group's commit while the next group is learned: (task, group, its texts, first seq)
-        self._in_flight: tuple[asyncio.Task[BaseException | None], list[LearnRequest], _Group, int] | None = None
+        self._in_flight: tuple[asyncio.Task[BaseException | None], list[LearnRequest], LearnedGroup, int] | None = None
         self.snapshots = Snapshots(host, self._settled)
         self._task = asyncio.get_running_loop().create_task(self._write_loop(), name=f"writer:{host.name}")
 
@@ -187,7 +168,7 @@ class GroupCommit:
                     with contextlib.suppress(Exception):  # logged by rebuild; the model then stays unavailable
                         await host.rebuild()
                 for request in group:
-                    _fail(request, StorageFailure())
+                    answer_error(request, StorageFailure())
                 self.ordering.release(group)
 
     async def _idle(self) -> None:
@@ -229,22 +210,22 @@ class GroupCommit:
         host = self.host
         if host.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
             for request in group:
-                _fail(request, host.not_ready())
+                answer_error(request, host.not_ready())
             self.ordering.release(group)
             return
         if not self.writable():  # another instance is the writer now: learn nothing here
             for request in group:
-                _fail(request, NotWriter())
+                answer_error(request, NotWriter())
             self.ordering.release(group)
             return
-        done = _Group(host.pending)
+        done = LearnedGroup(host.pending)
         try:
             await self._process_into(group, done)
         except BaseException:  # the writer loop answers the group: what done took goes back
             done.fail(StorageFailure())
             raise
 
-    async def _process_into(self, group: list[LearnRequest], done: _Group) -> None:
+    async def _process_into(self, group: list[LearnRequest], done: LearnedGroup) -> None:
         """:meth:`_process` once the model may learn: learn ``group`` (and what joins it) into
         ``done``, then start its commit."""
         host = self.host
@@ -272,7 +253,7 @@ class GroupCommit:
         task = asyncio.get_running_loop().create_task(self._append(first, done), name=f"commit:{host.name}")
         self._in_flight = (task, group, done, first)
 
-    async def _learn_group(self, group: list[LearnRequest], done: _Group) -> None:
+    async def _learn_group(self, group: list[LearnRequest], done: LearnedGroup) -> None:
         """Learn the group's requests (those :meth:`_settle_keys` keeps) in chunks, into ``done``."""
         learned = await self._settle_keys(group)
         for i, chunk in enumerate(_chunks(learned, stretch_events(self.host.model, APPLY_EVENTS))):
@@ -317,7 +298,7 @@ class GroupCommit:
             log.exception("model %r: reading idempotency keys failed", host.name)
             for request in group:
                 if request.key is not None:
-                    _fail(request, StorageFailure())
+                    answer_error(request, StorageFailure())
             return [r for r in group if r.key is None]
         kept: list[LearnRequest] = []
         later: list[LearnRequest] = []
@@ -330,7 +311,7 @@ class GroupCommit:
                 kept.append(request)
             elif (answer := found.get(request.key)) is not None:
                 if answer.body_hash != request.body_hash:
-                    _fail(
+                    answer_error(
                         request,
                         field_error(
                             KEY_LOC,
@@ -352,7 +333,7 @@ class GroupCommit:
         self._requeue(later)
         return kept
 
-    async def _learn_chunk(self, chunk: list[LearnRequest], done: _Group) -> None:
+    async def _learn_chunk(self, chunk: list[LearnRequest], done: LearnedGroup) -> None:
         """Learn a chunk of requests with one library call; add the learned ones to ``done``.
 
         A request refused by the checks that need the model's state (:func:`app.admission.admit`)
@@ -391,9 +372,9 @@ class GroupCommit:
                 # learned since, say): they never will be learned, so the id is let go
                 host.pending.take(event.id)
                 message = f"The features predicted under this id cannot be learned, and the id is forgotten: {exc}"
-                _fail(request, field_error((*loc, "id"), message, "invalid_input"))
+                answer_error(request, field_error((*loc, "id"), message, "invalid_input"))
                 return
-            _fail(request, input_error(exc, (*loc, "features"), (*loc, "label")))
+            answer_error(request, input_error(exc, (*loc, "features"), (*loc, "label")))
             return
         except Exception:
             # The model may hold part of the chunk: keep the requests learned before it (commit
@@ -406,10 +387,10 @@ class GroupCommit:
                 for request in chunk:
                     await self._learn_chunk([request], done)
             else:
-                _fail(chunk[0], LearnFailure())
+                answer_error(chunk[0], LearnFailure())
             return
         for request, error in refused:
-            _fail(request, error)
+            answer_error(request, error)
         for a in admitted:
             for id in event_ids(a.request.events):
                 if (taken := host.pending.take(id)) is not None:
@@ -419,7 +400,7 @@ class GroupCommit:
             done.acks.append((a.request, len(a.xs), host.seq))
         host.advanced()
 
-    async def _commit(self, done: _Group) -> None:
+    async def _commit(self, done: LearnedGroup) -> None:
         """Log what ``done`` holds at once, after the commit in flight (the path of a failure
         while learning: what was learned before it is kept)."""
         if not await self._settled():  # the rebuild undid what done holds too
@@ -430,7 +411,7 @@ class GroupCommit:
             if error is not None:
                 await self._failed(error, first, done)
 
-    async def _append(self, first: int, done: _Group) -> BaseException | None:
+    async def _append(self, first: int, done: LearnedGroup) -> BaseException | None:
         """Log the group's events (numbered from ``first``) in one transaction, then answer its
         requests; on failure return the error, its requests unanswered (:meth:`_settled`)."""
         host = self.host
@@ -470,7 +451,7 @@ class GroupCommit:
             self.ordering.release(group)  # the requests that follow one of this group's, placed again
         return error is None
 
-    async def _failed(self, error: BaseException, first: int, done: _Group) -> None:
+    async def _failed(self, error: BaseException, first: int, done: LearnedGroup) -> None:
         """A commit failed: back to the durable state, then answer its requests with the error."""
         host = self.host
         fenced = isinstance(error, LeaseLost)
@@ -506,8 +487,3 @@ def _find_keys(store: EventStore, name: str, keys: list[str], window_s: float) -
     """The logged answers of the model's requests made with these keys (run on the store's thread)."""
     found = {key: store.find_idempotent(name, key, window_s) for key in keys}
     return {key: answer for key, answer in found.items() if answer is not None}
-
-
-def _fail(request: LearnRequest, exc: BaseException) -> None:
-    if not request.future.done():
-        request.future.set_exception(exc)
