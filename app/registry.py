@@ -313,7 +313,11 @@ class Registry:
             if stored is None:  # deleted meanwhile, by another instance
                 raise StoreUnavailable()
             await self._load(stored)  # unavailable (503 saying why, rebuilt later) if it cannot be restored now
-            return self.hosts[name], True
+            host = self.hosts[name]
+            async with host.apply_lock:  # nothing learned yet: the state at seq 0 is durable
+                if host.seq == 0 and host.unavailable is None:
+                    await host.writer.snapshots.first()  # with the metrics' settings it is created with
+            return host, True
 
     async def delete(self, name: str) -> bool:
         """Delete a model with its log and snapshots; False if there was none.

@@ -123,6 +123,18 @@ class Snapshots:
         if captured is not None:
             await self._save(*captured)
 
+    async def first(self) -> None:
+        """Save the state of a model just created (seq 0): its metrics' settings (window, bins,
+        history) are stored with it from the start, so a restart keeps those the model was
+        created with. Neither paced nor counted; a failure is only logged (a restart before the
+        next snapshot then takes the settings of that start)."""
+        host = self.host
+        try:
+            snap = _encode_snapshot(0, host.model.capture(), {"prequential": host.prequential.state()})
+            await host.db.run(host.db.store.save_snapshot, host.name, snap, host.settings.snapshots_kept)
+        except Exception as exc:
+            log.warning("model %r: no snapshot of it as created (%s: %s)", host.name, type(exc).__name__, exc)
+
     async def _start_later(self, delay: float) -> None:
         """After ``delay`` seconds, start the snapshot that was due, if it still is (under the
         apply lock: a capture is taken between groups, at the durable seq)."""

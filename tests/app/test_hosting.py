@@ -45,7 +45,7 @@ def test_graceful_restart_keeps_model_and_metrics(running, stream, tmp_path) -> 
     with running() as client:
         learn_all(client, stream, batch=30)
         metrics = client.get("/models/default/metrics").json()
-    assert snapshot_seqs(tmp_path / "data") == [300]  # written on shutdown
+    assert snapshot_seqs(tmp_path / "data") == [0, 300]  # written with the model, and on shutdown
     with running() as client:
         assert client.get("/models/default").json()["seq"] == 300
         assert client.get("/models/default/metrics").json() == metrics

@@ -148,3 +148,24 @@ def test_a_model_that_cannot_be_rebuilt_answers_503_saying_why_and_the_others_se
             time.sleep(0.05)
         assert state(client) == before
         assert "unavailable" not in client.get("/health").json()
+
+
+def test_a_model_keeps_the_metrics_settings_it_was_created_with_before_its_first_snapshot(
+    running: Running, db: tuple[dict[str, Any], Callable[..., Any]]
+) -> None:
+    # they were stored only with snapshots: after a crash before the first one, the next start's
+    # settings applied (a window of 1,000 events became 5, and the bins 10 became 2)
+    settings, sql = db
+    with running(**settings) as client:
+        assert client.put("/models/other", json={}).status_code == 201
+        learn_all(client, make_stream(50, seed=3))
+        learn_all(client, make_stream(50, seed=4), path="/models/other/learn")
+        before = {name: client.get(f"/models/{name}/metrics").json() for name in ("default", "other")}
+    sql("DELETE FROM {t}snapshots WHERE seq > 0")  # as if it had crashed: no snapshot at its stop
+    assert sql("SELECT model, seq FROM {t}snapshots ORDER BY model") == [("default", 0), ("other", 0)]
+    with running(metrics_window=5, metrics_bins=2, history_every=7, **settings) as client:
+        for name in ("default", "other"):
+            assert client.get(f"/models/{name}/metrics").json() == before[name]
+        assert client.put("/models/new", json={}).status_code == 201
+        learn_all(client, make_stream(50, seed=5), path="/models/new/learn")
+        assert client.get("/models/new/metrics").json()["recent"]["window"] == 5  # a new model: the settings now
