@@ -12,7 +12,7 @@ import httpx
 
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
-from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
+from streamtree.client.errors import Conflict, ConnectionFailed, ServiceError, answer, error_for
 from streamtree.client.handle import Handle
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.writer import Writer
@@ -259,13 +259,25 @@ class RemoteModel(Handle):
     ) -> dict[str, Any]:
         """Learn the rows of ``X`` (a DataFrame, a list of dicts, or a 2-D array with
         ``columns``) with the labels ``y``, in requests of ``batch_size`` events, in order;
-        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are learned."""
+        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are
+        learned, and its error says so: ``e.learned``, ``e.seq``, ``e.row`` (the row of ``X``
+        a refusal names) and ``e.unsent``, the events not acknowledged as
+        :class:`~streamtree.client.bodies.UnsentBatch` es, each with the ``Idempotency-Key`` to
+        send it again under (``learn_batch(b.events, b.key)``: learned once, also when the
+        failed request was learned and its answer lost)."""
         size = bodies.check_batch_size(batch_size)
         events = bodies.encoded_events(X, y, columns, self.labels)
+        parts = bodies.chunks(events, size)
+        keys = [bodies.new_key() for _ in parts]
         learned, seq = 0, 0
-        for chunk in bodies.chunks(events, size):
+        for n, chunk in enumerate(parts):
             if chunk:
-                out = self.post_events(chunk)
+                try:
+                    out = self.post_events(chunk, keys[n])
+                except (ServiceError, ConnectionFailed) as e:
+                    e.unsent = bodies.unsent_batches(parts[n:], keys[n:], 1)
+                    bodies.note_failure(e, n * size, len(chunk), "events", learned, seq)
+                    raise
                 learned, seq = learned + out["learned"], out["seq"]
         return {"learned": learned, "seq": seq}
 
@@ -335,13 +347,17 @@ class RemoteModel(Handle):
 
     def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
         out: list[dict[Hashable, float]] = []
-        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
             if not chunk:
                 continue
-            if ids is None:
-                rows = self.predict_batch(chunk)
-            else:
-                rows = (self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            try:
+                if ids is None:
+                    rows = self.predict_batch(chunk)
+                else:
+                    rows = (self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            except (ServiceError, ConnectionFailed) as e:
+                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                raise
             out += [self.decode(p) for p in rows]
         return out
 
@@ -386,14 +402,18 @@ class RemoteModel(Handle):
         ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``; with
         ``ids`` (one per row), each row's features wait for its label."""
         answers = []
-        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
             if not chunk:
                 continue
-            if ids is None:
-                answers.append(self.decide_batch(chunk, costs))
-            else:
-                body = {"instances": chunk, "costs": costs_body(costs)}
-                answers.append(dict(self.with_id(self._paths.decide, body)))
+            try:
+                if ids is None:
+                    answers.append(self.decide_batch(chunk, costs))
+                else:
+                    body = {"instances": chunk, "costs": costs_body(costs)}
+                    answers.append(dict(self.with_id(self._paths.decide, body)))
+            except (ServiceError, ConnectionFailed) as e:
+                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                raise
         out = bodies.merge_decisions(answers)
         out["probabilities"] = [self.decode(p) for p in out["probabilities"]]
         return out

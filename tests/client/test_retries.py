@@ -142,7 +142,10 @@ def test_typed_errors_carry_the_services_json(client: Client, service: Service) 
         m.learn_many([{"a": 1.0}, {"a": 2.0}, {"a": 3.0}, {"age": "y" * 300}], ["x", "x", "x", "x"])
     e = bad.value
     assert e.status == 422 and e.loc == ("body", "events", 3, "features", "age")
-    assert str(e) == "422 body.events[3].features.age: String should have at most 256 characters"
+    assert str(e) == (
+        "422 body.events[3].features.age: String should have at most 256 characters"
+        " (row 3 of X; its request is the first; e.unsent holds the rest)"
+    )
     assert e.body["detail"][0]["type"] == "string_too_long"
     assert m.info()["seq"] == 1  # the refused request learned nothing
     with pytest.raises(Unauthorized) as anonymous:
