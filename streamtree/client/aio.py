@@ -31,7 +31,8 @@ class AsyncClient(Handle):
     token
         An API key of the service (sent as ``Authorization: Bearer <token>``), if it has keys.
     timeout
-        Seconds to wait for each attempt's answer (None: no limit).
+        Seconds an attempt may take, until its answer is read whole (None: no limit); an
+        attempt past it is a timeout, retried as one.
     retries
         How many times a request is sent again after a connection error, a timeout, or an
         answer of 408, 429, 502, 503 or 504 (a learn with the same ``Idempotency-Key``).
@@ -53,6 +54,7 @@ class AsyncClient(Handle):
     ) -> None:
         self.url = base_url(url)
         check_policy(timeout, retries, backoff)
+        self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.AsyncClient(
@@ -108,7 +110,7 @@ class AsyncClient(Handle):
         lost = False
         while True:
             try:
-                r = await self._http.request(method, path, content=content, headers=headers, params=params)
+                r = await self._attempt(method, path, content, headers, params)
             except httpx.TransportError as e:
                 lost = lost or not isinstance(e, NOT_SENT)
                 if attempt >= self.retries:
@@ -122,6 +124,19 @@ class AsyncClient(Handle):
                     raise error_for(status, r.content, f"{method} {path}")
                 await asyncio.sleep(wait(attempt, self.backoff, r.headers.get("retry-after")))
             attempt += 1
+
+    async def _attempt(
+        self, method: str, path: str, content: Any, headers: Any, params: Mapping[str, Any] | None
+    ) -> httpx.Response:
+        """Send a request once and read its answer whole, within the client's timeout
+        (``httpx.ReadTimeout`` past it: httpx bounds each read, not the whole answer)."""
+        if self.timeout is None:
+            return await self._http.request(method, path, content=content, headers=headers, params=params)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._http.request(method, path, content=content, headers=headers, params=params)
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no whole answer within the client's timeout of {self.timeout:g} s") from None
 
     async def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
         """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`

@@ -13,10 +13,11 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+from collections.abc import Iterator
 
 import httpx
 
-__all__ = ["MAX_WAIT", "NOT_SENT", "RETRY_STATUSES", "check_policy", "retry_after", "wait"]
+__all__ = ["MAX_WAIT", "NOT_SENT", "RETRY_STATUSES", "Deadline", "check_policy", "retry_after", "wait"]
 
 #: Statuses answered "not now": the same request may succeed later.
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
@@ -61,3 +62,22 @@ def wait(attempt: int, backoff: float, after: str | None = None) -> float:
     if floor is not None:
         seconds = max(seconds, floor)
     return min(seconds, MAX_WAIT)
+
+
+class Deadline(httpx.SyncByteStream):
+    """An answer's body that ends in ``httpx.ReadTimeout`` when a read returns after
+    ``deadline`` (``time.monotonic()``): the attempt's bound, where httpx bounds each read."""
+
+    def __init__(self, inner: httpx.SyncByteStream, deadline: float, timeout: float, request: httpx.Request) -> None:
+        self.inner, self.deadline, self.timeout, self.request = inner, deadline, timeout, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            if time.monotonic() > self.deadline:
+                raise httpx.ReadTimeout(
+                    f"no whole answer within the client's timeout of {self.timeout:g} s", request=self.request
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()

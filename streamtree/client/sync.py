@@ -14,7 +14,7 @@ from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
 from streamtree.client.errors import Conflict, ConnectionFailed, ServiceError, answer, error_for
 from streamtree.client.handle import Handle
-from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
+from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, Deadline, check_policy, wait
 from streamtree.client.writer import Writer
 
 __all__ = ["Client", "RemoteModel", "base_url", "client_headers"]
@@ -49,7 +49,8 @@ class Client(Handle):
     token
         An API key of the service (sent as ``Authorization: Bearer <token>``), if it has keys.
     timeout
-        Seconds to wait for each attempt's answer (None: no limit).
+        Seconds an attempt may take, until its answer is read whole (None: no limit); an
+        attempt past it is a timeout, retried as one.
     retries
         How many times a request is sent again after a connection error, a timeout, or an
         answer of 408, 429, 502, 503 or 504 (a learn with the same ``Idempotency-Key``).
@@ -71,6 +72,7 @@ class Client(Handle):
     ) -> None:
         self.url = base_url(url)
         check_policy(timeout, retries, backoff)
+        self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.Client(
@@ -126,7 +128,9 @@ class Client(Handle):
         lost = False
         while True:
             try:
-                r = self._http.request(method, path, content=content, headers=headers, params=params)
+                r = self._attempt(
+                    self._http.build_request(method, path, content=content, headers=headers, params=params)
+                )
             except httpx.TransportError as e:
                 lost = lost or not isinstance(e, NOT_SENT)
                 if attempt >= self.retries:
@@ -140,6 +144,20 @@ class Client(Handle):
                     raise error_for(status, r.content, f"{method} {path}")
                 time.sleep(wait(attempt, self.backoff, r.headers.get("retry-after")))
             attempt += 1
+
+    def _attempt(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` once and read its answer whole, within the client's timeout: a
+        read that ends past it raises ``httpx.ReadTimeout`` (a server that drips its answer
+        would otherwise hold the call for good, each read well within the timeout)."""
+        started = time.monotonic()
+        r = self._http.send(request, stream=True)
+        try:
+            if self.timeout is not None and isinstance(r.stream, httpx.SyncByteStream):
+                r.stream = Deadline(r.stream, started + self.timeout, self.timeout, request)
+            r.read()
+        finally:
+            r.close()
+        return r
 
     def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
         """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`
