@@ -189,7 +189,7 @@ class AsyncRemoteModel(Handle):
         """
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config: a dict of model parameters, not {type(config).__name__}")
-        r = await self.client.send("PUT", self._paths.model, dict(config or {}))
+        r = await self.client.send("PUT", self._paths.model, dumps(dict(config or {}), "config"))
         if r.status_code == 200 and not exist_ok:
             raise Conflict(
                 200, {"detail": "The model exists already (create with exist_ok=False)."}, f"PUT {r.url.path}"
@@ -200,6 +200,7 @@ class AsyncRemoteModel(Handle):
         """Delete the model, its event log and snapshots (a 404 after a lost answer: the
         lost attempt deleted it)."""
         await self.client.send("DELETE", self._paths.model, lost_ok=404)
+        self.labels.clear()
 
     async def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""
@@ -302,10 +303,11 @@ class AsyncRemoteModel(Handle):
 
     # -- predictions --------------------------------------------------------------------------
     async def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
-        """An answer's probabilities keyed by labels (the model's classes read once for a key not known)."""
+        """An answer's probabilities keyed by labels (the model's classes read for a key not known,
+        or one two labels sent share)."""
         out = self.labels.decode(probabilities)
         if out is None:
-            self.labels.add_many((await self.summary()).get("classes", []))
+            self.labels.set_classes((await self.summary()).get("classes", []))
             out = self.labels.decode_known(probabilities)
         return out
 

@@ -148,7 +148,7 @@ def events_body(events: Any) -> bytes:
     if isinstance(events, bytes):
         return b'{"events":' + events + b"}"
     if isinstance(events, list):
-        return dumps({"events": events})
+        return dumps({"events": events})  # a NaN or infinity refused, named events[i]...
     raise TypeError(f"events: a list of event dicts or their JSON bytes, not {type(events).__name__}")
 
 

@@ -17,7 +17,17 @@ from collections.abc import Iterator
 
 import httpx
 
-__all__ = ["MAX_WAIT", "NOT_SENT", "RETRY_STATUSES", "Deadline", "check_policy", "retry_after", "wait"]
+__all__ = [
+    "MAX_SECONDS",
+    "MAX_WAIT",
+    "NOT_SENT",
+    "RETRY_STATUSES",
+    "Deadline",
+    "check_policy",
+    "is_seconds",
+    "retry_after",
+    "wait",
+]
 
 #: Statuses answered "not now": the same request may succeed later.
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
@@ -29,10 +39,19 @@ NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 MAX_WAIT = 60.0
 
 
+#: The longest timeout or flush interval taken: longer ones overflow the clock's waits.
+MAX_SECONDS = 1e6
+
+
+def is_seconds(v: object) -> bool:
+    """Whether ``v`` is a number of seconds a client can wait: finite, > 0, at most :data:`MAX_SECONDS`."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v <= MAX_SECONDS
+
+
 def check_policy(timeout: float | None, retries: int, backoff: float) -> None:
     """Refuse a timeout, retry count or backoff that cannot be meant."""
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError(f"timeout: seconds > 0 (or None for no timeout), got {timeout!r}")
+    if timeout is not None and not is_seconds(timeout):
+        raise ValueError(f"timeout: seconds > 0 and at most {MAX_SECONDS:g} (None for no timeout), got {timeout!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries: an integer >= 0, got {retries!r}")
     if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= MAX_WAIT:

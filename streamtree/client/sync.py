@@ -26,6 +26,13 @@ def base_url(url: str) -> str:
     """``url`` without a trailing slash; a ``ValueError`` unless it is an http(s) URL."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"url: an http:// or https:// URL, got {url!r}")
+    try:
+        parsed = httpx.URL(url)
+        port = parsed.port  # httpx takes ports past 65535 and hosts with spaces, sockets do not
+    except httpx.InvalidURL as e:
+        raise ValueError(f"url: an http:// or https:// URL, got {url!r} ({e})") from None
+    if not parsed.host or any(c.isspace() for c in url) or (port is not None and not 0 < port < 65536):
+        raise ValueError(f"url: an http:// or https:// URL with a host, no spaces and a port in 1..65535, got {url!r}")
     return url.rstrip("/")
 
 
@@ -214,7 +221,7 @@ class RemoteModel(Handle):
         """
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config: a dict of model parameters, not {type(config).__name__}")
-        r = self.client.send("PUT", self._paths.model, dict(config or {}))
+        r = self.client.send("PUT", self._paths.model, dumps(dict(config or {}), "config"))
         if r.status_code == 200 and not exist_ok:
             raise Conflict(
                 200, {"detail": "The model exists already (create with exist_ok=False)."}, f"PUT {r.url.path}"
@@ -225,6 +232,7 @@ class RemoteModel(Handle):
         """Delete the model, its event log and snapshots (a 404 after a lost answer: the
         lost attempt deleted it)."""
         self.client.send("DELETE", self._paths.model, lost_ok=404)
+        self.labels.clear()
 
     def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""
@@ -326,10 +334,11 @@ class RemoteModel(Handle):
 
     # -- predictions --------------------------------------------------------------------------
     def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
-        """An answer's probabilities keyed by labels (the model's classes read once for a key not known)."""
+        """An answer's probabilities keyed by labels (the model's classes read for a key not known,
+        or one two labels sent share)."""
         out = self.labels.decode(probabilities)
         if out is None:
-            self.labels.add_many(self.summary().get("classes", []))
+            self.labels.set_classes(self.summary().get("classes", []))
             out = self.labels.decode_known(probabilities)
         return out
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from streamtree.client.bodies import UnsentBatch, check_batch_size, new_key
 from streamtree.client.encoding import dumps, loads
+from streamtree.client.retry import MAX_SECONDS, is_seconds
 
 __all__ = ["AsyncWriter", "Writer"]
 
@@ -39,8 +40,8 @@ class BatchSink(Protocol):
 
 
 def _check_seconds(flush_seconds: Any) -> float:
-    if isinstance(flush_seconds, bool) or not isinstance(flush_seconds, (int, float)) or not flush_seconds > 0:
-        raise ValueError(f"flush_seconds: seconds > 0, got {flush_seconds!r}")
+    if not is_seconds(flush_seconds):
+        raise ValueError(f"flush_seconds: seconds > 0 and at most {MAX_SECONDS:g}, got {flush_seconds!r}")
     return float(flush_seconds)
 
 
