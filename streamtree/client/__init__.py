@@ -12,6 +12,7 @@ It needs httpx, numpy and orjson (pandas for DataFrames), and nothing of the ser
 """
 
 from streamtree.client.aio import AsyncClient, AsyncRemoteModel
+from streamtree.client.bodies import UnsentBatch
 from streamtree.client.errors import (
     Conflict,
     ConnectionFailed,
@@ -41,6 +42,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnexpectedAnswer",
+    "UnsentBatch",
     "Writer",
     "WriterStopped",
 ]

@@ -12,7 +12,7 @@ import httpx
 
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
-from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
+from streamtree.client.errors import Conflict, ConnectionFailed, ServiceError, answer, error_for
 from streamtree.client.handle import Handle
 from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
 from streamtree.client.sync import DEFAULT_URL, base_url, client_headers
@@ -31,7 +31,8 @@ class AsyncClient(Handle):
     token
         An API key of the service (sent as ``Authorization: Bearer <token>``), if it has keys.
     timeout
-        Seconds to wait for each attempt's answer (None: no limit).
+        Seconds an attempt may take, until its answer is read whole (None: no limit); an
+        attempt past it is a timeout, retried as one.
     retries
         How many times a request is sent again after a connection error, a timeout, or an
         answer of 408, 429, 502, 503 or 504 (a learn with the same ``Idempotency-Key``).
@@ -53,6 +54,7 @@ class AsyncClient(Handle):
     ) -> None:
         self.url = base_url(url)
         check_policy(timeout, retries, backoff)
+        self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.AsyncClient(
@@ -108,7 +110,7 @@ class AsyncClient(Handle):
         lost = False
         while True:
             try:
-                r = await self._http.request(method, path, content=content, headers=headers, params=params)
+                r = await self._attempt(method, path, content, headers, params)
             except httpx.TransportError as e:
                 lost = lost or not isinstance(e, NOT_SENT)
                 if attempt >= self.retries:
@@ -122,6 +124,19 @@ class AsyncClient(Handle):
                     raise error_for(status, r.content, f"{method} {path}")
                 await asyncio.sleep(wait(attempt, self.backoff, r.headers.get("retry-after")))
             attempt += 1
+
+    async def _attempt(
+        self, method: str, path: str, content: Any, headers: Any, params: Mapping[str, Any] | None
+    ) -> httpx.Response:
+        """Send a request once and read its answer whole, within the client's timeout
+        (``httpx.ReadTimeout`` past it: httpx bounds each read, not the whole answer)."""
+        if self.timeout is None:
+            return await self._http.request(method, path, content=content, headers=headers, params=params)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._http.request(method, path, content=content, headers=headers, params=params)
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no whole answer within the client's timeout of {self.timeout:g} s") from None
 
     async def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
         """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`
@@ -174,7 +189,7 @@ class AsyncRemoteModel(Handle):
         """
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config: a dict of model parameters, not {type(config).__name__}")
-        r = await self.client.send("PUT", self._paths.model, dict(config or {}))
+        r = await self.client.send("PUT", self._paths.model, dumps(dict(config or {}), "config"))
         if r.status_code == 200 and not exist_ok:
             raise Conflict(
                 200, {"detail": "The model exists already (create with exist_ok=False)."}, f"PUT {r.url.path}"
@@ -185,6 +200,7 @@ class AsyncRemoteModel(Handle):
         """Delete the model, its event log and snapshots (a 404 after a lost answer: the
         lost attempt deleted it)."""
         await self.client.send("DELETE", self._paths.model, lost_ok=404)
+        self.labels.clear()
 
     async def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""
@@ -238,13 +254,25 @@ class AsyncRemoteModel(Handle):
     ) -> dict[str, Any]:
         """Learn the rows of ``X`` (a DataFrame, a list of dicts, or a 2-D array with
         ``columns``) with the labels ``y``, in requests of ``batch_size`` events, in order;
-        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are learned."""
+        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are
+        learned, and its error says so: ``e.learned``, ``e.seq``, ``e.row`` (the row of ``X``
+        a refusal names) and ``e.unsent``, the events not acknowledged as
+        :class:`~streamtree.client.bodies.UnsentBatch` es, each with the ``Idempotency-Key`` to
+        send it again under (``learn_batch(b.events, b.key)``: learned once, also when the
+        failed request was learned and its answer lost)."""
         size = bodies.check_batch_size(batch_size)
         events = bodies.encoded_events(X, y, columns, self.labels)
+        parts = bodies.chunks(events, size)
+        keys = [bodies.new_key() for _ in parts]
         learned, seq = 0, 0
-        for chunk in bodies.chunks(events, size):
+        for n, chunk in enumerate(parts):
             if chunk:
-                out = await self.post_events(chunk)
+                try:
+                    out = await self.post_events(chunk, keys[n])
+                except (ServiceError, ConnectionFailed) as e:
+                    e.unsent = bodies.unsent_batches(parts[n:], keys[n:], 1)
+                    bodies.note_failure(e, n * size, len(chunk), "events", learned, seq)
+                    raise
                 learned, seq = learned + out["learned"], out["seq"]
         return {"learned": learned, "seq": seq}
 
@@ -275,10 +303,11 @@ class AsyncRemoteModel(Handle):
 
     # -- predictions --------------------------------------------------------------------------
     async def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
-        """An answer's probabilities keyed by labels (the model's classes read once for a key not known)."""
+        """An answer's probabilities keyed by labels (the model's classes read for a key not known,
+        or one two labels sent share)."""
         out = self.labels.decode(probabilities)
         if out is None:
-            self.labels.add_many((await self.summary()).get("classes", []))
+            self.labels.set_classes((await self.summary()).get("classes", []))
             out = self.labels.decode_known(probabilities)
         return out
 
@@ -315,13 +344,17 @@ class AsyncRemoteModel(Handle):
 
     async def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
         out: list[dict[Hashable, float]] = []
-        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
             if not chunk:
                 continue
-            if ids is None:
-                rows = await self.predict_batch(chunk)
-            else:
-                rows = (await self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            try:
+                if ids is None:
+                    rows = await self.predict_batch(chunk)
+                else:
+                    rows = (await self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            except (ServiceError, ConnectionFailed) as e:
+                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                raise
             out += [await self.decode(p) for p in rows]
         return out
 
@@ -368,14 +401,18 @@ class AsyncRemoteModel(Handle):
         ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``; with
         ``ids`` (one per row), each row's features wait for its label."""
         answers = []
-        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
             if not chunk:
                 continue
-            if ids is None:
-                answers.append(await self.decide_batch(chunk, costs))
-            else:
-                body = {"instances": chunk, "costs": costs_body(costs)}
-                answers.append(dict(await self.with_id(self._paths.decide, body)))
+            try:
+                if ids is None:
+                    answers.append(await self.decide_batch(chunk, costs))
+                else:
+                    body = {"instances": chunk, "costs": costs_body(costs)}
+                    answers.append(dict(await self.with_id(self._paths.decide, body)))
+            except (ServiceError, ConnectionFailed) as e:
+                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                raise
         out = bodies.merge_decisions(answers)
         out["probabilities"] = [await self.decode(p) for p in out["probabilities"]]
         return out

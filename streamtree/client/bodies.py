@@ -4,8 +4,9 @@ blocking and the asyncio clients (which differ only in how they send)."""
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamtree.client.encoding import (
     Labels,
@@ -14,14 +15,17 @@ from streamtree.client.encoding import (
     dumps,
     features_json,
     label_list,
+    loads,
     pd,
     records,
     rows,
     same_length,
 )
+from streamtree.client.errors import ConnectionFailed
 
 __all__ = [
     "BATCH",
+    "UnsentBatch",
     "Paths",
     "argmax",
     "check_batch_size",
@@ -33,6 +37,8 @@ __all__ = [
     "instances",
     "label_events",
     "merge_decisions",
+    "new_key",
+    "note_failure",
     "predictions",
     "single",
     "without_ids",
@@ -42,6 +48,51 @@ __all__ = [
 BATCH = 1000
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class UnsentBatch(NamedTuple):
+    """Events of a learn request not acknowledged, with the ``Idempotency-Key`` to send them
+    again under: ``model.learn_batch(batch.events, batch.key)`` learns them once, also when
+    ``posted`` (the request went out and its answer was lost: the service may have learned it,
+    and then answers from that record, learning nothing again)."""
+
+    key: str
+    events: list[dict[str, Any]]
+    posted: bool
+
+
+def new_key() -> str:
+    """A new ``Idempotency-Key``."""
+    return uuid.uuid4().hex
+
+
+def unsent_batches(parts: list[list[bytes]], keys: list[str], posted: int) -> list[UnsentBatch]:
+    """The encoded events of ``parts`` (with their ``keys``) as :class:`UnsentBatch` es, the
+    first ``posted`` of them marked posted."""
+    return [
+        UnsentBatch(k, [loads(e) for e in p], i < posted) for i, (k, p) in enumerate(zip(keys, parts, strict=True)) if p
+    ]
+
+
+def note_failure(e: Any, first: int, size: int, what: str, learned: int | None = None, seq: int | None = None) -> None:
+    """Tell ``e``, the error of the request of rows ``first`` to ``first + size - 1`` of ``X``,
+    which rows it concerns: ``e.row`` (the row of ``X`` a refusal's ``loc`` points at), for a
+    learn ``e.learned`` and ``e.seq`` of the requests before it, and a note in its message."""
+    e.learned, e.seq = learned, seq
+    loc: tuple[Any, ...] = getattr(e, "loc", None) or ()
+    rows = f"rows {first} to {first + size - 1} of X"
+    if isinstance(e, ConnectionFailed):
+        note = f"{rows} may have been learned" if learned is not None else f"no answer for {rows}"
+    elif len(loc) > 2 and loc[:2] == ("body", what) and isinstance(loc[2], int):
+        e.row = first + loc[2]
+        note = f"row {e.row} of X"
+    else:
+        note = rows
+    if learned:
+        note += f"; the {learned:,} events before its request are learned (seq {seq})"
+    if learned is not None:
+        note += "; e.unsent holds the rest" if first else "; its request is the first; e.unsent holds the rest"
+    e.args = (f"{e.args[0] if e.args else e} ({note})", *e.args[1:])
 
 
 def check_name(name: Any) -> str:
@@ -97,7 +148,7 @@ def events_body(events: Any) -> bytes:
     if isinstance(events, bytes):
         return b'{"events":' + events + b"}"
     if isinstance(events, list):
-        return dumps({"events": events})
+        return dumps({"events": events})  # a NaN or infinity refused, named events[i]...
     raise TypeError(f"events: a list of event dicts or their JSON bytes, not {type(events).__name__}")
 
 

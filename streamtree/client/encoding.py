@@ -10,6 +10,7 @@ is refused here with a ValueError or TypeError naming the argument, before any r
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
@@ -48,11 +49,38 @@ _STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | or
 _MISSING = (pd.NA, pd.NaT) if pd is not None else ()
 
 loads = orjson.loads
+#: 19 digits in a row: an integer that may be past 64 bits (the shortest float has at most 17).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
-def dumps(obj: Any) -> bytes:
-    """JSON bytes of ``obj`` (orjson: floats round-trip exactly, numpy arrays and scalars encoded)."""
-    return orjson.dumps(obj, option=_OPTIONS)
+def dumps(obj: Any, where: str = "") -> bytes:
+    """JSON bytes of ``obj`` (orjson: floats round-trip exactly, numpy arrays and scalars encoded).
+
+    Raises
+    ------
+    ValueError
+        ``obj`` holds a NaN or an infinity (orjson would write ``null``: a setting or a value
+        silently made missing), named by its path from ``where``.
+    """
+    out = orjson.dumps(obj, option=_OPTIONS)
+    if b"null" in out:  # None, or a non-finite float: told apart only by looking
+        _refuse_non_finite(obj, where)
+    return out
+
+
+def _refuse_non_finite(obj: Any, where: str) -> None:
+    """Raise a ValueError naming the first NaN or infinity in ``obj`` (dicts, lists, numpy)."""
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            _refuse_non_finite(v, f"{where}[{k!r}]" if where else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _refuse_non_finite(v, f"{where}[{i}]")
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "fc" and not np.isfinite(obj).all():
+            raise ValueError(f"{where}: numbers are finite (JSON has no NaN or infinity), got an array with {obj}")
+    elif isinstance(obj, (float, np.floating)) and not math.isfinite(obj):
+        raise ValueError(f"{where}: numbers are finite (JSON has no NaN or infinity), not {obj}")
 
 
 def _value(v: Any, name: Any, where: str) -> tuple[bool, Any]:
@@ -66,12 +94,14 @@ def _value(v: Any, name: Any, where: str) -> tuple[bool, Any]:
                 return False, None
             if math.isinf(v):
                 raise ValueError(f"{where}[{name!r}]: feature values must be finite numbers, not {v}")
-        if isinstance(v, (bool, int, float, str)):
+        if type(v) is int:
+            return True, _int(v, name, where)
+        if isinstance(v, (bool, float, str)):
             return True, v
     elif isinstance(v, bool):  # subclasses of the plain types: an IntEnum, a str subclass
         return True, bool(v)
     elif isinstance(v, int):
-        return True, int(v)
+        return True, _int(int(v), name, where)
     elif isinstance(v, str):
         return True, str(v)
     elif isinstance(v, float):
@@ -80,6 +110,13 @@ def _value(v: Any, name: Any, where: str) -> tuple[bool, Any]:
         f"{where}[{name!r}]: a feature value is a number, string, boolean or missing "
         f"(None, NaN, NA), not {type(v).__name__}"
     )
+
+
+def _int(v: int, name: Any, where: str) -> int:
+    """``v``, an integer feature value, if the service can hold it (64 bits)."""
+    if not -INT_BOUND <= v < INT_BOUND:
+        raise ValueError(f"{where}[{name!r}]: integer feature values are within 64 bits, not {v}")
+    return v
 
 
 def clean_features(x: Mapping[Any, Any], where: str = "x") -> dict[str, Any]:
@@ -91,7 +128,7 @@ def clean_features(x: Mapping[Any, Any], where: str = "x") -> dict[str, Any]:
         ``x`` is not a mapping, a feature name is not a string, or a value is not a number,
         string, boolean or missing.
     ValueError
-        A value is infinite.
+        A value is infinite, or an integer beyond 64 bits.
     """
     if not isinstance(x, Mapping):
         raise TypeError(f"{where}: features are a dict of feature name to value, not {type(x).__name__}")
@@ -105,8 +142,10 @@ def clean_features(x: Mapping[Any, Any], where: str = "x") -> dict[str, Any]:
                 continue
             else:
                 raise ValueError(f"{where}[{k!r}]: feature values must be finite numbers, not {v}")
-        elif t is str or t is int or t is bool:
+        elif t is str or t is bool:
             out[k] = v
+        elif t is int:
+            out[k] = v if -INT_BOUND <= v < INT_BOUND else _int(v, k, where)
         else:
             keep, v = _value(v, k, where)
             if keep:
@@ -129,13 +168,15 @@ def features_json(x: Any, where: str = "x") -> bytes:
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         pass
     else:
-        if out.startswith(b"{") and out.find(b"{", 1) < 0 and b"null" not in out and b"[" not in out:
+        if (
+            out.startswith(b"{")
+            and out.find(b"{", 1) < 0
+            and b"null" not in out
+            and b"[" not in out
+            and _LONG_DIGITS.search(out) is None  # maybe an integer of 2**63 or more (orjson writes to 2**64)
+        ):
             return out
-    cleaned = clean_features(x, where)
-    try:
-        return orjson.dumps(cleaned, option=_OPTIONS)
-    except TypeError as e:  # orjson's JSONEncodeError: an integer beyond 64 bits
-        raise ValueError(f"{where}: {e}") from None
+    return orjson.dumps(clean_features(x, where), option=_OPTIONS)
 
 
 def events_json(events: list[bytes]) -> bytes:
@@ -153,13 +194,15 @@ def clean_label(y: Any, where: str = "y") -> str | int | bool:
     t = type(y)
     if t is str or t is bool or (t is int and -INT_BOUND <= y < INT_BOUND):
         return y  # type: ignore[no-any-return]
-    if t is int:
-        raise ValueError(f"{where}: an integer label is within 64 bits, not {y!r}")
     if isinstance(y, np.generic):
         y = y.item()
-        if type(y) in (str, int, bool):
-            return y  # type: ignore[no-any-return]
-    if isinstance(y, (str, int)):  # bool is an int
+    if isinstance(y, bool):
+        return bool(y)
+    if isinstance(y, int):  # a numpy integer's value, an IntEnum
+        if not -INT_BOUND <= y < INT_BOUND:
+            raise ValueError(f"{where}: an integer label is within 64 bits, not {int(y)}")
+        return int(y)
+    if isinstance(y, str):
         return y
     raise TypeError(f"{where}: a label is a string, integer or boolean, not {type(y).__name__} {y!r}")
 
@@ -169,10 +212,12 @@ def clean_id(i: Any, where: str = "id") -> str | int:
     t = type(i)
     if t is str or (t is int and -INT_BOUND <= i < INT_BOUND):
         return i  # type: ignore[no-any-return]
-    if t is int:
-        raise ValueError(f"{where}: an integer id is within 64 bits, not {i!r}")
     if isinstance(i, np.integer):
-        return int(i)
+        i = int(i)
+    if type(i) is int:
+        if -INT_BOUND <= i < INT_BOUND:
+            return i
+        raise ValueError(f"{where}: an integer id is within 64 bits, not {i}")
     raise TypeError(f"{where}: an id is a string or integer, not {type(i).__name__} {i!r}")
 
 
@@ -264,12 +309,29 @@ class Labels:
 
     The service keys probabilities by strings; a river classifier keys them by the labels
     themselves, so they are mapped back. The map learns every label the client sends, and
-    the model's ``classes`` when an answer names a key it has not seen.
+    the model's ``classes`` when an answer names a key it has not seen, or one two labels sent
+    share (the service refused one of them).
     """
 
     def __init__(self) -> None:
         self.by_key: dict[str, Hashable] = {}
         self.tails: dict[str, bytes] = {}  # a string label's encoded end of an event
+        # keys two labels sent share ("1" and 1): the service may have refused either, so
+        # only the model's classes tell which one a key stands for
+        self.ambiguous: set[str] = set()
+
+    def clear(self) -> None:
+        """Forget every label (the model was deleted)."""
+        self.by_key.clear()
+        self.tails.clear()
+        self.ambiguous.clear()
+
+    def set_classes(self, classes: Iterable[Hashable]) -> None:
+        """The model's classes, as its summary lists them: what their keys stand for."""
+        for y in classes:
+            key = label_key(y)
+            self.by_key[key] = y
+            self.ambiguous.discard(key)
 
     def tail(self, y: Any) -> bytes:
         """``,"label":<y>}``, the end of an encoded event (the label checked and remembered)."""
@@ -287,8 +349,9 @@ class Labels:
     def add(self, y: Hashable) -> None:
         """Remember a label sent."""
         key = label_key(y)
-        if key not in self.by_key:
-            self.by_key[key] = y
+        known = self.by_key.setdefault(key, y)
+        if type(known) is not type(y) or known != y:
+            self.ambiguous.add(key)
 
     def add_many(self, ys: Iterable[Hashable]) -> None:
         """Remember labels sent."""
@@ -296,8 +359,10 @@ class Labels:
             self.add(y)
 
     def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float] | None:
-        """The probabilities keyed by labels, or None when a key is not known."""
+        """The probabilities keyed by labels, or None when a key is not known (or ambiguous)."""
         by_key = self.by_key
+        if self.ambiguous and not self.ambiguous.isdisjoint(probabilities):
+            return None
         try:
             return {by_key[k]: p for k, p in probabilities.items()}
         except KeyError:

@@ -63,7 +63,18 @@ class ServiceError(Exception):
         The service's sentence for the first error.
     request
         ``"METHOD /path"`` of the request answered.
+    row, learned, seq, unsent
+        Set by the methods that send ``X`` in several requests (``learn_many``,
+        ``predict_proba_many``, ``decide_many``...): the row of ``X`` the refusal names; for
+        ``learn_many``, the events the requests before this one learned, the last ``seq``,
+        and the events not acknowledged as ``UnsentBatch`` es (key, events, posted). None
+        otherwise.
     """
+
+    row: int | None = None
+    learned: int | None = None
+    seq: int | None = None
+    unsent: list[Any] | None = None
 
     def __init__(self, status: int, body: Any, request: str = "") -> None:
         self.status = status
@@ -151,7 +162,14 @@ def answer(r: httpx.Response) -> Answer:
 
 class ConnectionFailed(Exception):
     """No answer from the service after the client's retries (refused, reset or timed out);
-    the message names the URL."""
+    the message names the URL. ``row``, ``learned``, ``seq`` and ``unsent`` are as
+    :class:`ServiceError`'s: the request may have been learned, so send ``unsent`` again
+    under its keys."""
+
+    row: int | None = None
+    learned: int | None = None
+    seq: int | None = None
+    unsent: list[Any] | None = None
 
     def __init__(self, url: str, request: str, attempts: int, cause: BaseException) -> None:
         self.url = url

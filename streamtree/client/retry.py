@@ -13,10 +13,21 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+from collections.abc import Iterator
 
 import httpx
 
-__all__ = ["MAX_WAIT", "NOT_SENT", "RETRY_STATUSES", "check_policy", "retry_after", "wait"]
+__all__ = [
+    "MAX_SECONDS",
+    "MAX_WAIT",
+    "NOT_SENT",
+    "RETRY_STATUSES",
+    "Deadline",
+    "check_policy",
+    "is_seconds",
+    "retry_after",
+    "wait",
+]
 
 #: Statuses answered "not now": the same request may succeed later.
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
@@ -28,10 +39,19 @@ NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 MAX_WAIT = 60.0
 
 
+#: The longest timeout or flush interval taken: longer ones overflow the clock's waits.
+MAX_SECONDS = 1e6
+
+
+def is_seconds(v: object) -> bool:
+    """Whether ``v`` is a number of seconds a client can wait: finite, > 0, at most :data:`MAX_SECONDS`."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v <= MAX_SECONDS
+
+
 def check_policy(timeout: float | None, retries: int, backoff: float) -> None:
     """Refuse a timeout, retry count or backoff that cannot be meant."""
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError(f"timeout: seconds > 0 (or None for no timeout), got {timeout!r}")
+    if timeout is not None and not is_seconds(timeout):
+        raise ValueError(f"timeout: seconds > 0 and at most {MAX_SECONDS:g} (None for no timeout), got {timeout!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries: an integer >= 0, got {retries!r}")
     if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= MAX_WAIT:
@@ -61,3 +81,22 @@ def wait(attempt: int, backoff: float, after: str | None = None) -> float:
     if floor is not None:
         seconds = max(seconds, floor)
     return min(seconds, MAX_WAIT)
+
+
+class Deadline(httpx.SyncByteStream):
+    """An answer's body that ends in ``httpx.ReadTimeout`` when a read returns after
+    ``deadline`` (``time.monotonic()``): the attempt's bound, where httpx bounds each read."""
+
+    def __init__(self, inner: httpx.SyncByteStream, deadline: float, timeout: float, request: httpx.Request) -> None:
+        self.inner, self.deadline, self.timeout, self.request = inner, deadline, timeout, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            if time.monotonic() > self.deadline:
+                raise httpx.ReadTimeout(
+                    f"no whole answer within the client's timeout of {self.timeout:g} s", request=self.request
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()

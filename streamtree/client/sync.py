@@ -12,9 +12,9 @@ import httpx
 
 from streamtree.client import bodies, encoding
 from streamtree.client.encoding import Labels, clean_features, costs_body, dumps
-from streamtree.client.errors import Conflict, ConnectionFailed, answer, error_for
+from streamtree.client.errors import Conflict, ConnectionFailed, ServiceError, answer, error_for
 from streamtree.client.handle import Handle
-from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, check_policy, wait
+from streamtree.client.retry import NOT_SENT, RETRY_STATUSES, Deadline, check_policy, wait
 from streamtree.client.writer import Writer
 
 __all__ = ["Client", "RemoteModel", "base_url", "client_headers"]
@@ -26,6 +26,13 @@ def base_url(url: str) -> str:
     """``url`` without a trailing slash; a ``ValueError`` unless it is an http(s) URL."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"url: an http:// or https:// URL, got {url!r}")
+    try:
+        parsed = httpx.URL(url)
+        port = parsed.port  # httpx takes ports past 65535 and hosts with spaces, sockets do not
+    except httpx.InvalidURL as e:
+        raise ValueError(f"url: an http:// or https:// URL, got {url!r} ({e})") from None
+    if not parsed.host or any(c.isspace() for c in url) or (port is not None and not 0 < port < 65536):
+        raise ValueError(f"url: an http:// or https:// URL with a host, no spaces and a port in 1..65535, got {url!r}")
     return url.rstrip("/")
 
 
@@ -49,7 +56,8 @@ class Client(Handle):
     token
         An API key of the service (sent as ``Authorization: Bearer <token>``), if it has keys.
     timeout
-        Seconds to wait for each attempt's answer (None: no limit).
+        Seconds an attempt may take, until its answer is read whole (None: no limit); an
+        attempt past it is a timeout, retried as one.
     retries
         How many times a request is sent again after a connection error, a timeout, or an
         answer of 408, 429, 502, 503 or 504 (a learn with the same ``Idempotency-Key``).
@@ -71,6 +79,7 @@ class Client(Handle):
     ) -> None:
         self.url = base_url(url)
         check_policy(timeout, retries, backoff)
+        self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.Client(
@@ -126,7 +135,9 @@ class Client(Handle):
         lost = False
         while True:
             try:
-                r = self._http.request(method, path, content=content, headers=headers, params=params)
+                r = self._attempt(
+                    self._http.build_request(method, path, content=content, headers=headers, params=params)
+                )
             except httpx.TransportError as e:
                 lost = lost or not isinstance(e, NOT_SENT)
                 if attempt >= self.retries:
@@ -140,6 +151,20 @@ class Client(Handle):
                     raise error_for(status, r.content, f"{method} {path}")
                 time.sleep(wait(attempt, self.backoff, r.headers.get("retry-after")))
             attempt += 1
+
+    def _attempt(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` once and read its answer whole, within the client's timeout: a
+        read that ends past it raises ``httpx.ReadTimeout`` (a server that drips its answer
+        would otherwise hold the call for good, each read well within the timeout)."""
+        started = time.monotonic()
+        r = self._http.send(request, stream=True)
+        try:
+            if self.timeout is not None and isinstance(r.stream, httpx.SyncByteStream):
+                r.stream = Deadline(r.stream, started + self.timeout, self.timeout, request)
+            r.read()
+        finally:
+            r.close()
+        return r
 
     def call(self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any) -> Any:
         """:meth:`send`, and the answer's JSON object (:class:`~streamtree.client.errors.UnexpectedAnswer`
@@ -196,7 +221,7 @@ class RemoteModel(Handle):
         """
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config: a dict of model parameters, not {type(config).__name__}")
-        r = self.client.send("PUT", self._paths.model, dict(config or {}))
+        r = self.client.send("PUT", self._paths.model, dumps(dict(config or {}), "config"))
         if r.status_code == 200 and not exist_ok:
             raise Conflict(
                 200, {"detail": "The model exists already (create with exist_ok=False)."}, f"PUT {r.url.path}"
@@ -207,6 +232,7 @@ class RemoteModel(Handle):
         """Delete the model, its event log and snapshots (a 404 after a lost answer: the
         lost attempt deleted it)."""
         self.client.send("DELETE", self._paths.model, lost_ok=404)
+        self.labels.clear()
 
     def info(self) -> dict[str, Any]:
         """``{"name", "config", "summary", "seq"}``."""
@@ -259,13 +285,25 @@ class RemoteModel(Handle):
     ) -> dict[str, Any]:
         """Learn the rows of ``X`` (a DataFrame, a list of dicts, or a 2-D array with
         ``columns``) with the labels ``y``, in requests of ``batch_size`` events, in order;
-        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are learned."""
+        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are
+        learned, and its error says so: ``e.learned``, ``e.seq``, ``e.row`` (the row of ``X``
+        a refusal names) and ``e.unsent``, the events not acknowledged as
+        :class:`~streamtree.client.bodies.UnsentBatch` es, each with the ``Idempotency-Key`` to
+        send it again under (``learn_batch(b.events, b.key)``: learned once, also when the
+        failed request was learned and its answer lost)."""
         size = bodies.check_batch_size(batch_size)
         events = bodies.encoded_events(X, y, columns, self.labels)
+        parts = bodies.chunks(events, size)
+        keys = [bodies.new_key() for _ in parts]
         learned, seq = 0, 0
-        for chunk in bodies.chunks(events, size):
+        for n, chunk in enumerate(parts):
             if chunk:
-                out = self.post_events(chunk)
+                try:
+                    out = self.post_events(chunk, keys[n])
+                except (ServiceError, ConnectionFailed) as e:
+                    e.unsent = bodies.unsent_batches(parts[n:], keys[n:], 1)
+                    bodies.note_failure(e, n * size, len(chunk), "events", learned, seq)
+                    raise
                 learned, seq = learned + out["learned"], out["seq"]
         return {"learned": learned, "seq": seq}
 
@@ -296,10 +334,11 @@ class RemoteModel(Handle):
 
     # -- predictions --------------------------------------------------------------------------
     def decode(self, probabilities: dict[str, float]) -> dict[Hashable, float]:
-        """An answer's probabilities keyed by labels (the model's classes read once for a key not known)."""
+        """An answer's probabilities keyed by labels (the model's classes read for a key not known,
+        or one two labels sent share)."""
         out = self.labels.decode(probabilities)
         if out is None:
-            self.labels.add_many(self.summary().get("classes", []))
+            self.labels.set_classes(self.summary().get("classes", []))
             out = self.labels.decode_known(probabilities)
         return out
 
@@ -335,13 +374,17 @@ class RemoteModel(Handle):
 
     def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
         out: list[dict[Hashable, float]] = []
-        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
             if not chunk:
                 continue
-            if ids is None:
-                rows = self.predict_batch(chunk)
-            else:
-                rows = (self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            try:
+                if ids is None:
+                    rows = self.predict_batch(chunk)
+                else:
+                    rows = (self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
+            except (ServiceError, ConnectionFailed) as e:
+                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                raise
             out += [self.decode(p) for p in rows]
         return out
 
@@ -386,14 +429,18 @@ class RemoteModel(Handle):
         ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``; with
         ``ids`` (one per row), each row's features wait for its label."""
         answers = []
-        for chunk in bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
             if not chunk:
                 continue
-            if ids is None:
-                answers.append(self.decide_batch(chunk, costs))
-            else:
-                body = {"instances": chunk, "costs": costs_body(costs)}
-                answers.append(dict(self.with_id(self._paths.decide, body)))
+            try:
+                if ids is None:
+                    answers.append(self.decide_batch(chunk, costs))
+                else:
+                    body = {"instances": chunk, "costs": costs_body(costs)}
+                    answers.append(dict(self.with_id(self._paths.decide, body)))
+            except (ServiceError, ConnectionFailed) as e:
+                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                raise
         out = bodies.merge_decisions(answers)
         out["probabilities"] = [self.decode(p) for p in out["probabilities"]]
         return out

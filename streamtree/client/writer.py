@@ -6,9 +6,14 @@ since its first event was buffered (a timer: a thread for :class:`Writer`, a tas
 are posted one at a time, in the order their events were given, each with its own
 ``Idempotency-Key`` (kept over its retries), so the model learns the events in order, once.
 
-A batch that fails (its error after the client's retries) stops the writer: the error is
-raised by the next call (or on leaving the block, or at once if that call posted it), and
-the events not learned, the failed batch's and those buffered after it, are in ``unsent``.
+A batch that fails (its error after the client's retries, or an interruption of its post:
+Ctrl-C, a cancelled task) stops the writer: the error is raised by the next call (or on
+leaving the block, or at once if that call posted it; an interruption goes on at once, and
+the next call raises :class:`WriterStopped`). The events not acknowledged are in ``unsent``
+as :class:`~streamtree.client.bodies.UnsentBatch` es: the failed batch, ``posted`` (the
+service may have learned it: its answer may be what was lost), then the events buffered
+after it, never sent. Each has its ``Idempotency-Key``: :meth:`Writer.resend` posts them
+under those keys, so a batch the service did learn is not learned again.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import time
 from collections.abc import Awaitable, Hashable, Mapping
 from typing import Any, Protocol
 
-from streamtree.client.bodies import check_batch_size
-from streamtree.client.encoding import loads
+from streamtree.client.bodies import UnsentBatch, check_batch_size, new_key
+from streamtree.client.encoding import dumps, loads
+from streamtree.client.retry import MAX_SECONDS, is_seconds
 
 __all__ = ["AsyncWriter", "Writer"]
 
@@ -34,8 +40,8 @@ class BatchSink(Protocol):
 
 
 def _check_seconds(flush_seconds: Any) -> float:
-    if isinstance(flush_seconds, bool) or not isinstance(flush_seconds, (int, float)) or not flush_seconds > 0:
-        raise ValueError(f"flush_seconds: seconds > 0, got {flush_seconds!r}")
+    if not is_seconds(flush_seconds):
+        raise ValueError(f"flush_seconds: seconds > 0 and at most {MAX_SECONDS:g}, got {flush_seconds!r}")
     return float(flush_seconds)
 
 
@@ -52,12 +58,37 @@ class _Buffered:
         self.flush_seconds = _check_seconds(flush_seconds)
         self.learned = 0
         self.seq = 0
-        self.unsent: list[dict[str, Any]] = []
+        self.unsent: list[UnsentBatch] = []
         self._events: list[bytes] = []
         self._first = 0.0
         self._error: BaseException | None = None
         self._raised = False
         self._closed = False
+
+    def _keep(self, batch: list[bytes], posted: bool, key: str | None = None) -> None:
+        """Put ``batch`` at the end of ``unsent``."""
+        if batch:
+            self.unsent.append(UnsentBatch(key or new_key(), [loads(e) for e in batch], posted))
+
+    def _stop(self, error: BaseException, batch: list[bytes], key: str) -> None:
+        """Stop at ``error``, raised by the post of ``batch`` (under ``key``): the batch and
+        the events buffered after it go to ``unsent``."""
+        self._keep(batch, True, key)
+        later, self._events = self._events, []
+        self._keep(later, False)
+        if isinstance(error, Exception):
+            self._error = error
+        else:  # Ctrl-C or a cancellation: it goes on now; the next call says what it left
+            self._error = WriterStopped(
+                f"the post of a batch of {len(batch)} events was interrupted ({type(error).__name__}): "
+                "the service may have learned it; it is in unsent with its Idempotency-Key, "
+                "and resend() posts it safely"
+            )
+            self._error.__cause__ = error
+
+    def _count(self, out: Any) -> None:
+        """Count a batch the service acknowledged."""
+        self.learned, self.seq = self.learned + out["learned"], out["seq"]
 
     def _check(self) -> None:
         if self._closed:
@@ -83,7 +114,9 @@ class Writer(_Buffered):
     seq
         The ``seq`` of the last batch acknowledged (0 before any).
     unsent
-        After an error: the events not learned, in order.
+        After an error: the batches not acknowledged, in order, each an
+        :class:`~streamtree.client.bodies.UnsentBatch` ``(key, events, posted)``; ``posted``
+        ones may have been learned. :meth:`resend` posts them under their keys.
     """
 
     def __init__(self, model: BatchSink, batch_size: int = 1000, flush_seconds: float = 1.0) -> None:
@@ -137,25 +170,41 @@ class Writer(_Buffered):
         if raise_error:
             self._raise_pending()
 
+    def resend(self) -> None:
+        """Post the batches of ``unsent`` (after an error), in order, each under its
+        ``Idempotency-Key``: one the service learned already is answered from its record and
+        not learned again. Each acknowledged one leaves ``unsent`` and counts in ``learned``;
+        an error stops it (raised; that batch and those after it stay). The writer stays
+        stopped: buffer new events in a new writer."""
+        with self._posting:
+            while self.unsent:
+                batch = self.unsent[0] = self.unsent[0]._replace(posted=True)
+                out = self._model.post_events([dumps(e) for e in batch.events], batch.key)
+                with self._state:
+                    del self.unsent[0]
+                    self._count(out)
+
     def _post(self) -> None:
         """Take the buffer and post it (or keep it in ``unsent`` after an error)."""
         with self._posting:
             with self._state:
                 batch, self._events = self._events, []
+                if self._error is not None:
+                    self._keep(batch, False)
+                    return
             if not batch:
                 return
-            if self._error is not None:
-                self.unsent += [loads(e) for e in batch]
-                return
+            key = new_key()
             try:
-                out = self._model.post_events(batch)
-            except Exception as e:
+                out = self._model.post_events(batch, key)
+            except BaseException as e:  # an interruption too: its batch is kept, not dropped
                 with self._state:
-                    self._error = e
-                    self.unsent += [loads(e) for e in batch]
+                    self._stop(e, batch, key)
+                if not isinstance(e, Exception):
+                    raise
                 return
-            self.learned += out["learned"]
-            self.seq = out["seq"]
+            with self._state:
+                self._count(out)
 
     def _run_timer(self) -> None:
         """Post a batch ``flush_seconds`` after its first event, unless it went out before."""
@@ -233,22 +282,32 @@ class AsyncWriter(_Buffered):
         if raise_error:
             self._raise_pending()
 
+    async def resend(self) -> None:
+        """:meth:`Writer.resend`, awaited."""
+        async with self._posting:
+            while self.unsent:
+                batch = self.unsent[0] = self.unsent[0]._replace(posted=True)
+                out = await self._model.post_events([dumps(e) for e in batch.events], batch.key)
+                del self.unsent[0]
+                self._count(out)
+
     async def _post(self) -> None:
         async with self._posting:
             batch, self._events = self._events, []
+            if self._error is not None:
+                self._keep(batch, False)
+                return
             if not batch:
                 return
-            if self._error is not None:
-                self.unsent += [loads(e) for e in batch]
-                return
+            key = new_key()
             try:
-                out = await self._model.post_events(batch)
-            except Exception as e:
-                self._error = e
-                self.unsent += [loads(e) for e in batch]
+                out = await self._model.post_events(batch, key)
+            except BaseException as e:  # a cancellation too: its batch is kept, not dropped
+                self._stop(e, batch, key)
+                if not isinstance(e, Exception):
+                    raise
                 return
-            self.learned += out["learned"]
-            self.seq = out["seq"]
+            self._count(out)
 
     async def _run_timer(self) -> None:
         while self._events and not self._closed:

@@ -206,3 +206,9 @@ def test_a_url_that_is_no_streamtree_service_is_one_line(tmp_path: Path, csv: Pa
             assert "did not answer as a streamtree service does" in line and "<html>sign in</html>" in line
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("url", ["http://host:abc", "http://[::1", "http://host:99999", "http://a b/"])
+def test_a_malformed_url_is_one_line(csv: Path, url: str) -> None:
+    line = fails(learn, [str(csv), "--model", "m", "--label", "y", "--url", url, "--no-progress"])
+    assert "url: an http:// or https:// URL" in line and repr(url) in line

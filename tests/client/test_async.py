@@ -102,7 +102,7 @@ def test_the_async_writer(service: Service) -> None:
             async with m.writer(batch_size=2) as bad:
                 await bad.learn_one({"a": 1.0}, "y")
                 await bad.learn_one({"a": 2.0}, 3)  # the model's labels are strings
-        assert len(bad.unsent) == 2
+        assert [len(b.events) for b in bad.unsent] == [2]
         with pytest.raises(WriterStopped):
             await bad.learn_one({"a": 1.0}, "y")
         assert [e["features"]["a"] for e in [e async for e in m.events()]] == [float(i) for i in range(11)]

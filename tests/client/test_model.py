@@ -208,3 +208,16 @@ def test_a_batch_prediction_keeps_an_id_per_row(model: RemoteModel) -> None:
         ({"a": 2.0}, "no"),
         ({"a": 2.0}, "yes"),
     ]
+
+
+def test_a_refused_label_does_not_change_what_the_answers_name(model: RemoteModel) -> None:
+    model.learn_many([{"a": 0.0}, {"a": 1.0}], ["0", "1"])
+    with pytest.raises(InvalidRequest):
+        model.learn_one({"a": 1.0}, 1)  # the model's labels are strings: refused
+    model.learn_one({"a": 1.0}, "1")
+    assert set(model.predict_proba_one({"a": 1.0})) == {"0", "1"}
+    assert model.predict_one({"a": 1.0}) == "1"
+    model.delete()
+    model.create()
+    model.learn_many([{"a": 0.0}, {"a": 1.0}], [0, 1])  # the labels of the new model are integers
+    assert set(model.predict_proba_one({"a": 1.0})) == {0, 1}

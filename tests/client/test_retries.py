@@ -142,7 +142,10 @@ def test_typed_errors_carry_the_services_json(client: Client, service: Service) 
         m.learn_many([{"a": 1.0}, {"a": 2.0}, {"a": 3.0}, {"age": "y" * 300}], ["x", "x", "x", "x"])
     e = bad.value
     assert e.status == 422 and e.loc == ("body", "events", 3, "features", "age")
-    assert str(e) == "422 body.events[3].features.age: String should have at most 256 characters"
+    assert str(e) == (
+        "422 body.events[3].features.age: String should have at most 256 characters"
+        " (row 3 of X; its request is the first; e.unsent holds the rest)"
+    )
     assert e.body["detail"][0]["type"] == "string_too_long"
     assert m.info()["seq"] == 1  # the refused request learned nothing
     with pytest.raises(Unauthorized) as anonymous:
@@ -168,6 +171,13 @@ def test_retry_waits_grow_and_honour_retry_after() -> None:
     soon = email.utils.formatdate(time.time() + 30, usegmt=True)
     assert 25 < retry_after(soon) <= 30
     assert retry_after(None) is None and retry_after("soon") is None
+
+
+INF = float("inf")
+
+
+class Big(int):
+    """An int subclass (as an IntEnum is)."""
 
 
 class Count(httpx.BaseTransport):
@@ -200,9 +210,22 @@ class Count(httpx.BaseTransport):
         (lambda m: m.predict_proba_one({"a": 1.0}, id=2**70), ValueError, "id: an integer id is within 64 bits"),
         (lambda m: m.label_many([1, -(2**64)], ["x", "y"]), ValueError, "ids[1]: an integer id"),
         (lambda m: m.create(config=[1]), TypeError, "config"),
+        (lambda m: m.create({"max_depth": float("nan")}), ValueError, "config['max_depth']: numbers are finite"),
+        (lambda m: m.create({"half_life": float("inf")}), ValueError, "config['half_life']: numbers are finite"),
+        (lambda m: m.learn_batch([{"features": {"a": -INF}, "label": "x"}]), ValueError, "events[0]['features']['a']"),
+        (lambda m: m.predict_batch([{"a": 1.0}, {"a": INF}]), ValueError, "instances[1]['a']: numbers are finite"),
+        (lambda m: m.learn_one({"a": 2**63}, "x"), ValueError, "x['a']: integer feature values are within 64 bits"),
+        (lambda m: m.predict_proba_one({"a": 2**70}), ValueError, "x['a']: integer feature values are within"),
+        (lambda m: m.explain({"a": np.uint64(2**64 - 1)}), ValueError, "x['a']: integer feature values are within"),
+        (lambda m: m.predict_proba_many([{"a": 1}, {"b": -(2**64)}]), ValueError, "X[1]['b']: integer feature"),
+        (lambda m: m.learn_one({"a": 1.0}, np.uint64(2**64 - 1)), ValueError, "y: an integer label is within 64"),
+        (lambda m: m.learn_one({"a": 1.0}, Big(2**70)), ValueError, "y: an integer label is within 64 bits"),
+        (lambda m: m.predict_proba_one({"a": 1.0}, id=np.uint64(2**63)), ValueError, "id: an integer id is within"),
         (lambda m: m.learn_many({"a": [1.0]}, ["x"]), TypeError, "X:"),
         (lambda m: m.writer(batch_size=0), ValueError, "batch_size"),
         (lambda m: m.writer(flush_seconds=0), ValueError, "flush_seconds"),
+        (lambda m: m.writer(flush_seconds=INF), ValueError, "flush_seconds: seconds > 0 and at most 1e"),
+        (lambda m: m.writer(flush_seconds=float("nan")), ValueError, "flush_seconds"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_request(call: object, error: type, names: str) -> None:
@@ -221,6 +244,13 @@ def test_bad_arguments_are_refused_before_any_request(call: object, error: type,
         ({"retries": -1}, "retries"),
         ({"backoff": -1}, "backoff"),
         ({"timeout": 0}, "timeout"),
+        ({"timeout": float("inf")}, "timeout: seconds > 0 and at most 1e.06 .None for no timeout., got inf"),
+        ({"timeout": float("nan")}, "timeout"),
+        ({"timeout": 1e10}, "timeout"),
+        ({"url": "http://host:abc"}, "url: .* got 'http://host:abc' .Invalid port"),
+        ({"url": "http://[::1"}, "url"),
+        ({"url": "http://host:99999"}, "url: .* a port in 1..65535, got 'http://host:99999'"),
+        ({"url": "http://a b/"}, "url: .* no spaces"),
     ],
 )
 def test_bad_client_settings_are_refused(kwargs: dict[str, object], names: str) -> None:

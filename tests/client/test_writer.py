@@ -53,7 +53,9 @@ def test_an_error_is_raised_by_the_call_that_posted_and_stops_the_writer(model: 
         w.learn_one({"a": 1.0}, "y")
         w.learn_one({"a": 2.0}, 3)  # an integer label: the batch is refused
     assert exc.value.loc == ("body", "events", 1, "label")
-    assert w.unsent == [{"features": {"a": 1.0}, "label": "y"}, {"features": {"a": 2.0}, "label": 3}]
+    [batch] = w.unsent
+    assert batch.events == [{"features": {"a": 1.0}, "label": "y"}, {"features": {"a": 2.0}, "label": 3}]
+    assert batch.posted and len(batch.key) == 32
     assert model.info()["seq"] == 1
     with pytest.raises(WriterStopped):
         w.learn_one({"a": 3.0}, "y")
@@ -77,7 +79,7 @@ def test_an_error_on_exit_is_raised_on_exit(model: RemoteModel) -> None:
     with pytest.raises(InvalidRequest), model.writer(batch_size=1000, flush_seconds=3600) as w:
         w.learn_one({"a": 1.0}, "y")
         w.learn_one({"a": 2.0}, 7)
-    assert len(w.unsent) == 2 and w.learned == 0
+    assert [len(b.events) for b in w.unsent] == [2] and w.learned == 0
 
 
 def test_a_lost_answer_is_retried_and_learned_once(service: Service) -> None:
