@@ -116,7 +116,7 @@ class Learning:
     def fail(self, e: ServiceError | ConnectionFailed, chunk: Chunk | None = None) -> BulkError:
         """The line for a client's exception (naming the row when the service names an event)."""
         row_of = (lambda i: f"row {chunk.row(i):,}") if chunk is not None else None
-        return explain(e, self.url, self.model.name, row_of)
+        return explain(e, self.url, self.model.name, row_of, rows=None if chunk is None else len(chunk))
 
     def chunks(self) -> Iterator[tuple[Chunk, bytes, str]]:
         """Each chunk, its events' JSON and its key."""

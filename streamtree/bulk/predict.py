@@ -105,7 +105,8 @@ class Predicting:
 
     def fail(self, e: ServiceError | ConnectionFailed, chunk: Chunk | None = None) -> BulkError:
         row_of = (lambda i: f"row {chunk.row(i):,}") if chunk is not None else None
-        return explain(e, self.model.client.url, self.model.name, row_of, creatable=False)
+        rows = None if chunk is None else len(chunk)
+        return explain(e, self.model.client.url, self.model.name, row_of, creatable=False, rows=rows)
 
     def chunks(self) -> Iterator[tuple[Chunk, list[dict[str, Any]], list[Any] | None]]:
         for chunk in self.source.chunks():

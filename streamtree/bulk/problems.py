@@ -36,12 +36,13 @@ def explain(
     model: str,
     row_of: Callable[[int], str] | None = None,
     creatable: bool = True,
+    rows: int | None = None,
 ) -> BulkError:
     """One line for a client's exception.
 
     ``row_of(i)`` names the file's row (and its column, if the service named a feature) of
-    the ``i``-th event of the request refused; ``creatable`` says whether ``--create`` is an
-    option of the command.
+    the ``i``-th event of the request refused, one of ``rows``; ``creatable`` says whether
+    ``--create`` is an option of the command.
     """
     if isinstance(e, ConnectionFailed):
         return BulkError(f"no answer from the service at {url} (is it running? --url or STREAMTREE_URL): {e}")
@@ -55,11 +56,17 @@ def explain(
         return BulkError(f"no model {model!r} at {url}{hint}")
     if isinstance(e, Conflict):
         return BulkError(f"model {model!r}: {e.line()}")
+    reason = e.message.rstrip(".")
     if e.status == 413:  # the chunk's body is over the service's max_body_bytes
-        return BulkError(f"the service at {url} refused a chunk: {e.message}: lower --batch-size")
+        if rows == 1 and row_of is not None:  # --batch-size cannot help
+            return BulkError(
+                f"{row_of(0)} alone is over the body limit of the service at {url} ({reason}; its "
+                "max_body_bytes): it cannot be sent; shorten its values, or raise the service's limit"
+            )
+        return BulkError(f"the service at {url} refused a chunk ({reason}; its max_body_bytes): lower --batch-size")
     if isinstance(e, InvalidRequest) and e.loc and list(e.loc) in _BATCH_LOCS:
         if e.errors and e.errors[0].get("type") == "too_long":  # more events than the service's max_batch
-            return BulkError(f"the service at {url} refused a chunk: {e.message}: lower --batch-size")
+            return BulkError(f"the service at {url} refused a chunk ({reason}): lower --batch-size")
     if isinstance(e, InvalidRequest) and row_of is not None and e.loc:
         loc = list(e.loc)
         if len(loc) >= 3 and loc[:2] in _BATCH_LOCS and isinstance(loc[2], int):

@@ -179,6 +179,8 @@ def _no_label(chunk: Chunk, i: int, label: str) -> BulkError:
 
 
 def _bad_label(chunk: Chunk, i: int, label: str, v: Any) -> BulkError:
+    if type(v) is int:  # an integer beyond 64 bits
+        return BulkError(f"row {chunk.row(i):,}, column {label!r}: integers are within 64 bits, not {_short(v)}")
     return BulkError(
         f"row {chunk.row(i):,}, column {label!r}: a label is a string, integer or boolean, "
         f"not {type(v).__name__} {_short(v)}"
@@ -197,7 +199,7 @@ def _record_features(
             y = obj.pop(label, None)
             if y is None:
                 raise _no_label(chunk, i, label)
-            if type(y) not in _LABEL_TYPES:
+            if type(y) not in _LABEL_TYPES or (type(y) is int and not -INT_BOUND <= y < INT_BOUND):
                 raise _bad_label(chunk, i, label, y)
             labels.append(y)
         if id_column is not None:
@@ -205,7 +207,11 @@ def _record_features(
         out = {}
         for k, v in obj.items():
             t = type(v)
-            if t is str or t is int or t is bool:
+            if t is str or t is bool:
+                out[k] = v
+            elif t is int:
+                if not -INT_BOUND <= v < INT_BOUND:
+                    raise BulkError(f"row {chunk.row(i):,}, column {k!r}: integers are within 64 bits, not {_short(v)}")
                 out[k] = v
             elif t is float:
                 if v - v == 0.0:  # finite; NaN and infinities give NaN

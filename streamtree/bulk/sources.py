@@ -15,12 +15,17 @@ so far against the file's size (compressed bytes for a gzip file).
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
+import json
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +43,8 @@ CSV_MISSING = ["", "NaN", "nan"]
 
 #: The formats a source may have (``tsv`` is CSV separated by tabs).
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
+#: A run of digits that may be an integer beyond 64 bits, which orjson reads as a float.
+_LONG_DIGITS = re.compile(rb"\d{20,}")
 
 _SUFFIXES = {
     ".csv": "csv",
@@ -160,10 +167,12 @@ class Source:
 
     def _open_csv(self) -> None:
         sep = "\t" if self.format == "tsv" else ","
+        header = self._csv_header(sep)
         try:
             self._csv = pd.read_csv(
-                self._text,
+                _Prepended(header, self._text),  # the header line read again, now by pandas
                 sep=sep,
+                index_col=False,  # a first row longer than the header is refused, not taken for an index
                 chunksize=self.batch_size,
                 # missing: a blank cell or NaN only (pandas' default list also reads "NA", "None",
                 # "null", "N/A"... as missing, values a file may well mean)
@@ -177,6 +186,27 @@ class Source:
             raise BulkError(f"{self.name} is not readable as {self.format.upper()}: {_one_line(e)}") from None
         self._first = self._next_csv(1)  # read now: its columns are the header's
         self.columns = None if self._first is None else [str(c) for c in self._first.columns]
+
+    def _csv_header(self, sep: str) -> bytes:
+        """The header line (read), its column names refused if blank or given twice: pandas
+        renamed them ("Unnamed: 0", "y.1"), and a second label column was learned as a feature."""
+        try:
+            raw = self._text.readline()
+            line = raw.decode("utf-8-sig")
+        except (UnicodeDecodeError, OSError, EOFError) as e:
+            raise BulkError(f"{self.name} is not readable as {self.format.upper()}: {_one_line(e)}") from None
+        if not line.strip():
+            return raw  # pandas says what is wrong: an empty file, or blank lines first
+        try:
+            names = next(csv.reader([line.rstrip("\r\n")], delimiter=sep, strict=True))
+        except csv.Error as e:
+            raise BulkError(f"{self.name}: its header line is not readable as {self.format.upper()}: {e}") from None
+        for position, name in enumerate(names, start=1):
+            if not name.strip():
+                raise BulkError(f"{self.name}: column {position} of the header has no name: name each column")
+            if names.count(name) > 1:
+                raise BulkError(f"{self.name} has the column {name!r} more than once: name each column once")
+        return raw
 
     def _open_parquet(self) -> None:
         try:
@@ -219,10 +249,12 @@ class Source:
     def _next_csv(self, first: int) -> pd.DataFrame | None:
         """The next chunk of the CSV reader (None at the end)."""
         try:
-            frame = next(self._csv)
+            with warnings.catch_warnings():  # "a loss of data": a row longer than the header
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                frame = next(self._csv)
         except StopIteration:
             return None
-        except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as e:
+        except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, OSError, EOFError, ValueError) as e:
             raise BulkError(
                 f"{self.name}: rows from {first:,} are not readable as {self.format.upper()}: {_one_line(e)}"
             ) from None
@@ -258,8 +290,8 @@ class Source:
                 if not line.strip():
                     continue
                 try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as e:
+                    obj = orjson.loads(line) if _LONG_DIGITS.search(line) is None else _loads_big_ints(line)
+                except ValueError as e:  # orjson.JSONDecodeError too
                     raise BulkError(f"row {line_no:,} of {self.name} is not JSON: {e}") from None
                 if not isinstance(obj, dict):
                     raise BulkError(
@@ -284,6 +316,42 @@ class Source:
             self._spool.close()
         if self._raw is not sys.stdin.buffer:
             self._raw.close()
+
+
+class _Prepended(io.RawIOBase):
+    """``head`` then the rest of ``stream``, as one readable binary stream."""
+
+    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+        self._head, self._stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _loads_big_ints(line: bytes) -> Any:
+    """A JSON line as orjson reads it, but its integers beyond 64 bits kept as integers (orjson
+    makes 10**23 the float 1e+23, which would be learned; as an int it is refused, naming its row
+    and column, as the service refuses it)."""
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            raise ValueError(f"number is infinity when parsed as double: {text}")
+        return value
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
+    return json.loads(line, parse_float=finite, parse_constant=constant)
 
 
 def open_source(path: str, fmt: str | None, batch_size: int, text_columns: tuple[str, ...] = ()) -> Source:

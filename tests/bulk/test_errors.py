@@ -131,6 +131,11 @@ def test_a_chunk_over_the_services_max_batch_says_to_lower_batch_size(service: S
     wide = pd.DataFrame({f"c{j}": [f"x{i:029d}" for i in range(3000)] for j in range(60)} | {"y": ["no"] * 3000})
     line = fails(learn, args(service, write(wide, tmp_path / "wide.csv"), name, "--label", "y", "--batch-size", "3000"))
     assert line.endswith(": lower --batch-size"), line
+    # one row over the body limit on its own: lowering --batch-size (1 already) cannot help
+    huge = pd.DataFrame({"a": ["x" * (5 * 2**20)], "y": ["no"]})
+    line = fails(learn, args(service, write(huge, tmp_path / "huge.csv"), name, "--label", "y", "--batch-size", "1"))
+    assert line.startswith("streamtree learn: row 1 alone is over the body limit of the service at"), line
+    assert "--batch-size" not in line and ".;" not in line
 
 
 def test_the_console_script_exits_1_with_one_line(service: Service, csv: Path) -> None:
@@ -171,11 +176,44 @@ def test_integers_beyond_64_bits_and_parquet_columns_named_twice_are_refused(
     line = fails(learn, args(service, path, name, "--label", "y"))
     assert line.endswith("row 2, column 'a': integers are within 64 bits, not 99999999999999999999999")
     path.write_text("a,y\n1,5\n2,99999999999999999999999\n")
-    assert "row 2, column 'y': a label is" in fails(learn, args(service, path, name, "--label", "y"))
+    assert "row 2, column 'y': integers are within 64 bits" in fails(learn, args(service, path, name, "--label", "y"))
+    # JSON lines: orjson read these as floats (1e+23), learned as such
+    lines = tmp_path / "big.jsonl"
+    for text, where in [
+        (
+            '{"a": 1, "y": "yes"}\n{"a": 99999999999999999999999, "id": "12345678901234567890123", "y": "no"}\n',
+            "row 2, column 'a'",
+        ),
+        ('{"a": 1, "y": "yes"}\n{"a": 9223372036854775808, "y": "no"}\n', "row 2, column 'a'"),
+        ('{"a": 1, "y": 99999999999999999999999}\n', "row 1, column 'y'"),
+    ]:
+        lines.write_text(text)
+        assert f"{where}: integers are within 64 bits" in fails(learn, args(service, lines, name, "--label", "y"))
+    lines.write_text('{"a": 1e400, "b": 99999999999999999999999, "y": "no"}\n')  # still not JSON (an infinity)
+    assert "row 1 of" in fails(learn, args(service, lines, name, "--label", "y"))
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     twice = tmp_path / "twice.parquet"
     pq.write_table(pa.table([[1, 2], [3.0, 4.0], ["yes", "no"]], names=["a", "a", "y"]), twice)
     assert "the column 'a' more than once" in fails(learn, args(service, twice, name, "--label", "y"))
+    assert logged(client, name) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("y,a,y\nyes,1,no\n", "has the column 'y' more than once"),  # pandas learned "y.1" as a feature
+        ("y,,b\nyes,1,2\n", "column 2 of the header has no name"),  # pandas named it "Unnamed: 1"
+        ("y,a\nyes,1,3\n", "a loss of data"),  # pandas took "yes" for an index, learning {"y": 1, "a": 3}
+    ],
+)
+def test_a_csv_whose_columns_cannot_be_told_apart_is_refused(
+    service: Service, client: object, tmp_path: Path, text: str, says: str
+) -> None:
+    name = fresh_name()
+    client.model(name).create()  # type: ignore[attr-defined]
+    path = tmp_path / "rows.csv"
+    path.write_text(text)
+    assert says in fails(learn, args(service, path, name, "--label", "y"))
     assert logged(client, name) == []  # type: ignore[arg-type]
 
 
