@@ -252,14 +252,9 @@ class AsyncRemoteModel(Handle):
     async def learn_many(
         self, X: Any, y: Any, columns: Iterable[str] | None = None, batch_size: int = bodies.BATCH
     ) -> dict[str, Any]:
-        """Learn the rows of ``X`` (a DataFrame, a list of dicts, or a 2-D array with
-        ``columns``) with the labels ``y``, in requests of ``batch_size`` events, in order;
-        ``{"learned", "seq"}`` over them all. Should a request fail, the ones before it are
-        learned, and its error says so: ``e.learned``, ``e.seq``, ``e.row`` (the row of ``X``
-        a refusal names) and ``e.unsent``, the events not acknowledged as
-        :class:`~streamtree.client.bodies.UnsentBatch` es, each with the ``Idempotency-Key`` to
-        send it again under (``learn_batch(b.events, b.key)``: learned once, also when the
-        failed request was learned and its answer lost)."""
+        """:meth:`streamtree.client.sync.RemoteModel.learn_many`, awaited: the rows of ``X``
+        learned in order, and, should a request fail, its error saying what was learned and
+        what to send again (``e.unsent``)."""
         size = bodies.check_batch_size(batch_size)
         events = bodies.encoded_events(X, y, columns, self.labels)
         parts = bodies.chunks(events, size)

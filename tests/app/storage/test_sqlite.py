@@ -156,13 +156,9 @@ def test_a_checkpoint_that_fails_at_close_is_a_warning_and_the_wal_keeps_the_eve
     again.close()
 
 
-@pytest.mark.parametrize("written_past", [False, True])
-def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
-    tmp_path: Path, written_past: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # a WAL truncated (say by a clean-up script) kept its inode: commits went on past the cut,
-    # every one acknowledged, and the next open took the zeroed header for an empty WAL and
-    # started without the model and its events
+@pytest.fixture
+def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SQLiteStore, Path]:
+    """An owned store of model "m" whose WAL is checked at every call, and its path."""
     import app.storage.sqlite
 
     monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
@@ -170,6 +166,19 @@ def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
     s = SQLiteStore(path)
     s.own()
     s.create_model("m", "{}")
+    return s, path
+
+
+@pytest.mark.parametrize("written_past", [False, True])
+def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
+    checked: tuple[SQLiteStore, Path], written_past: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a WAL truncated (say by a clean-up script) kept its inode: commits went on past the cut,
+    # every one acknowledged, and the next open took the zeroed header for an empty WAL and
+    # started without the model and its events
+    import app.storage.sqlite
+
+    s, path = checked
     for seq in (1, 2, 3):
         s.append("m", seq, [f"e{seq}"])
     if written_past:  # a commit lands after the cut and before the next check of the WAL
@@ -185,17 +194,9 @@ def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
     s.close()
 
 
-def test_checkpoints_that_restart_the_wal_are_not_taken_for_a_cut(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_checkpoints_that_restart_the_wal_are_not_taken_for_a_cut(checked: tuple[SQLiteStore, Path]) -> None:
     # SQLite's automatic checkpoint (every 1,000 pages) rewrites the WAL from its start
-    import app.storage.sqlite
-
-    monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
-    path = tmp_path / "streamtree.sqlite3"
-    s = SQLiteStore(path)
-    s.own()
-    s.create_model("m", "{}")
+    s, path = checked
     sizes = []
     for seq in range(1, 401):
         s.append("m", seq, ["x" * 20_000])
