@@ -432,10 +432,21 @@ class FeatureRegistry:
         cls, state: Mapping[str, Any], max_features: int | None = None, max_categories: int | None = None
     ) -> FeatureRegistry:
         reg = cls([plain_name(n) for n in state["nominal_features"]], max_features, max_categories)
-        for name, kind in zip(state["names"], state["kinds"]):
+        names, kinds = state["names"], state["kinds"]
+        if len(names) != len(kinds) or not all(k in (NUMERIC, NOMINAL) for k in kinds):
+            raise ValueError(f"registry: {len(names)} names and kinds {kinds!r}, not one NUMERIC or NOMINAL a name")
+        if max_features is not None and len(names) > max_features:
+            raise ValueError(f"registry: {len(names)} features, more than max_features={max_features}")
+        for name, kind in zip(names, kinds):
+            if plain_name(name) in reg.index:
+                raise ValueError(f"registry: feature {name!r} more than once")
             reg.register(name, int(kind))
+        if len(state["values"]) != reg.n_nominal:
+            raise ValueError(f"registry: values of {len(state['values'])} nominal features, not {reg.n_nominal}")
         other = state.get("other") or [0] * len(reg.values)
         for col, values in enumerate(state["values"]):
+            if len({plain(v) for v in values}) != len(values):
+                raise ValueError(f"registry: a value of feature {reg.names_by_kind[NOMINAL][col]!r} more than once")
             reg.values[col] = list(values)
             reg.codes[col] = {v: i for i, v in enumerate(values)}
             reg.max_values = max(reg.max_values, len(values))
