@@ -182,6 +182,8 @@ HEADER_EDITS = {
     "a class twice (one bit flipped)": lambda h: h.__setitem__("classes", [h["classes"][0]] * len(h["classes"])),
     "a parameter out of range": lambda h: h["config"].__setitem__("grace_period", 0),
     "a parameter misspelt": lambda h: h["config"].__setitem__("splitter", "hoeffdinw"),
+    "a feature named NaN": lambda h: h["registry"]["names"].__setitem__(0, float("nan")),
+    "a nominal value NaN": lambda h: h["registry"]["values"][0].__setitem__(1, float("nan")),
     "a feature twice": lambda h: h["registry"]["names"].__setitem__(1, h["registry"]["names"][0]),
     "a nominal value twice": lambda h: h["registry"]["values"][0].__setitem__(1, h["registry"]["values"][0][0]),
     "values of a feature not there": lambda h: h["registry"]["values"].append(["x"]),
