@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Hashable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -54,11 +55,29 @@ def _rows(X: Any, start: int, stop: int) -> Any:
 
 
 def check_labels(y: Any) -> list[ClassLabel]:
-    """:func:`check_label` of each label of a batch (a sequence, numpy array or pandas Series);
-    a batch of plain labels (the common case) is checked by the set of its types alone."""
-    if isinstance(y, (str, bytes, Mapping)) or not hasattr(y, "__iter__"):
+    """:func:`check_label` of each label of a batch: one label per row, in row order (a
+    sequence, a 1-D numpy array or a pandas Series); a batch of plain labels (the common case)
+    is checked by the set of its types alone. :class:`InputError` naming ``y`` for anything
+    else: a DataFrame (it iterates its column names), an array of more than one dimension, an
+    unordered collection (a set: which row gets which label would depend on the hash seed)."""
+    if isinstance(y, pd.DataFrame):
         raise InputError(
-            f"y must be a sequence of labels (a list, numpy array or pandas Series). Got {type(y).__name__} instead.",
+            "y must be one label per row (a list, 1-D numpy array or pandas Series), not a DataFrame: "
+            f"select its label column, df[name]. Got a DataFrame of {y.shape[1]} column(s) instead.",
+            field="y",
+        )
+    if isinstance(y, (str, bytes, Mapping, AbstractSet)) or not hasattr(y, "__iter__"):
+        unordered = " (unordered)" if isinstance(y, AbstractSet) else ""
+        raise InputError(
+            "y must be a sequence of labels in row order (a list, numpy array or pandas Series). "
+            f"Got {type(y).__name__}{unordered} instead.",
+            field="y",
+        )
+    ndim = getattr(y, "ndim", 1)
+    if ndim != 1:
+        raise InputError(
+            "y must be one-dimensional, one label per row. "
+            f"Got a {type(y).__name__} of shape {tuple(np.shape(y))} instead.",
             field="y",
         )
     labels = y.tolist() if hasattr(y, "tolist") else list(y)
@@ -170,6 +189,8 @@ class Classifier(base.MiniBatchClassifier):
                 # learns the rows before it without a numeric column (so without the linear
                 # component), and so must the batch: in two parts, the whole already checked
                 return self._learn_split(X, labels, first, return_proba)
+        # the batch is accepted (labels, values and lengths all checked): only now does the model
+        # take the batch's registry, which _learn needs (its new columns' first values, make_room)
         self.registry = registry
         return self._learn(num, nom, labels, first_values, want_proba=return_proba)
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from streamtree.exceptions import InputError
 from streamtree.features import INFINITE, MAX_INT, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
+from streamtree.values import check_name
 
 __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
 
@@ -261,7 +262,10 @@ def _encode_columns(
                 (first, name, NOMINAL, np.array([v if k is not None else None for k, v in classified], dtype=object))
             )
     # register new features in order of first appearance (ties: column order), as row by row
-    reg.check_room(sum(1 for first, name, _, _ in encoded if first < n and name not in reg.index), "this batch")
+    new = [name for first, name, _, _ in encoded if first < n and name not in reg.index]
+    for name in new:
+        check_name(name)
+    reg.check_room(len(new), "this batch")
     for first, name, kind, _ in sorted(encoded, key=lambda e: e[0]):
         if first < n and name not in reg.index:
             reg.register(name, kind)

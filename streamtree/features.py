@@ -32,7 +32,19 @@ import numpy as np
 
 from streamtree.exceptions import InputError
 from streamtree.row_plan import RowPlan, one_row
-from streamtree.values import INFINITE, MAX_INT, NOMINAL, NUMERIC, as_float, check_mapping, kind_of, plain, plain_name
+from streamtree.values import (
+    INFINITE,
+    MAX_INT,
+    NOMINAL,
+    NUMERIC,
+    as_float,
+    check_mapping,
+    check_name,
+    kind_of,
+    plain,
+    plain_name,
+    saveable,
+)
 
 __all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
 
@@ -123,7 +135,11 @@ class FeatureRegistry:
         if kind is None:
             return None, None
         value = plain(value)
-        return kind, (as_float(name, value) if kind == NUMERIC else value)
+        if kind == NUMERIC:
+            return kind, as_float(name, value)
+        if type(value) not in (str, bool, int, float):  # an Integral of another type: the int it stands for
+            value = int(value)
+        return kind, value
 
     def encode(self, x: Mapping[Hashable, Any], learn: bool) -> EncodedRow:
         """Encode one example's present features.
@@ -158,7 +174,9 @@ class FeatureRegistry:
                     continue
             if kind is None:
                 continue
-            if fid is not None and kinds[fid] != kind:
+            if fid is None:
+                check_name(name)
+            elif kinds[fid] != kind:
                 if not learn:
                     continue
                 expected = "numeric" if kinds[fid] == NUMERIC else "nominal (str or bool)"
@@ -432,10 +450,23 @@ class FeatureRegistry:
         cls, state: Mapping[str, Any], max_features: int | None = None, max_categories: int | None = None
     ) -> FeatureRegistry:
         reg = cls([plain_name(n) for n in state["nominal_features"]], max_features, max_categories)
-        for name, kind in zip(state["names"], state["kinds"]):
+        names, kinds = state["names"], state["kinds"]
+        if len(names) != len(kinds) or not all(k in (NUMERIC, NOMINAL) for k in kinds):
+            raise ValueError(f"registry: {len(names)} names and kinds {kinds!r}, not one NUMERIC or NOMINAL a name")
+        if max_features is not None and len(names) > max_features:
+            raise ValueError(f"registry: {len(names)} features, more than max_features={max_features}")
+        for name, kind in zip(names, kinds):
+            if not saveable(plain_name(name)) or plain_name(name) in reg.index:
+                raise ValueError(f"registry: feature {name!r} not a name or more than once")
             reg.register(name, int(kind))
+        if len(state["values"]) != reg.n_nominal:
+            raise ValueError(f"registry: values of {len(state['values'])} nominal features, not {reg.n_nominal}")
         other = state.get("other") or [0] * len(reg.values)
         for col, values in enumerate(state["values"]):
+            if not all(map(saveable, values)) or len({plain(v) for v in values}) != len(values):
+                raise ValueError(
+                    f"registry: a value of feature {reg.names_by_kind[NOMINAL][col]!r} not a value or twice"
+                )
             reg.values[col] = list(values)
             reg.codes[col] = {v: i for i, v in enumerate(values)}
             reg.max_values = max(reg.max_values, len(values))

@@ -468,7 +468,9 @@ class ProbabilityForest(Classifier):
             forest = cls(**saved.config())
             members = [ProbabilityTree.from_bytes(saved.member(i)) for i in range(forest.n_trees)]
             forest.members, forest.n_examples, forest.loss_ = members, saved.n_examples(), saved.loss(forest.n_trees)
-        except (KeyError, TypeError) as err:
+        except FormatError:  # a member's, which says what is wrong with it
+            raise
+        except (KeyError, TypeError, ValueError, ArithmeticError) as err:  # ValueError: a ConfigError too
             raise FormatError(f"Corrupt streamtree forest: {err!r}.") from None
         first = members[0]
         for i, member in enumerate(members[1:], 1):  # one registry and one class list, as saved

@@ -13,6 +13,8 @@ those learning would have given.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from streamtree.state import (
@@ -43,7 +45,7 @@ from streamtree.state import (
     TreeArrays,
 )
 
-__all__ = ["check_capacities", "check_drift", "check_tree"]
+__all__ = ["check_capacities", "check_classes", "check_count", "check_drift", "check_tree", "check_values"]
 
 #: A saved capacity may exceed the saved logical size by this factor plus :data:`SLACK` (the
 #: library's capacities double, so at most twice it): more is a file asking for memory it
@@ -106,6 +108,47 @@ def check_tree(t: TreeArrays, n_classes: int, n_numeric: int, n_nominal: int, na
     for scored, width_k in ((t.mix_y, t.mix_a.shape[1]), (t.nb_y, t.nb_a.shape[1])):
         if scored.shape[0] and not ((scored >= 0) & (scored < max(width_k, 1))).all():
             raise ValueError(f"{name}: a scored example's class is not one of the model's")
+    check_values(t, name)
+
+
+#: Float arrays a prediction reads and learning keeps finite whatever the values learned (the
+#: split and naive-Bayes statistics are left out: their sums may overflow on values near the
+#: float range, and prediction does not read them).
+_FINITE = ("counts", "inherited", "hgs", "thr", "lr_w", "lr_bias")
+#: Arrays of counts (weights of examples), never negative.
+_COUNTS = ("counts", "inherited")
+
+
+def check_values(t: TreeArrays, name: str = "tree") -> None:
+    """Raise ``ValueError`` unless the floats of ``t`` a prediction reads, and learning keeps
+    finite, are (:data:`_FINITE`), and its counts are not negative: a NaN or infinite one
+    would be served as NaN probabilities."""
+    for field in _FINITE:
+        if not np.isfinite(getattr(t, field)).all():
+            raise ValueError(f"{name}: {field} holds a value that is not a finite number")
+    for field in _COUNTS:
+        if (getattr(t, field) < 0).any():
+            raise ValueError(f"{name}: {field} holds a negative count")
+
+
+def check_classes(saved: Any) -> list[Any]:
+    """A saved list of classes: distinct labels (str, int or bool); ``ValueError`` for
+    anything else (two equal classes would leave a class id no label maps to, served with a
+    share of the probability)."""
+    classes = list(saved)
+    if not all(type(c) in (str, int, bool) for c in classes):
+        raise ValueError(f"classes must be labels (str, int or bool), not {classes!r}")
+    if len(set(classes)) != len(classes):
+        raise ValueError(f"classes are not distinct: {classes!r}")
+    return classes
+
+
+def check_count(saved: Any) -> int:
+    """A saved count of examples: an int in ``[0, 2**63)`` (the kernels keep it in an int64);
+    ``ValueError`` (or ``OverflowError``, for an infinite float) for anything else."""
+    n = int(saved)
+    _within("header", "n_examples", n, 0, np.iinfo(np.int64).max)
+    return n
 
 
 def check_drift(d: DriftArrays) -> None:

@@ -47,7 +47,7 @@ import numpy as np
 from streamtree.config import ADDED, FOREST_ADDED
 from streamtree.exceptions import FormatError
 from streamtree.features import FeatureRegistry
-from streamtree.integrity import check_drift, check_tree
+from streamtree.integrity import check_classes, check_count, check_drift, check_tree
 from streamtree.kernels.adwin import adwin_from_state
 from streamtree.kernels.hgs import sync_alpha
 from streamtree.state import (
@@ -201,7 +201,7 @@ def _unpack(data: bytes) -> tuple[Any, dict[str, np.ndarray]]:
         header = json.loads(data[start : start + size])
         with np.load(io.BytesIO(data[start + size :]), allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except (struct.error, ValueError, zipfile.BadZipFile, OSError) as err:
+    except (struct.error, ValueError, zipfile.BadZipFile, OSError, EOFError) as err:  # EOF: no archive at all
         raise FormatError(f"Corrupt streamtree model: {err}.") from None
     return header, arrays
 
@@ -257,8 +257,8 @@ def restore(saved: SavedTree, state: TreeState) -> TreeHeader:
     config = state.config
     try:
         registry = FeatureRegistry.from_state(header["registry"], config["max_features"], config["max_categories"])
-        classes = list(header["classes"])
-        n_examples = int(header["n_examples"])
+        classes = check_classes(header["classes"])
+        n_examples = check_count(header["n_examples"])
         if header["version"] >= 3:
             state.restore(arrays, header["capacity"])
         else:
@@ -270,7 +270,8 @@ def restore(saved: SavedTree, state: TreeState) -> TreeHeader:
                 check_tree(t, len(classes), registry.n_numeric, registry.n_nominal, name)
         if state.drift is not None:
             check_drift(state.drift)
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError, ArithmeticError) as err:
+        # ArithmeticError: JSON's Infinity where an int belongs (int() overflows)
         raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
     return TreeHeader(config, classes, registry, n_examples)
 
@@ -288,7 +289,8 @@ def capture_forest(config: dict[str, Any], n_examples: int, members: list[Captur
 
 class SavedForest(NamedTuple):
     """A forest read from the model format, not yet rebuilt (its members are trees' bytes).
-    Each reader raises ``KeyError`` or ``TypeError`` for a corrupt forest."""
+    Each reader raises ``KeyError``, ``TypeError``, ``ValueError`` or ``OverflowError`` for a
+    corrupt forest."""
 
     header: dict[str, Any]
     arrays: dict[str, np.ndarray]
@@ -303,7 +305,7 @@ class SavedForest(NamedTuple):
         return self.arrays[f"member.{i}"].tobytes()
 
     def n_examples(self) -> int:
-        return int(self.header["n_examples"])
+        return check_count(self.header["n_examples"])
 
     def loss(self, n_trees: int) -> np.ndarray:
         """The members' losses (zeros in a version-1 file, which kept none: equal weights)."""
@@ -312,6 +314,8 @@ class SavedForest(NamedTuple):
         loss = np.array(self.arrays["loss"], dtype=np.float64)
         if loss.shape != (n_trees,):
             raise TypeError(f"loss has shape {loss.shape}, not ({n_trees},)")
+        if not np.isfinite(loss).all():  # the members' weights: a NaN would be served as NaN probabilities
+            raise ValueError("loss holds a value that is not a finite number")
         return loss
 
 

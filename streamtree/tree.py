@@ -31,7 +31,7 @@ from streamtree import inspection
 from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.dispatch import at_entry
-from streamtree.exceptions import FormatError
+from streamtree.exceptions import ConfigError, FormatError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.kernels.event import ONCE
 from streamtree.persistence import TREE, Capture, TreeHeader, capture, read, register_reader, restore
@@ -410,7 +410,7 @@ class ProbabilityTree(Classifier):
         saved = read(data)
         try:
             model = cls(**saved.config)
-        except TypeError as err:  # a parameter this version does not have
+        except (TypeError, ConfigError) as err:  # a parameter this version does not have, or a corrupt value
             raise FormatError(f"Corrupt streamtree model: {err!r}.") from None
         header = restore(saved, model.state)
         model.registry, model.classes_, model.n_examples = header.registry, header.classes, header.n_examples

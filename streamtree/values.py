@@ -18,7 +18,19 @@ import numpy as np
 
 from streamtree.exceptions import InputError
 
-__all__ = ["INFINITE", "MAX_INT", "NOMINAL", "NUMERIC", "as_float", "check_mapping", "kind_of", "plain", "plain_name"]
+__all__ = [
+    "INFINITE",
+    "MAX_INT",
+    "NOMINAL",
+    "NUMERIC",
+    "as_float",
+    "check_mapping",
+    "check_name",
+    "kind_of",
+    "plain",
+    "plain_name",
+    "saveable",
+]
 
 NUMERIC, NOMINAL = 0, 1
 #: The infinite values: a numeric feature's value must be finite.
@@ -36,6 +48,11 @@ def kind_of(name: Hashable, value: Any, nominal_features: Collection[Hashable]) 
         return NOMINAL
     if isinstance(value, numbers.Real):
         if name in nominal_features and not isinstance(value, (float, np.floating)):
+            if not isinstance(value, numbers.Integral):  # a Fraction: no code the save format can hold
+                raise InputError(
+                    f"Feature {name!r} is nominal: its numbers must be ints or floats. Got {type(value).__name__} instead.",
+                    field=name,
+                )
             return NOMINAL
         v = as_float(name, value)  # a float is missing when NaN, refused when infinite, of either kind
         if math.isnan(v):
@@ -88,3 +105,26 @@ def plain_name(name: Any) -> Any:
         if isinstance(name, float):
             return float.__float__(name)
     return name
+
+
+def saveable(name: Any) -> bool:
+    """Whether the save format holds ``name``, a feature name as :func:`plain_name` keeps it (or
+    a nominal value), as itself: a ``str``, ``int``, ``bool``, finite ``float``, ``None`` or a
+    tuple of these (JSON has no bytes, sets or NaN, and a NaN is not even equal to itself)."""
+    t = type(name)
+    if t is str or t is int or t is bool or name is None:
+        return True
+    if t is float:
+        return math.isfinite(name)
+    return t is tuple and all(map(saveable, name))
+
+
+def check_name(name: Hashable) -> None:
+    """Raise :class:`InputError` naming the feature unless its name is :func:`saveable`: a
+    model that registered it could never be saved again."""
+    if not saveable(plain_name(name)):
+        raise InputError(
+            "Feature names must be str, int, finite float, bool, None or tuples of these "
+            f"(what a saved model can hold). Got {name!r} ({type(name).__name__}) instead.",
+            field=name,
+        )

@@ -5,10 +5,13 @@ from __future__ import annotations
 import enum
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from streamtree import ProbabilityTree
 from streamtree.exceptions import InputError
 from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry
 
@@ -195,3 +198,42 @@ def test_encode_known_many_refuses_what_is_not_a_batch_of_dicts() -> None:
     reg = _registry()
     assert reg.encode_known_many([]) is None
     assert reg.encode_known_many([{"a": 1.0}, [("a", 1.0)]]) is None
+
+
+UNSAVEABLE_NAMES = [b"raw", frozenset({"a"}), float("nan"), float("inf"), ("k", b"x"), ("k", (1, float("nan")))]
+
+
+@pytest.mark.parametrize("name", UNSAVEABLE_NAMES, ids=repr)
+def test_a_name_the_save_format_cannot_hold_is_refused_and_changes_nothing(name: object) -> None:
+    # it was learned, and from then on every to_bytes() raised: nothing learned since the last
+    # save could be saved (and a NaN name was a new feature on every example)
+    model = ProbabilityTree()
+    model.learn_one({"ok": 1.0}, "a")
+    before = model.to_bytes()
+    for learn in (
+        lambda: model.learn_one({"ok": 2.0, name: 1.0}, "b"),
+        lambda: model.learn_many([{"ok": 2.0}, {name: "v"}], ["b", "a"]),
+        lambda: model.learn_many(pd.DataFrame({"ok": [2.0], name: [1.0]}), ["b"]),
+    ):
+        with pytest.raises(InputError, match="Feature names must be") as err:
+            learn()
+        assert repr(err.value.field) == repr(name) and model.to_bytes() == before
+    model.learn_one({"ok": 2.0, ("k", 1, None, 2.5, True): "v"}, "b")  # tuples of scalars save as ever
+    assert ProbabilityTree.from_bytes(model.to_bytes()).registry.names == ["ok", ("k", 1, None, 2.5, True)]
+
+
+def test_a_nominal_number_that_is_neither_int_nor_float_is_refused_or_its_int() -> None:
+    model = ProbabilityTree(nominal_features=["zip"])
+    model.learn_one({"zip": 7}, "a")
+    before = model.to_bytes()
+    with pytest.raises(InputError, match="ints or floats") as err:
+        model.learn_one({"zip": Fraction(1, 3)}, "b")
+    assert err.value.field == "zip" and model.to_bytes() == before
+
+    class Code(int):  # an Integral of another type: the int it stands for
+        pass
+
+    model.learn_one({"zip": Code(7)}, "b")
+    model.learn_one({"zip": Code(8)}, "b")
+    assert model.registry.values == [[7, 8]] and type(model.registry.values[0][1]) is int
+    assert ProbabilityTree.from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streamtree import FormatError, ProbabilityForest, ProbabilityTree
+from streamtree import FormatError, ProbabilityForest, ProbabilityTree, load
 from streamtree.persistence import MAGIC
 from streamtree.state import COL, DEPTH, KIND, LEFT, M_CLASSES, M_FREE, M_NODES, M_NUMERIC, PARENT, RIGHT, SLOT
 
@@ -69,6 +69,13 @@ EDITS = {
     "more numeric columns than the registry": lambda a: a["tree.meta"].__setitem__(M_NUMERIC, 9),
     "a free-slot stack deeper than the slots": lambda a: a["tree.meta"].__setitem__(M_FREE, 10_000),
     "a scored example of no class": lambda a: a["tree.mix_y"].__setitem__(3, 77),
+    # floats a prediction reads: a NaN or infinite one was served as NaN probabilities
+    "a NaN count": lambda a: a["tree.counts"].__setitem__((0, 0), np.nan),
+    "an infinite count": lambda a: a["tree.counts"].__setitem__((0, 1), np.inf),
+    "a negative count": lambda a: a["tree.counts"].__setitem__((0, 1), -3.0),
+    "an infinite HGS log weight": lambda a: a["tree.hgs"].__setitem__((0, 0), np.inf),
+    "a NaN regression weight": lambda a: a["tree.lr_w"].__setitem__((0, 0), np.nan),
+    "a NaN threshold": lambda a: a["tree.thr"].__setitem__(_first_split(a), np.nan),
 }
 
 
@@ -154,3 +161,60 @@ def test_a_forest_whose_members_come_from_other_forests_is_refused() -> None:
         mixed = dict(arrays) | {member: _parts(small.to_bytes())[1][member]}
         with pytest.raises(FormatError, match="other classes or features"):
             ProbabilityForest.from_bytes(_bytes(header, mixed))
+
+
+@pytest.mark.parametrize("make", [_model, lambda: _forest(2)])
+def test_a_file_cut_where_its_header_ends_is_refused_as_corrupt(make: Any) -> None:
+    # a write interrupted between the header and the arrays: numpy's raw EOFError escaped
+    data = make().to_bytes()
+    (size,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
+    with pytest.raises(FormatError, match="Corrupt"):
+        load(data[: len(MAGIC) + 4 + size])
+
+
+HEADER_EDITS = {
+    "n_examples infinite": lambda h: h.__setitem__("n_examples", float("inf")),
+    "n_examples beyond an int64": lambda h: h.__setitem__("n_examples", 2**63),
+    "n_examples negative": lambda h: h.__setitem__("n_examples", -1),
+    "a capacity infinite": lambda h: h["capacity"]["tree"].__setitem__(0, float("inf")),
+    "a feature's kind infinite": lambda h: h["registry"]["kinds"].__setitem__(0, float("inf")),
+    "a class that is a list": lambda h: h["classes"].__setitem__(0, []),
+    "a class twice (one bit flipped)": lambda h: h.__setitem__("classes", [h["classes"][0]] * len(h["classes"])),
+    "a parameter out of range": lambda h: h["config"].__setitem__("grace_period", 0),
+    "a parameter misspelt": lambda h: h["config"].__setitem__("splitter", "hoeffdinw"),
+    "a feature named NaN": lambda h: h["registry"]["names"].__setitem__(0, float("nan")),
+    "a nominal value NaN": lambda h: h["registry"]["values"][0].__setitem__(1, float("nan")),
+    "a feature twice": lambda h: h["registry"]["names"].__setitem__(1, h["registry"]["names"][0]),
+    "a nominal value twice": lambda h: h["registry"]["values"][0].__setitem__(1, h["registry"]["values"][0][0]),
+    "values of a feature not there": lambda h: h["registry"]["values"].append(["x"]),
+    "more features than max_features": lambda h: h["config"].__setitem__("max_features", 1),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(HEADER_EDITS))
+def test_an_edited_header_is_refused_as_corrupt(edit: str) -> None:
+    # they raised a raw OverflowError, TypeError or ConfigError, or (a class twice) loaded and
+    # served probabilities that summed to less than 1
+    header, arrays = _parts(_model().to_bytes())
+    HEADER_EDITS[edit](header)
+    with pytest.raises(FormatError, match="Corrupt"):
+        ProbabilityTree.from_bytes(_bytes(header, arrays))
+
+
+def _forest(n_trees: int) -> ProbabilityForest:
+    forest = ProbabilityForest(n_trees=n_trees, seed=2)
+    forest.learn_many([{"a": float(i % 7)} for i in range(200)], ["pq"[i % 2] for i in range(200)])
+    return forest
+
+
+@pytest.mark.parametrize("loss", [np.nan, -np.inf, np.inf])
+def test_a_forest_whose_member_losses_are_not_finite_is_refused(loss: float) -> None:
+    header, arrays = _parts(_forest(3).to_bytes())
+    arrays["loss"][1] = loss
+    with pytest.raises(FormatError, match="Corrupt streamtree forest"):
+        ProbabilityForest.from_bytes(_bytes(header, arrays))
+    for edit in (lambda h: h.__setitem__("n_examples", float("inf")), lambda h: h["config"].__setitem__("n_trees", 0)):
+        broken = json.loads(json.dumps(header))
+        edit(broken)
+        with pytest.raises(FormatError, match="Corrupt streamtree forest"):
+            ProbabilityForest.from_bytes(_bytes(broken, _parts(_forest(3).to_bytes())[1]))

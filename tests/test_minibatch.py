@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtree import InputError, ProbabilityTree
+from streamtree import InputError, ProbabilityForest, ProbabilityTree
 from tests.batches import learn_in_batches
 
 
@@ -137,3 +137,56 @@ def test_a_nominal_features_all_missing_column_in_a_frame_is_missing() -> None:
     one.learn_one({"a": 2.0, "b": "x", "c": None}, "q")
     many.learn_many(pd.DataFrame({"a": [2.0], "b": ["x"], "c": [np.nan]}), ["q"])  # was an IndexError
     assert one.to_bytes() == many.to_bytes()
+
+
+def _y_shapes() -> list[tuple[str, object]]:
+    labels = [0, 1, 1, 0]
+    frame = pd.DataFrame({"target": labels, "other": labels})
+    return [
+        ("2-D ints", np.array(labels).reshape(-1, 1)),
+        ("2-D bools", np.array(labels, dtype=bool).reshape(-1, 1)),
+        ("2-D strs", np.array(["p", "q", "q", "p"]).reshape(-1, 1)),
+        ("1x4 ints", np.array(labels).reshape(1, -1)),
+        ("0-D", np.array(1)),
+        ("frame of one column", frame[["target"]]),
+        ("frame of two columns", frame),
+        ("set", {"p", "q", "r", "s"}),
+        ("frozenset", frozenset({"p", "q", "r", "s"})),
+        ("keys view", dict.fromkeys("pqrs").keys()),
+    ]
+
+
+@pytest.mark.parametrize("make", ["tree", "forest"])
+@pytest.mark.parametrize(("what", "y"), _y_shapes(), ids=[w for w, _ in _y_shapes()])
+def test_labels_not_one_per_row_in_order_are_refused_and_change_nothing(make: str, what: str, y: object) -> None:
+    # a 2-D y once replaced the registry before failing in the loop, without the new numeric
+    # columns' first values (their shift), so the model later learned the same data differently;
+    # a DataFrame gave its column names as labels, a set an order that depends on the hash seed
+    def new() -> ProbabilityTree | ProbabilityForest:
+        return (
+            ProbabilityTree(grace_period=10)
+            if make == "tree"
+            else ProbabilityForest(n_trees=2, tree={"grace_period": 10})
+        )
+
+    rng = random.Random(5)
+    X = pd.DataFrame({"a": [1e6 + rng.gauss(0, 1) for _ in range(300)], "c": [rng.choice("xy") for _ in range(300)]})
+    labels = [int((a > 1e6) != (c == "x")) for a, c in zip(X.a, X.c)]
+    model, fresh = new(), new()
+    before = model.to_bytes()
+    with pytest.raises(InputError, match="^y must") as err:
+        model.learn_many(X.iloc[:4], y)
+    assert err.value.field == "y"
+    assert model.to_bytes() == before and model.registry.names == []
+    model.learn_many(X, labels)
+    fresh.learn_many(X, labels)
+    assert model.to_bytes() == fresh.to_bytes()
+
+
+def test_a_series_and_a_1d_array_of_labels_are_learned_as_a_list() -> None:
+    X = [{"a": float(i)} for i in range(6)]
+    labels = [True, False, True, True, False, False]
+    models = [ProbabilityTree() for _ in range(4)]
+    for model, y in zip(models, [labels, np.array(labels), pd.Series(labels), (v for v in labels)]):
+        model.learn_many(X, y)
+    assert len({m.to_bytes() for m in models}) == 1 and models[0].classes_ == [True, False]

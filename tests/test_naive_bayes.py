@@ -156,3 +156,24 @@ def test_naive_bayes_must_be_a_bool() -> None:
     with pytest.raises(ConfigError, match="naive_bayes") as info:
         ProbabilityTree(naive_bayes="yes")
     assert info.value.param == "naive_bayes"
+
+
+def test_values_far_outside_the_training_range_give_positive_probabilities() -> None:
+    # a value far from the class means gave probabilities of exactly 0 (exp underflowed) and
+    # from |x| ~ 1e155 NaN for every class (the squares overflowed: -inf - -inf), in
+    # predict_proba_one, predict_proba and the prequential predictions of learn_many alike
+    rng = random.Random(0)
+    model = ProbabilityTree(naive_bayes=True)
+    for _ in range(1500):
+        a = rng.uniform(-3, 3)
+        model.learn_one({"a": a, "b": rng.gauss(0, 1)}, int(a > 0))
+    assert model.summary()["naive_bayes"]["gamma"] > 0
+    rows = [{"a": v, "b": 0.0} for v in (3.0, 1e3, 1e100, 1e155, 1e308, -1e308)]
+    batch = model.predict_proba(rows)
+    for row, expected in zip(rows, batch):
+        proba = np.array(list(model.predict_proba_one(row).values()))
+        assert proba.tolist() == expected.tolist()
+        assert (proba > 0.99e-15).all() and math.isclose(proba.sum(), 1.0)  # floored, renormalised
+    scored = model.learn_many(rows, [1] * len(rows), return_proba=True)
+    assert np.isfinite(scored).all() and (scored > 0).all()
+    assert np.isfinite(model.predict_proba([{"a": 1.0, "b": 0.0}])).all()  # and it learns on

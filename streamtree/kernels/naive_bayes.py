@@ -43,7 +43,7 @@ import numpy as np
 from numba import njit
 
 from streamtree.kernels.reductions import np_max, np_maximum, np_sum, py_max
-from streamtree.state import BUFFER, N_, Q_, S_
+from streamtree.state import BUFFER, MIN_PROBA, N_, Q_, S_
 
 __all__ = [
     "BUFFER",
@@ -228,6 +228,9 @@ def nb_loglik(
     for the ``nb_classes`` classes of the last refresh, numeric columns first, in column order
     (a numeric column is usable when some class has ``inv2var != 0``: a column with all-zero
     parameters contributes exactly 0; a nominal column is known when its table is not NaN).
+    A numeric column whose term is not finite for some class (a value so far from the means
+    that its square overflows) contributes 0 to every class: its ``-inf`` for every class
+    would make the tempered probabilities ``-inf - -inf``, NaN.
     A class ``k >= nb_classes`` (newer than the refresh) gets ``max_j ell_j`` (0 if
     ``nb_classes == 0``): no evidence against it.
 
@@ -267,6 +270,7 @@ def nb_loglik(
     k = nb_classes
     for j in range(k):
         out[j] = 0.0
+    term = np.empty(k)  # a column's terms, added once all are finite
     for col in range(min(n_numeric, num_row.shape[0])):
         usable = False
         for j in range(k):
@@ -279,9 +283,14 @@ def nb_loglik(
         if value != value:
             continue
         x = value - shift[col]
+        finite = True
         for j in range(k):
             d = x - nb_mean[col, j]
-            out[j] += nb_const[col, j] - d * d * nb_inv2var[col, j]
+            term[j] = nb_const[col, j] - d * d * nb_inv2var[col, j]
+            finite = finite and -math.inf < term[j] < math.inf
+        if finite:
+            for j in range(k):
+                out[j] += term[j]
     if k > 0:
         for col in range(min(n_nominal, nom_row.shape[0])):
             if nb_table[col, n_values, 0] != nb_table[col, n_values, 0]:
@@ -348,10 +357,13 @@ def nb_temper(proba: np.ndarray, loglik: np.ndarray, gamma: float, n_classes: in
     .. math::
 
         z_k = \\log p_k + \\gamma (\\ell_k - \\max_j \\ell_j), \\qquad
-        \\text{out}_k = \\frac{e^{z_k - \\max_j z_j}}{\\sum_i e^{z_i - \\max_j z_j}}
+        q_k = \\frac{e^{z_k - \\max_j z_j}}{\\sum_i e^{z_i - \\max_j z_j}}, \\qquad
+        \\text{out}_k = \\frac{\\max(q_k, 10^{-15})}{\\sum_i \\max(q_i, 10^{-15})}
 
-    over ``k < n_classes``; ``gamma == 0`` (or no classes) copies ``proba``. ``out`` may be
-    ``proba`` itself.
+    over ``k < n_classes`` (the floor is the model's ``MIN_PROBA``: every served probability
+    is positive, where ``e^{z_k - max z}`` underflows to 0 too; when no ``q_k`` is below it,
+    ``out = q``); ``gamma == 0`` (or no classes) copies ``proba``. ``out`` may be ``proba``
+    itself.
     """
     if n_classes > proba.shape[0] or n_classes > loglik.shape[0] or n_classes > out.shape[0]:
         raise ValueError("nb_temper: n_classes exceeds the arrays")
@@ -368,8 +380,18 @@ def nb_temper(proba: np.ndarray, loglik: np.ndarray, gamma: float, n_classes: in
     for j in range(n_classes):
         z[j] = math.exp(z[j] - peak)
         total += z[j]
+    floored = False
     for j in range(n_classes):
         out[j] = z[j] / total
+        if out[j] < MIN_PROBA:
+            out[j] = MIN_PROBA
+            floored = True
+    if floored:  # renormalised only then: the common case keeps its bits
+        total = 0.0
+        for j in range(n_classes):
+            total += out[j]
+        for j in range(n_classes):
+            out[j] /= total
 
 
 # -- fitting gamma --------------------------------------------------------------------------

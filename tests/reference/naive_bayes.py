@@ -65,6 +65,7 @@ SAMPLE_EVERY = 8  # score every this many-th example before learning it
 BUFFER = 512  # scored examples kept for fitting gamma
 MIN_SAMPLES = 64  # gamma stays 0 until this many examples were scored
 NEWTON_STEPS = 5
+MIN_PROBA = 1e-15  # the floor of a tempered probability (the model's served floor)
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -160,8 +161,11 @@ class NaiveBayesFactor:
             x = num[:, :f] - self.shift[:f]
             present = x == x
             d = np.where(present, x, 0.0)[:, :, None] - self.mean[None, :f]
-            term = self.const[None, :f] - d * d * self.inv2var[None, :f]
-            out += (term * present[:, :, None]).sum(axis=1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                term = self.const[None, :f] - d * d * self.inv2var[None, :f]
+            # a value whose term is not finite for some class (its square overflows) adds nothing
+            used = present & np.isfinite(term).all(axis=2)
+            out += np.where(used[:, :, None], term, 0.0).sum(axis=1)
         c = min(self.table.shape[0], nom.shape[1])
         if c:
             codes = nom[:, :c]
@@ -187,9 +191,14 @@ class NaiveBayesFactor:
             if v != v:
                 continue
             x = v - shift
+            terms = []
             for j in range(k):
                 d = x - mean[j]
-                out[j] += const[j] - d * d * inv2var[j]
+                terms.append(const[j] - d * d * inv2var[j])
+            if not all(map(math.isfinite, terms)):
+                continue  # the square overflows for some class: the column adds nothing
+            for j in range(k):
+                out[j] += terms[j]
         for col, rows in self._nominal:
             code = codes[col]
             if code < 0:
@@ -208,7 +217,12 @@ class NaiveBayesFactor:
         peak = max(z)
         e = [math.exp(v - peak) for v in z]
         total = sum(e)
-        return [v / total for v in e]
+        q = [v / total for v in e]
+        if min(q) >= MIN_PROBA:
+            return q
+        q = [max(v, MIN_PROBA) for v in q]  # the model's floor: every probability positive
+        total = sum(q)
+        return [v / total for v in q]
 
     def apply(self, proba: FloatArray, loglik: FloatArray) -> FloatArray:
         """:meth:`temper` for a batch of ``(n, K)`` probabilities and log likelihoods."""
@@ -216,7 +230,10 @@ class NaiveBayesFactor:
             return proba
         z = np.log(proba) + self.gamma * (loglik - loglik.max(axis=-1, keepdims=True))
         z = np.exp(z - z.max(axis=-1, keepdims=True))
-        return z / z.sum(axis=-1, keepdims=True)
+        q = z / z.sum(axis=-1, keepdims=True)
+        floored = (q < MIN_PROBA).any(axis=-1, keepdims=True)
+        q_floor = np.maximum(q, MIN_PROBA)
+        return np.where(floored, q_floor / q_floor.sum(axis=-1, keepdims=True), q)
 
     # -- fitting gamma ------------------------------------------------------------------
     def score(self, proba: FloatArray, loglik: list[float], k: int) -> None:
