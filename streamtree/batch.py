@@ -101,6 +101,10 @@ def smooth(
     for name, c in (("counts", counts), ("fit_counts", fit_counts)):
         if c is not None and not (np.isfinite(c).all() and (np.asarray(c) >= 0).all()):
             raise InputError(f"{name} must be finite and >= 0", field=name)
+        with np.errstate(over="ignore"):  # a node's total, and so its probabilities, must be finite too
+            finite_totals = c is None or bool(np.isfinite(np.asarray(c, dtype=np.float64).sum(axis=1)).all())
+        if not finite_totals:
+            raise InputError(f"{name} must have finite row sums (a node's total); got counts that overflow", field=name)
     try:
         topology = Topology.from_parent(parent)
     except ValueError as exc:

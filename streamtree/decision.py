@@ -281,7 +281,10 @@ def probabilities(
 
 def _probability(p: Any, label: Hashable, where: str) -> float:
     if isinstance(p, numbers.Real) and not isinstance(p, (bool, np.bool_)):
-        return float(p)
+        try:
+            return float(p)
+        except OverflowError:  # an int beyond any float: refused as not finite (_check_rows)
+            return math.inf
     raise DecisionError(
         f"The probability of label {_shown(label)} in the 'proba' parameter of {where} must be a "
         f"number. Got {_shown(p)} instead.",

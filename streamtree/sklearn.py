@@ -108,7 +108,27 @@ def _weights(sample_weight: Any, n: int) -> FloatArray:
         raise ValueError(f"sample_weight must hold one weight per row of X ({n}); got shape {w.shape}")
     if not (np.isfinite(w).all() and (w >= 0).all()):
         raise ValueError("sample_weight must be finite and >= 0")
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not np.isfinite(total):  # the counts would overflow: NaN or zero probabilities
+        raise ValueError(f"sample_weight must sum to a finite number; got weights up to {w.max():g} summing past it")
     return w
+
+
+def _not_a_tree(estimator: Any) -> ConfigError:
+    return ConfigError(
+        "The 'estimator' parameter of SmoothedTreeClassifier must be a scikit-learn tree classifier "
+        f"(a DecisionTreeClassifier or ExtraTreeClassifier). Got {type(estimator).__name__} instead."
+    )
+
+
+def _structure(fitted: Any) -> Any:
+    """The ``tree_`` of a fitted estimator; :class:`ConfigError` if it has none (a forest, say:
+    it has ``apply`` and ``decision_path`` too)."""
+    structure = getattr(fitted, "tree_", None)
+    if structure is None:
+        raise _not_a_tree(fitted)
+    return structure
 
 
 class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
@@ -242,6 +262,9 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
                 f"Got {frac!r} instead."
             )
         make_smoother(self.smoothing, self.smoothing_params)  # raises ConfigError if invalid
+        tree = self._base_tree()
+        if not all(hasattr(tree, name) for name in ("fit", "apply", "decision_path")):
+            raise _not_a_tree(tree)  # a linear model failed after fitting, on its missing tree_
 
     def _new_smoother(self) -> Smoother:
         if isinstance(self.smoothing, Smoother):
@@ -255,7 +278,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         if "random_state" in tree.get_params() and tree.get_params()["random_state"] is None:
             tree.set_params(random_state=seed)  # the tree's randomness follows ours
         tree.fit(X[grow], y[grow], sample_weight=None if w is None else w[grow])
-        topology = Topology.from_parent(tree_parent(tree.tree_))
+        topology = Topology.from_parent(tree_parent(_structure(tree)))
         counts = node_counts(tree, X, y, k, w)
         fit_counts = None if fit is None else node_counts(tree, X[fit], y[fit], k, None if w is None else w[fit])
         smoother = self._new_smoother()
@@ -281,7 +304,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
             if "random_state" in tree.get_params() and tree.get_params()["random_state"] is None:
                 tree.set_params(random_state=int(seeds[0]))
             tree.fit(X, codes, sample_weight=w)
-            topology = Topology.from_parent(tree_parent(tree.tree_))
+            topology = Topology.from_parent(tree_parent(_structure(tree)))
             smoother = fixed_hgs(topology.n_nodes, weight, prior)
             self.estimators_ = [tree]
             self.smoothers_: list[Smoother] = [smoother]
@@ -328,7 +351,7 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
             if "random_state" in tree.get_params() and tree.get_params()["random_state"] is None:
                 tree.set_params(random_state=seed + j)
             tree.fit(X[train], y[train], sample_weight=None if w is None else w[train])
-            topology = Topology.from_parent(tree_parent(tree.tree_))
+            topology = Topology.from_parent(tree_parent(_structure(tree)))
             counts = node_counts(tree, X[train], y[train], k, None if w is None else w[train])
             leaves = tree.apply(X[val])
             onehot = np.eye(k)[y[val]]

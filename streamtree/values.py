@@ -15,6 +15,7 @@ from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from streamtree.exceptions import InputError
 
@@ -41,8 +42,9 @@ MAX_INT = int(sys.float_info.max)
 
 
 def kind_of(name: Hashable, value: Any, nominal_features: Collection[Hashable]) -> int | None:
-    """The kind a value implies, ``None`` for missing; raises on an unusable value."""
-    if value is None:
+    """The kind a value implies, ``None`` for missing (None, NaN, pandas' ``NA`` and ``NaT``);
+    raises on an unusable value."""
+    if value is None or value is pd.NA or value is pd.NaT:  # NA: a nullable column's blank cell
         return None
     if isinstance(value, (bool, np.bool_, str)):
         return NOMINAL

@@ -111,6 +111,7 @@ def test_costs_at_the_bounds_are_accepted() -> None:
         ({"fraud": 0.2, "ok": 0.7}, "sum to 1"),
         ({"fraud": "0.2", "ok": 0.8}, "must be a number"),
         ([("fraud", 1.0)], "mapping"),
+        ({"fraud": 10**400, "ok": 0.5}, "finite"),  # a raw OverflowError
     ],
 )
 def test_bad_probabilities_name_the_parameter(proba: Any, match: str) -> None:

@@ -237,3 +237,24 @@ def test_a_nominal_number_that_is_neither_int_nor_float_is_refused_or_its_int() 
     model.learn_one({"zip": Code(8)}, "b")
     assert model.registry.values == [[7, 8]] and type(model.registry.values[0][1]) is int
     assert ProbabilityTree.from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()
+
+
+def test_pandas_missing_values_are_missing_when_learning_too() -> None:
+    # prediction read pd.NA as missing, but learning refused it ("Got NAType"): a nullable
+    # string or boolean column with a blank cell could not be learned at all
+    frame = pd.DataFrame(
+        {
+            "s": pd.array(["u", None, "v"], dtype="string"),
+            "b": pd.array([True, None, False], dtype="boolean"),
+            "a": [1.0, 2.0, 3.0],
+        }
+    )
+    batch = ProbabilityTree()
+    batch.learn_many(frame, ["x", "y", "x"])
+    one = ProbabilityTree()
+    for row, y in zip(frame.to_dict("records"), ["x", "y", "x"], strict=True):
+        one.learn_one(row, y)
+    assert batch.to_bytes() == one.to_bytes()
+    missing = ProbabilityTree()
+    missing.learn_one({"s": pd.NA, "t": pd.NaT, "a": 1.0}, "x")
+    assert missing.registry.names == ["a"]

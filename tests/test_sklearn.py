@@ -184,6 +184,7 @@ def test_cv_smooths_hard_on_noise_and_lightly_on_a_clean_concept() -> None:
         (np.r_[-np.ones(30), np.ones(30)], "be finite and >= 0"),
         (np.r_[np.nan, np.ones(59)], "be finite and >= 0"),
         (["a"] * 60, "be numbers"),
+        (np.full(60, 1e307), "sum to a finite number"),  # each finite: the counts overflowed to NaN
     ],
 )
 def test_bad_sample_weights_are_refused_naming_them(weights: object, match: str) -> None:
@@ -203,6 +204,7 @@ def test_bad_sample_weights_are_refused_naming_them(weights: object, match: str)
         ([-1, 0, 0], [[1.0, 2.0], [np.inf, 1.0], [1.0, 1.0]], "counts"),
         ([-1, 0.5, 0], [[1.0, 2.0], [1.0, 1.0], [1.0, 1.0]], "parent"),
         ([-1, 0, 0], np.zeros((3, 0)), "counts"),
+        ([-1, 0, 0], [[1e308, 1e308], [1.0, 1.0], [1.0, 1.0]], "counts"),  # a total past any float: NaN
     ],
 )
 def test_smooth_refuses_counts_that_are_no_counts(parent: list[float], counts: object, field: str) -> None:
@@ -225,3 +227,16 @@ def test_honest_fraction_too_small_or_large_for_the_data_is_named() -> None:
     # one sample left to fit on: too few to stratify, so the split is not stratified (was a ValueError)
     clf = SmoothedTreeClassifier(honest="split", honest_fraction=0.99, random_state=0).fit(X, y)
     assert clf.predict_proba(X).shape == (50, 2)
+
+
+@pytest.mark.parametrize("kind", ["forest", "linear"])
+def test_an_estimator_that_is_not_a_tree_is_refused_naming_it(kind: str) -> None:
+    # it raised AttributeError: no attribute 'tree_', after fitting
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_classification(n_samples=60, random_state=0)
+    estimator = RandomForestClassifier(n_estimators=2) if kind == "forest" else LogisticRegression()
+    for honest in ("none", "cv"):
+        with pytest.raises(ConfigError, match="'estimator' parameter .* must be a scikit-learn tree classifier"):
+            SmoothedTreeClassifier(estimator=estimator, honest=honest).fit(X, y)
