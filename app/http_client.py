@@ -158,8 +158,12 @@ class HTTPPool:
         head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in headers]
         try:
+            conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        except RuntimeError as exc:  # uvloop: a transport closed under a connection not seen closing
+            conn.close()
+            raise NotSent(f"{host}:{port}: {exc}") from None
+        try:
             async with asyncio.timeout(self.timeout):
-                conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
                 answer, keep = await _read_answer(conn.reader)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             conn.close()

@@ -162,3 +162,31 @@ def test_a_kept_connection_the_server_reset_is_not_reused(loop: str) -> None:
         uvloop.run(main())
     else:
         asyncio.run(main())
+
+
+def test_a_write_uvloop_refuses_on_a_closed_transport_is_not_sent() -> None:
+    """Under load a replica's write to a SIGKILLed writer still raised uvloop's bare
+    RuntimeError ("the handler is closed") on a connection not yet seen closing: a 500. It is
+    NotSent (nothing went out), which the forwarder retries on another connection."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        await read_request(reader)
+
+    def closed_handle(data: bytes) -> None:
+        raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+
+    async def main() -> None:
+        server, url = await serve(answer)
+        pool = HTTPPool(5.0)
+        assert (await pool.request(url, "POST", "/learn", [], b"{}")).status == 200
+        [kept] = [conn for conns in pool._idle.values() for conn in conns]
+        kept.writer.write = closed_handle  # type: ignore[method-assign]
+        with pytest.raises(NotSent, match="the handler is closed"):
+            await pool.request(url, "POST", "/learn", [], b"{}")
+        pool.close()
+        server.close()
+
+    asyncio.run(main())
