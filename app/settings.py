@@ -194,6 +194,8 @@ class Settings(BaseSettings):
                 raise ValueError("each API key must be at least 16 characters long")
             if any(c.isspace() for c in key):
                 raise ValueError("API keys must not contain whitespace")
+            if not all("!" <= c <= "~" for c in key):  # no HTTP client could send it in a header
+                raise ValueError("API keys are printable ASCII characters")
         return keys
 
     @model_validator(mode="after")

@@ -30,12 +30,13 @@ from typing import Any
 from streamtree.bulk.problems import BulkError, explain
 from streamtree.bulk.rows import chunk_key, encode_learn
 from streamtree.bulk.running import (
+    MAX_IN_FLIGHT,
     Interrupts,
     Parser,
     Progress,
     add_common,
+    at_most,
     pipelined,
-    positive,
     run_command,
     source_and_model,
 )
@@ -58,7 +59,7 @@ def parser() -> Parser:
     p.add_argument("--label", required=True, metavar="COLUMN", help="the column of the labels")
     p.add_argument(
         "--in-flight",
-        type=positive,
+        type=at_most(MAX_IN_FLIGHT),
         default=2,
         metavar="N",
         help="requests on their way at once, learned in the file's order all the same (default 2; "

@@ -83,6 +83,11 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
         Predicting(args, source, model, costs, interrupts).run()
 
 
+def _kept(sink: Any) -> str:
+    """What an unfinished run says of ``--out`` itself: left as it was."""
+    return "" if sink.partial is None else f"; {sink.path} is as it was"
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -135,7 +140,12 @@ class Predicting:
             expected.columns = [f"cost_{d}" for d in decisions]
             out = pd.concat([pd.DataFrame({"decision": answer["decisions"]}), expected, out], axis=1)
         if ids is not None:
-            out.insert(0, self.args.id_column, ids)
+            if self.args.id_column in out.columns:
+                raise BulkError(
+                    f"--id-column {self.args.id_column!r} is also a column of the answers "
+                    f"({', '.join(map(repr, out.columns[:6]))}...): rename it in the file"
+                )
+            out.insert(0, self.args.id_column, pd.Series(ids, dtype=object))  # as given: 42 is no 42.0
         return out
 
     def ask(self, chunk: Chunk, instances: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,18 +170,22 @@ class Predicting:
         sink = open_sink(self.args.out)
         progress = Progress(self.source, not self.args.no_progress, "rows")
         started = time.perf_counter()
+        complete = False
         try:
             for chunk, instances, ids in self.interrupts.until_requested(pipelined(self.chunks())):
                 sink.write(self.frame(chunk, ids, self.ask(chunk, instances)))
                 progress.update(len(chunk))
+            complete = not self.interrupts.stopped_early
         except BulkError as e:
             progress.close()
-            raise BulkError(f"{e} ({sink.rows:,} rows before it written to {self.args.out})") from None
+            raise BulkError(f"{e} ({sink.rows:,} rows before it written to {sink.where}{_kept(sink)})") from None
         finally:
-            sink.close()
+            sink.close(complete)
         progress.close()
         if self.interrupts.stopped_early:
-            sys.stderr.write(f"streamtree predict: interrupted after {sink.rows:,} rows written to {self.args.out}\n")
+            sys.stderr.write(
+                f"streamtree predict: interrupted after {sink.rows:,} rows written to {sink.where}{_kept(sink)}\n"
+            )
             raise SystemExit(130)
         elapsed = time.perf_counter() - started
         rate = sink.rows / elapsed if elapsed > 0 else 0.0

@@ -18,6 +18,7 @@ from streamtree.client.errors import (
     ServiceError,
     Unauthorized,
     UnexpectedAnswer,
+    shown_url,
 )
 
 __all__ = ["BulkError", "explain"]
@@ -44,6 +45,7 @@ def explain(
     the ``i``-th event of the request refused, one of ``rows``; ``creatable`` says whether
     ``--create`` is an option of the command.
     """
+    url = shown_url(url)
     if isinstance(e, ConnectionFailed):
         return BulkError(f"no answer from the service at {url} (is it running? --url or STREAMTREE_URL): {e}")
     if isinstance(e, UnexpectedAnswer):

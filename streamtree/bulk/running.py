@@ -36,6 +36,13 @@ class Parser(argparse.ArgumentParser):
         raise BulkError(f"{message} (see {self.prog} --help)")
 
 
+#: Most rows a chunk may hold (the service takes 10,000 by default, max_batch): a chunk is read
+#: whole before it is sent.
+MAX_BATCH_SIZE = 100_000
+#: Most learn requests on their way at once: each holds its chunk.
+MAX_IN_FLIGHT = 16
+
+
 def positive(text: str) -> int:
     """An integer option from 1."""
     try:
@@ -45,6 +52,19 @@ def positive(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"an integer >= 1, got {text!r}")
     return n
+
+
+def at_most(limit: int) -> Callable[[str], int]:
+    """An integer option from 1 to ``limit``: more only holds more of the file in memory (a
+    chunk, or chunks in flight) before the service refuses it or gains nothing from it."""
+
+    def checked(text: str) -> int:
+        n = positive(text)
+        if n > limit:
+            raise argparse.ArgumentTypeError(f"an integer from 1 to {limit:,}, got {text!r}")
+        return n
+
+    return checked
 
 
 def count(text: str) -> int:
@@ -73,7 +93,13 @@ def add_common(p: argparse.ArgumentParser) -> None:
         "--token", default=os.environ.get("STREAMTREE_TOKEN") or None, help="API key (default: $STREAMTREE_TOKEN)"
     )
     p.add_argument("--format", choices=FORMATS, help="the file's format (default: from its suffix; needed for -)")
-    p.add_argument("--batch-size", type=positive, default=10_000, metavar="N", help="rows per request (default 10000)")
+    p.add_argument(
+        "--batch-size",
+        type=at_most(MAX_BATCH_SIZE),
+        default=10_000,
+        metavar="N",
+        help="rows per request (default 10000)",
+    )
     p.add_argument("--id-column", metavar="COL", help="a column that names the row, not a feature")
     p.add_argument(
         "--retries",

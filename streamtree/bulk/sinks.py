@@ -1,7 +1,9 @@
 """Where ``streamtree predict`` writes: a CSV (``.csv``, ``.tsv``, ``.gz`` too), Parquet
 (``.parquet``) or JSON-lines (``.jsonl``, ``.ndjson``, ``.gz`` too) file chosen by the suffix
 of ``--out``, or CSV on standard output for ``-``. Rows are written a chunk at a time, in the
-input's order; the first chunk fixes the columns."""
+input's order; the first chunk fixes the columns. A file is written as ``<out>.partial`` and
+takes the name ``<out>`` only once the run is complete: a run that fails or is interrupted
+leaves an earlier ``<out>`` as it was (its rows so far in the partial file)."""
 
 from __future__ import annotations
 
@@ -50,17 +52,24 @@ class Sink:
         self._writer: Any = None
         self._schema: Any = None
         self._file: IO[Any]
+        #: Where the rows are until the run is complete (None: standard output).
+        self.partial = None if path == "-" else f"{path}.partial"
         try:
-            if path == "-":
+            if self.partial is None:
                 self._file = sys.stdout
             elif self.format == "parquet":
-                self._file = open(path, "wb")  # noqa: SIM115 - held until close()
+                self._file = open(self.partial, "wb")  # noqa: SIM115 - held until close()
             elif compressed:
-                self._file = gzip.open(path, "wt", newline="", encoding="utf-8")
+                self._file = gzip.open(self.partial, "wt", newline="", encoding="utf-8")
             else:
-                self._file = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+                self._file = open(self.partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
         except OSError as e:
-            raise BulkError(f"--out: cannot write {path}: {e.strerror or e}") from None
+            raise BulkError(f"--out: cannot write {self.partial}: {e.strerror or e}") from None
+
+    @property
+    def where(self) -> str:
+        """Where the rows written so far are: ``<out>.partial`` until :meth:`close` of a complete run."""
+        return self.partial if self.partial is not None and os.path.exists(self.partial) else self.path
 
     def write(self, frame: pd.DataFrame) -> None:
         """Append the rows of ``frame`` (its columns those of the first frame written)."""
@@ -68,7 +77,8 @@ class Sink:
             frame.to_csv(self._file, sep="\t" if self.format == "tsv" else ",", index=False, header=self.rows == 0)
         elif self.format == "jsonl":
             # orjson: floats written exactly (pandas' to_json rounds to 10 digits), NaN as null
-            lines = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in frame.to_dict("records")]
+            records = frame.to_dict("records")
+            lines = [orjson.dumps(r, default=_as_json, option=orjson.OPT_SERIALIZE_NUMPY) for r in records]
             if lines:
                 self._file.write(b"\n".join(lines).decode() + "\n")
         else:
@@ -98,14 +108,37 @@ class Sink:
                 ) from None
         self._writer.write_table(table)
 
-    def close(self) -> None:
-        """Finish the file (Parquet's footer) and close it (not standard output)."""
+    def close(self, complete: bool) -> None:
+        """Finish the file (Parquet's footer) and close it (not standard output); if the run is
+        ``complete``, put it in place of ``<out>`` (on the disk first), else leave it partial."""
         if self._writer is not None:
             self._writer.close()
         if self._file is sys.stdout:
             self._file.flush()
-        else:
-            self._file.close()
+            return
+        self._file.close()
+        if complete and self.partial is not None:
+            try:
+                fd = os.open(self.partial, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(self.partial, self.path)
+            except OSError as e:
+                raise BulkError(
+                    f"--out: cannot put {self.partial} in place of {self.path}: {e.strerror or e}"
+                ) from None
+
+
+def _as_json(value: Any) -> Any:
+    """An id JSON has no type for, as text: a date or time in ISO form, bytes decoded (bytes
+    not UTF-8 escaped), a Decimal or anything else as ``str`` (a CSV writes the same)."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
 
 
 def open_sink(path: str) -> Sink:

@@ -274,7 +274,9 @@ class Source:
         first = 1
         try:
             for batch in self._parquet.iter_batches(batch_size=self.batch_size):
-                frame = batch.to_pandas()
+                # every column of the schema a column (a pandas index too), and an integer
+                # column with nulls as ints, not floats (2**53 + 1 would change)
+                frame = batch.to_pandas(ignore_metadata=True, integer_object_nulls=True)
                 yield Chunk(first, frame=frame)
                 first += len(frame)
         except (OSError, ValueError) as e:

@@ -29,6 +29,7 @@ __all__ = [
     "answer",
     "error_for",
     "format_loc",
+    "shown_url",
 ]
 
 
@@ -160,6 +161,19 @@ def answer(r: httpx.Response) -> Answer:
     return out
 
 
+def shown_url(url: str) -> str:
+    """``url`` as a message shows it: a user name and password in it (secrets) as ``***``.
+
+    >>> shown_url("http://admin:hunter2@example.com:8000/x")
+    'http://***@example.com:8000/x'
+    """
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    return f"{scheme}{sep}{authority}{slash}{path}"
+
+
 class ConnectionFailed(Exception):
     """No answer from the service after the client's retries (refused, reset or timed out);
     the message names the URL. ``row``, ``learned``, ``seq`` and ``unsent`` are as
@@ -176,7 +190,7 @@ class ConnectionFailed(Exception):
         self.request = request
         self.attempts = attempts
         super().__init__(
-            f"no answer from {url} to {request} after {attempts} attempt{'s' * (attempts != 1)}: "
+            f"no answer from {shown_url(url)} to {request} after {attempts} attempt{'s' * (attempts != 1)}: "
             f"{type(cause).__name__}: {cause}"
         )
 

@@ -41,8 +41,17 @@ def client_headers(token: str | None) -> dict[str, str]:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token is not None:
         if not isinstance(token, str) or not token.strip():
-            raise ValueError(f"token: a non-empty API key string, got {token!r}")
-        headers["Authorization"] = f"Bearer {token.strip()}"
+            raise ValueError(f"token: a non-empty API key string, got {type(token).__name__}")
+        key = token.strip()
+        bad = next(((i, c) for i, c in enumerate(key) if not "!" <= c <= "~"), None)
+        if bad is not None:  # the key itself is not shown: it is a secret
+            i, c = bad
+            kind = "a line break" if c in "\r\n" else "a space" if c.isspace() else f"the character U+{ord(c):04X}"
+            raise ValueError(
+                f"token: an API key is printable ASCII without spaces or line breaks; the one given has {kind} "
+                f"at position {i + 1} (of {len(key)})"
+            )
+        headers["Authorization"] = f"Bearer {key}"
     return headers
 
 

@@ -51,6 +51,7 @@ def test_protect_reads_without_keys_is_refused() -> None:
     "field, value",
     [
         ("api_keys", "short"),
+        ("api_keys", "a-key-of-sixteen-Ä"),  # no HTTP client could send it
         ("max_batch", 0),
         ("port", 70000),
         ("sync", "off"),

@@ -250,3 +250,22 @@ def test_a_url_that_is_no_streamtree_service_is_one_line(tmp_path: Path, csv: Pa
 def test_a_malformed_url_is_one_line(csv: Path, url: str) -> None:
     line = fails(learn, [str(csv), "--model", "m", "--label", "y", "--url", url, "--no-progress"])
     assert "url: an http:// or https:// URL" in line and repr(url) in line
+
+
+@pytest.mark.parametrize("token, kind", [("SECRET-PART-1\nSECRET-PART-2", "a line break"), ("SECRET-PÄRT-1", "U+00C4")])
+def test_a_token_no_header_can_carry_is_refused_without_showing_it(csv: Path, token: str, kind: str) -> None:
+    # it went out to the network, failed there, and the line showed the whole key, blaming the connection
+    line = fails(learn, ["--label", "y", "--model", "m", "--url", "http://127.0.0.1:1", "--token", token, str(csv)])
+    assert kind in line and "SECRET" not in line
+
+
+def test_credentials_in_the_url_are_not_shown(csv: Path) -> None:
+    line = fails(learn, ["--label", "y", "--model", "m", "--url", "http://admin:hunter2pass@127.0.0.1:1", str(csv)])
+    assert "hunter2pass" not in line and "admin" not in line and "http://***@127.0.0.1:1" in line
+
+
+@pytest.mark.parametrize("option, value", [("--in-flight", "17"), ("--batch-size", "100001")])
+def test_options_that_would_hold_the_file_in_memory_are_bounded(csv: Path, option: str, value: str) -> None:
+    # a mistyped --batch-size read the whole file before the service refused it
+    line = fails(learn, ["--label", "y", "--model", "m", option, value, str(csv)])
+    assert f"argument {option}: an integer from 1 to" in line

@@ -1,0 +1,106 @@
+"""``streamtree predict``'s output against a real service: in place only once complete, ids as
+they were given, and what cannot be written said in one line."""
+
+from __future__ import annotations
+
+import decimal
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from streamtree.bulk import predict
+from streamtree.client import Client
+from tests.bulk.conftest import TOKEN, Service, expected_events, fresh_name, table, write
+from tests.bulk.test_errors import fails
+
+
+@pytest.fixture(scope="module")
+def trained(service: Service) -> str:
+    name = fresh_name()
+    with Client(service.url, token=TOKEN) as c:
+        model = c.model(name)
+        model.create()
+        model.learn_batch(expected_events(table(300, seed=20)))
+    return name
+
+
+def argv(service: Service, model: str, source: Path, out: Path, *more: str) -> list[str]:
+    return [
+        str(source),
+        "--model",
+        model,
+        "--out",
+        str(out),
+        "--url",
+        service.url,
+        "--token",
+        TOKEN,
+        "--no-progress",
+        *more,
+    ]
+
+
+def test_a_run_that_fails_leaves_the_last_complete_output_as_it_was(
+    service: Service, trained: str, tmp_path: Path
+) -> None:
+    # --out was truncated before the first answer: a failed re-run left it empty
+    source = write(table(200, seed=21), tmp_path / "rows.csv")
+    out = tmp_path / "scores.csv"
+    predict.run(argv(service, trained, source, out, "--label", "y", "--batch-size", "50"))
+    before = out.read_bytes()
+    assert len(pd.read_csv(out)) == 200 and not (tmp_path / "scores.csv.partial").exists()
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"stop": {"nope": 1.0}}))  # a label the model does not know: refused
+    line = fails(predict, argv(service, trained, source, out, "--label", "y", "--decide", str(costs)))
+    assert "scores.csv.partial" in line and "scores.csv is as it was" in line
+    assert out.read_bytes() == before
+
+
+def test_integer_ids_come_back_as_integers_when_some_are_missing(
+    service: Service, trained: str, tmp_path: Path
+) -> None:
+    # a chunk with a missing id made every id of it a float: 2**53 + 1 became 9007199254740992.0
+    rows = [{"a": 1.0, "rid": 9007199254740993}, {"a": 2.0}, {"a": 3.0, "rid": 42}]
+    source = tmp_path / "rows.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    for suffix in ("csv", "jsonl", "parquet"):
+        out = tmp_path / f"out.{suffix}"
+        predict.run(argv(service, trained, source, out, "--id-column", "rid"))
+        if suffix == "csv":
+            assert [line.split(",")[0] for line in out.read_text().splitlines()] == [
+                "rid",
+                "9007199254740993",
+                "",
+                "42",
+            ]
+        elif suffix == "jsonl":
+            ids = [json.loads(line)["rid"] for line in out.read_text().splitlines()]
+            assert ids == [9007199254740993, None, 42]
+        else:
+            import pyarrow.parquet as pq
+
+            assert pq.read_table(out).column("rid").to_pylist() == [9007199254740993, None, 42]
+
+
+def test_an_id_column_named_as_an_answer_column_is_one_line(service: Service, trained: str, tmp_path: Path) -> None:
+    frame = table(20, seed=22).rename(columns={"rid": "p_yes"})
+    source = write(frame, tmp_path / "rows.csv")
+    line = fails(predict, argv(service, trained, source, tmp_path / "out.csv", "--id-column", "p_yes", "--label", "y"))
+    assert "--id-column 'p_yes' is also a column of the answers" in line
+
+
+def test_ids_json_has_no_type_for_are_written_as_text(service: Service, trained: str, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    dates = pd.DataFrame({"a": [1.0, 2.0], "when": pd.to_datetime(["2026-01-02 03:04:05", "2026-01-03 00:00:00"])})
+    amounts = pd.DataFrame({"a": [1.0, 2.0], "amount": [decimal.Decimal("1.10"), decimal.Decimal("2")]})
+    for frame, column, expected in [
+        (dates.set_index("when"), "when", ["2026-01-02T03:04:05", "2026-01-03T00:00:00"]),  # a pandas index too
+        (amounts, "amount", ["1.10", "2.00"]),  # decimal(3, 2) in Parquet
+    ]:
+        source = tmp_path / f"{column}.parquet"
+        frame.to_parquet(source)
+        out = tmp_path / "out.jsonl"
+        predict.run(argv(service, trained, source, out, "--id-column", column))
+        assert [json.loads(line)[column] for line in out.read_text().splitlines()] == expected
