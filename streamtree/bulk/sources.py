@@ -43,6 +43,10 @@ CSV_MISSING = ["", "NaN", "nan"]
 
 #: The formats a source may have (``tsv`` is CSV separated by tabs).
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
+#: Most bytes of one line (a row; a CSV row's quoted line breaks start new lines): a row that
+#: large is far over any service's body limit, and reading one without a bound (a gzip file of
+#: one long line) took gigabytes before any error.
+MAX_LINE_BYTES = 64 * 2**20
 #: A run of digits that may be an integer beyond 64 bits, which orjson reads as a float.
 _LONG_DIGITS = re.compile(rb"\d{20,}")
 
@@ -170,7 +174,7 @@ class Source:
         header = self._csv_header(sep)
         try:
             self._csv = pd.read_csv(
-                _Prepended(header, self._text),  # the header line read again, now by pandas
+                _Prepended(header, self._text, self.name),  # the header line read again, now by pandas
                 sep=sep,
                 index_col=False,  # a first row longer than the header is refused, not taken for an index
                 chunksize=self.batch_size,
@@ -191,7 +195,9 @@ class Source:
         """The header line (read), its column names refused if blank or given twice: pandas
         renamed them ("Unnamed: 0", "y.1"), and a second label column was learned as a feature."""
         try:
-            raw = self._text.readline()
+            raw = self._text.readline(MAX_LINE_BYTES + 1)
+            if len(raw) > MAX_LINE_BYTES:
+                raise _long_line(self.name)
             line = raw.decode("utf-8-sig")
         except (UnicodeDecodeError, OSError, EOFError) as e:
             raise BulkError(f"{self.name} is not readable as {self.format.upper()}: {_one_line(e)}") from None
@@ -287,7 +293,9 @@ class Source:
         rows: list[int] = []
         line_no = 0
         try:
-            for line in self._text:
+            while line := self._text.readline(MAX_LINE_BYTES + 1):
+                if len(line) > MAX_LINE_BYTES:
+                    raise _long_line(self.name, line_no + 1)
                 line_no += 1
                 if not line.strip():
                     continue
@@ -321,10 +329,12 @@ class Source:
 
 
 class _Prepended(io.RawIOBase):
-    """``head`` then the rest of ``stream``, as one readable binary stream."""
+    """``head`` then the rest of ``stream``, as one readable binary stream, in which a line
+    over :data:`MAX_LINE_BYTES` raises :class:`BulkError` (``name`` the file's)."""
 
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
-        self._head, self._stream = head, stream
+    def __init__(self, head: bytes, stream: IO[bytes], name: str) -> None:
+        self._head, self._stream, self._name = head, stream, name
+        self._line = 0  # bytes since the last line break
 
     def readable(self) -> bool:
         return True
@@ -335,8 +345,20 @@ class _Prepended(io.RawIOBase):
             buffer[:n], self._head = self._head[:n], self._head[n:]
             return n
         data = self._stream.read(len(buffer))
+        last = data.rfind(b"\n")
+        self._line = self._line + len(data) if last < 0 else len(data) - last - 1
+        if self._line > MAX_LINE_BYTES:
+            raise _long_line(self._name)
         buffer[: len(data)] = data
         return len(data)
+
+
+def _long_line(name: str, row: int | None = None) -> BulkError:
+    where = f"row {row:,} of {name}" if row is not None else f"{name} has a line that"
+    return BulkError(
+        f"{where} is over {MAX_LINE_BYTES // 2**20} MiB: more than any service takes in one request "
+        "(its max_body_bytes); is it the file you meant?"
+    )
 
 
 def _loads_big_ints(line: bytes) -> Any:
