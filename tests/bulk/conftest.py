@@ -133,3 +133,14 @@ def cli(service: Service, *args: str, stdin: bytes | None = None, **more: str) -
     return subprocess.run(
         [str(EXE), *args], input=stdin, capture_output=True, env=env(service, **more), timeout=120, check=False
     )
+
+
+@pytest.fixture(scope="module")
+def trained(service: Service) -> str:
+    """A model that learned 600 rows (one per test module)."""
+    name = fresh_name()
+    with Client(service.url, token=TOKEN) as c:
+        model = c.model(name)
+        model.create()
+        model.learn_batch(expected_events(table(600, seed=10)))
+    return name

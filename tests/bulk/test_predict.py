@@ -13,20 +13,9 @@ import pytest
 
 from streamtree.bulk import predict
 from streamtree.client import Client, RemoteModel
-from tests.bulk.conftest import TOKEN, Service, cli, expected_events, features, fresh_name, table, write
+from tests.bulk.conftest import TOKEN, Service, cli, features, fresh_name, table, write
 
 COSTS = {"stop": {"yes": 0.0, "no": 4.0}, "go": {"yes": 1.0, "no": 0.0}}
-
-
-@pytest.fixture(scope="module")
-def trained(service: Service) -> str:
-    """A model that learned 600 rows."""
-    name = fresh_name()
-    with Client(service.url, token=TOKEN) as c:
-        model = c.model(name)
-        model.create()
-        model.learn_batch(expected_events(table(600, seed=10)))
-    return name
 
 
 def read(path: Path) -> pd.DataFrame:

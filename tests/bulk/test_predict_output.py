@@ -11,19 +11,8 @@ import pandas as pd
 import pytest
 
 from streamtree.bulk import predict
-from streamtree.client import Client
-from tests.bulk.conftest import TOKEN, Service, expected_events, fresh_name, table, write
+from tests.bulk.conftest import TOKEN, Service, table, write
 from tests.bulk.test_errors import fails
-
-
-@pytest.fixture(scope="module")
-def trained(service: Service) -> str:
-    name = fresh_name()
-    with Client(service.url, token=TOKEN) as c:
-        model = c.model(name)
-        model.create()
-        model.learn_batch(expected_events(table(300, seed=20)))
-    return name
 
 
 def argv(service: Service, model: str, source: Path, out: Path, *more: str) -> list[str]:
