@@ -9,6 +9,7 @@ encoded rows.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Hashable, Mapping
 from collections.abc import Set as AbstractSet
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 from river import base
 
-from streamtree import decision
+from streamtree import decision, growth
 from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
 from streamtree.exceptions import InputError
@@ -102,6 +103,7 @@ class Classifier(base.MiniBatchClassifier):
 
     registry: FeatureRegistry
     classes_: list[ClassLabel]
+    class_index: dict[ClassLabel, int]
     #: The last predicted dict, the row plan that read it and what it read
     #: (read again by :meth:`learn_one`); not part of the model (left out of copies and pickles).
     _last_row: tuple[Any, RowPlan, Read] | None = None
@@ -125,6 +127,12 @@ class Classifier(base.MiniBatchClassifier):
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         raise NotImplementedError
 
+    def _check_budget(self, shapes: tuple[int, int, int, int]) -> None:
+        """Refuse (:class:`InputError` naming ``max_bytes``) before anything changes when the
+        model's arrays, fitted to ``shapes`` (classes, numeric and nominal columns, value
+        codes), would pass its memory budget even with growth stopped. A model with a budget
+        implements it."""
+
     @property
     def _multiclass(self) -> bool:
         return True
@@ -132,7 +140,8 @@ class Classifier(base.MiniBatchClassifier):
     # -- learning -----------------------------------------------------------------------
     def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
-        label or a feature value cannot be used."""
+        label or a feature value cannot be used, or when its new class, features or values
+        would take the model's arrays past ``max_bytes`` even with growth stopped."""
         t = type(y)
         if not (t is str or t is int or t is bool):  # check_label's common case, without its call
             y = check_label(y)
@@ -144,14 +153,20 @@ class Classifier(base.MiniBatchClassifier):
         last = self._last_row
         if last is not None and last[0] is x and last[1] is reg.plan and last[1].unchanged(x, last[2]):
             read = last[2]
+            if y not in self.class_index:  # a new class: within the memory budget?
+                self._check_budget((len(self.classes_) + 1, reg.n_numeric, reg.n_nominal, reg.max_values))
             self._learn_one(read[2], read[3], y)
             return
         row = reg.encode_known_row(x)  # the steady state: nothing new to validate or register
         if row is not None:
+            if y not in self.class_index:
+                self._check_budget((len(self.classes_) + 1, reg.n_numeric, reg.n_nominal, reg.max_values))
             self._learn_one(row[0], row[1], y)
             return
+        k = len(self.classes_) + (y not in self.class_index)
         n_numeric = reg.n_numeric
-        encoded = reg.encode(x, learn=True)  # validates before it registers anything
+        # validates, then checks the budget at the sizes x would give, before it registers anything
+        encoded = reg.encode(x, learn=True, check=lambda sizes: self._check_budget((k, *sizes)))
         num, nom = encode_row(reg, encoded)
         first_values = {c: v for c, v in zip(encoded.num_cols, encoded.num_vals) if c >= n_numeric}
         self._learn(num, nom, [y], first_values, want_proba=False)
@@ -183,29 +198,58 @@ class Classifier(base.MiniBatchClassifier):
         registry, num, nom, first_values = encode_batch(self.registry, X)
         if len(labels) != num.shape[0]:
             raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
+        # the whole batch within the memory budget, before anything of it is learned
+        new = set(labels).difference(self.class_index)
+        self._check_budget((len(self.classes_) + len(new), registry.n_numeric, registry.n_nominal, registry.max_values))
         if self.registry.n_numeric == 0 < registry.n_numeric:
             first = int(np.flatnonzero(~np.isnan(num).all(axis=1))[0])
             if first > 0:  # the model's first numeric feature comes at row `first`: learn_one
                 # learns the rows before it without a numeric column (so without the linear
                 # component), and so must the batch: in two parts, the whole already checked
-                return self._learn_split(X, labels, first, return_proba)
+                return self._learn_parts(X, labels, [first], return_proba)
+        if new or registry is not self.registry:  # the arrays grow: where would learn_one fit them?
+            old = self.registry
+            cuts = growth.capacity_cuts(
+                (old.n_numeric, old.n_nominal, old.max_values), num, nom, self._n_classes(labels, new)
+            )
+            if cuts:  # learn_one may stop growth at any of them (growth.fit_within): so must the batch
+                return self._learn_parts(X, labels, cuts, return_proba)
         # the batch is accepted (labels, values and lengths all checked): only now does the model
         # take the batch's registry, which _learn needs (its new columns' first values, make_room)
         self.registry = registry
         return self._learn(num, nom, labels, first_values, want_proba=return_proba)
 
-    def _learn_split(self, X: Any, labels: list[ClassLabel], at: int, want_proba: bool) -> FloatArray | None:
-        """:meth:`learn_many` of rows ``[:at]`` then ``[at:]`` of a checked batch; the
-        prequential predictions of both in the columns of :attr:`classes_` after the batch."""
+    def _n_classes(self, labels: list[ClassLabel], new: set[ClassLabel]) -> np.ndarray:
+        """The number of classes after each row of a batch whose unknown labels are ``new``."""
+        steps = np.zeros(len(labels), dtype=np.int64)
+        seen: set[ClassLabel] = set()
+        for i, label in enumerate(labels if new else ()):
+            if label in new and label not in seen:
+                seen.add(label)
+                steps[i] = 1
+        return len(self.classes_) + np.cumsum(steps)
+
+    def _learn_parts(self, X: Any, labels: list[ClassLabel], cuts: list[int], want_proba: bool) -> FloatArray | None:
+        """:meth:`learn_many` of the rows of a checked batch between ``cuts``, in order; the
+        prequential predictions of all in the columns of :attr:`classes_` after the batch. A
+        part refused for the memory budget (its rows before it grew nodes) leaves the model as
+        it was before the batch, as the whole batch is refused or learned."""
+        bounds = [0, *cuts, len(labels)]
+        before = copy.deepcopy(self)  # the batch's size of the model: before its arrays grow
+        parts = []
+        try:
+            for a, b in zip(bounds, bounds[1:]):
+                parts.append(self.learn_many(_rows(X, a, b), labels[a:b], return_proba=want_proba))  # type: ignore[call-overload]
+        except InputError:
+            if parts:  # the model as it was: the batch is refused whole
+                self.__dict__.clear()
+                self.__dict__.update(before.__dict__)
+            raise
         if not want_proba:
-            self.learn_many(_rows(X, 0, at), labels[:at])
-            self.learn_many(_rows(X, at, len(labels)), labels[at:])
             return None
-        head = self.learn_many(_rows(X, 0, at), labels[:at], return_proba=True)
-        tail = self.learn_many(_rows(X, at, len(labels)), labels[at:], return_proba=True)
-        proba = np.zeros((len(labels), tail.shape[1]))
-        proba[:at, : head.shape[1]] = head
-        proba[at:] = tail
+        proba = np.zeros((len(labels), parts[-1].shape[1]))
+        for a, part in zip(bounds, parts):
+            proba[a : a + part.shape[0], : part.shape[1]] = part
         return proba
 
     # -- prediction ---------------------------------------------------------------------

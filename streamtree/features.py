@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -141,14 +141,18 @@ class FeatureRegistry:
             value = int(value)
         return kind, value
 
-    def encode(self, x: Mapping[Hashable, Any], learn: bool) -> EncodedRow:
+    def encode(
+        self, x: Mapping[Hashable, Any], learn: bool, check: Callable[[tuple[int, int, int]], None] | None = None
+    ) -> EncodedRow:
         """Encode one example's present features.
 
         With ``learn``, every value is validated first (:class:`InputError` for a value of an
         unusable type, an infinite number, or a kind that contradicts the feature's) and only
         then are new features and values registered: a raise changes nothing. Without it,
         unknown features are ignored, unknown nominal values get code -1 (the feature's other
-        code once it has one), and values that cannot be used count as missing.
+        code once it has one), and values that cannot be used count as missing. ``check``, when
+        given, is called with the sizes learning ``x`` would give the registry (:meth:`sizes_after`)
+        before it registers anything: it may raise to refuse ``x``.
         """
         check_mapping(x)
         index, kinds, nominal = self.index, self.kinds, self.nominal_features
@@ -184,6 +188,8 @@ class FeatureRegistry:
             present.append((name, fid, kind, value))
         if learn and self.max_features is not None and len(self.names) + len(present) > self.max_features:
             self.check_room(sum(1 for p in present if p[1] is None))
+        if check is not None:
+            check(self.sizes_after(present))
         row = EncodedRow()
         for name, fid, kind, value in present:
             if fid is None:
@@ -199,6 +205,20 @@ class FeatureRegistry:
             row.nom_cols.append(col)
             row.nom_codes.append(code)
         return row
+
+    def sizes_after(self, present: list[tuple[Hashable, int | None, int, Any]]) -> tuple[int, int, int]:
+        """``(n_numeric, n_nominal, max_values)`` once the validated ``present`` features of an
+        example (name, id or ``None`` when new, kind, value) are registered, without registering them."""
+        f, c, v = self.n_numeric, self.n_nominal, self.max_values
+        bound = self.max_categories
+        for _, fid, kind, value in present:
+            if fid is None:
+                f, c = (f + 1, c) if kind == NUMERIC else (f, c + 1)
+                v = max(v, 1) if kind != NUMERIC else v
+            elif kind != NUMERIC and value not in self.codes[self.cols[fid]]:
+                n = len(self.values[self.cols[fid]])
+                v = max(v, (n if bound is None or n < bound else bound) + 1)
+        return f, c, v
 
     def encode_known(self, x: Mapping[Hashable, Any]) -> tuple[list[float], list[int]] | None:
         """Learning's fast path: ``x`` as values and codes by column (NaN, -1: missing) when

@@ -399,6 +399,10 @@ class ProbabilityForest(Classifier):
         self.n_examples += n
         return proba if want_proba else None
 
+    def _check_budget(self, shapes: tuple[int, int, int, int]) -> None:
+        for member in self.members:  # each member has the budget (max_bytes)
+            member.state.check_budget(shapes)
+
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         arrays = self._member_arrays()

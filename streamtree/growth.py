@@ -4,12 +4,19 @@ A tree's arrays (:mod:`streamtree.state`) grow in Python between kernel calls: b
 to the registry's classes, columns and values (:func:`fit_shapes`), and when the learning loop
 stops with ``GROW`` before a row that may need more nodes or slots (:func:`grow_for_row`).
 
-The budget is checked at that second point, the only one where growth can be refused: with
+Nodes and slots are checked at that second point: with
 ``b(N, M, K, F, C, V)`` the bytes of the arrays at capacities of ``N`` nodes, ``M`` slots, ``K``
 classes, ``F`` numeric and ``C`` nominal columns and ``V`` value codes (:func:`~streamtree.state.nbytes`),
 the tree grows when ``b`` after growing is at most ``max_bytes``, and otherwise stops growing
 for good, as at ``max_nodes``: every leaf keeps counting, the split statistics are let go
 (:func:`stop_growth`) and it never asks for room again.
+
+Classes, columns and values grow every slot's statistics, so they are checked too: a model
+refuses an example (or batch) whose sizes would take a tree past ``max_bytes`` even stopped
+(:func:`budget_error`, before anything changes), and :func:`fit_within` stops a tree before a
+fit that would pass it with its slots. A batch is learned in parts cut where the capacities
+of its rows' sizes grow (:func:`capacity_cuts`), so it fits, and stops, at the rows one
+example at a time does.
 
 So that the same rows give the same tree whatever the batch boundaries, ``K, F, C, V`` are not
 the arrays' own (a batch makes room for all its rows' classes and values before its first
@@ -43,7 +50,18 @@ from streamtree.state import (
     nbytes,
 )
 
-__all__ = ["Sizes", "describe_stop", "fit_shapes", "grow_for_row", "like", "registry_sizes", "stop_growth"]
+__all__ = [
+    "Sizes",
+    "budget_error",
+    "capacity_cuts",
+    "describe_stop",
+    "fit_shapes",
+    "fit_within",
+    "grow_for_row",
+    "like",
+    "registry_sizes",
+    "stop_growth",
+]
 
 #: The capacities of empty arrays (:func:`streamtree.state.new_arrays`) along the class,
 #: numeric, nominal and value axes: capacities double from them.
@@ -80,6 +98,36 @@ class Sizes(NamedTuple):
         return max(known_classes, int(self.ks[row]) + 1), f, c, v
 
 
+def _running_columns(present: np.ndarray, before: int) -> np.ndarray:
+    """Per row, one past the last column ``present`` in that row or an earlier one (at least ``before``)."""
+    n = present.shape[0]
+    out = np.full(n + 1, before, dtype=np.int64)
+    cols = np.flatnonzero(present.any(axis=0)) if present.size else np.zeros(0, dtype=np.int64)
+    np.maximum.at(out, present[:, cols].argmax(axis=0), cols + 1)
+    return np.maximum.accumulate(out[:n])
+
+
+def capacity_cuts(before: tuple[int, int, int], num: np.ndarray, nom: np.ndarray, classes: np.ndarray) -> list[int]:
+    """The rows (after the first) of a batch at which the capacities of the sizes its rows
+    imply (:meth:`Sizes.at`; ``classes``: the number of classes at each row) grow: one
+    example at a time, the arrays are fitted there, and :func:`fit_within` may stop the tree.
+    A batch learned in parts cut at these rows fits as often, at the same rows."""
+    if len(classes) < 2:
+        return []
+    sizes = np.stack(
+        [
+            classes,
+            _running_columns(~np.isnan(num), before[0]),
+            _running_columns(nom >= 0, before[1]),
+            np.maximum.accumulate(np.maximum(nom.max(axis=1) + 1 if nom.shape[1] else 0 * classes, before[2])),
+        ],
+        axis=1,
+    )
+    first = np.array(_FIRST)
+    doublings = np.ceil(np.log2(np.maximum(sizes, first) / first))
+    return (np.flatnonzero((doublings[1:] != doublings[:-1]).any(axis=1)) + 1).tolist()  # type: ignore[no-any-return]
+
+
 def registry_sizes(t: TreeArrays) -> tuple[int, int, int]:
     """``(numeric columns, nominal columns, value codes)`` the tree was last fitted to."""
     return int(t.meta[M_NUMERIC]), int(t.meta[M_NOMINAL]), int(t.meta[M_VALUES])
@@ -95,6 +143,44 @@ def fit_shapes(t: TreeArrays, registry: FeatureRegistry, n_classes: int, first_v
     for col, value in first_values.items():
         t.shift[col] = value
     return t
+
+
+def _fitted_bytes(t: TreeArrays, shapes: tuple[int, ...]) -> tuple[int, int]:
+    """The bytes of ``t``'s arrays once fitted to ``shapes`` (classes, numeric and nominal
+    columns, value codes; :func:`fit_shapes`): with growth stopped (one slot), and with its slots."""
+    k, f, c, v = shapes
+    caps = grown_capacities(t, classes=k, numeric=f, nominal=c, values=v)
+    nb, lin = t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0
+    return nbytes((caps[0], 1, *caps[2:]), nb, lin), nbytes(caps, nb, lin)
+
+
+def budget_error(t: TreeArrays, max_bytes: int, shapes: tuple[int, ...]) -> str | None:
+    """Why ``t`` cannot be fitted to ``shapes`` within ``max_bytes`` even with its growth
+    stopped (its nodes, one slot: the least its arrays can be), or ``None`` when it can. The
+    caller refuses the example, before anything changes."""
+    need = _fitted_bytes(t, shapes)[0]
+    if need <= max_bytes:
+        return None
+    _, _, k, f, c, v = capacities(t)
+    k2, f2, c2, v2 = grown_capacities(t, classes=shapes[0], numeric=shapes[1], nominal=shapes[2], values=shapes[3])[2:]
+    what = [
+        w for w, grows in (("a new class", k2 > k), ("new features", f2 > f or c2 > c), ("new values", v2 > v)) if grows
+    ]
+    return (
+        f"Learning this would take a tree's arrays to {need:,} bytes ({', '.join(what) or 'its present size'}, "
+        f"with growth stopped), past its memory budget max_bytes={max_bytes:,}; nothing was learned."
+    )
+
+
+def fit_within(t: TreeArrays, max_bytes: int | None, shapes: tuple[int, ...] | None) -> TreeArrays:
+    """``t`` stopped (:func:`stop_growth`) when fitting it to ``shapes`` with its slots would
+    take its arrays past ``max_bytes`` (it fits with growth stopped: :func:`budget_error`
+    was checked), else ``t`` itself; before :func:`fit_shapes`. ``shapes`` ``None``: as it is
+    (a new background tree, made at the tree's capacities)."""
+    shapes = capacities(t)[2:] if shapes is None else shapes
+    if max_bytes is None or t.meta[M_OVER_BUDGET] or _fitted_bytes(t, shapes)[1] <= max_bytes:
+        return t
+    return stop_growth(t)
 
 
 def like(empty: TreeArrays, t: TreeArrays) -> TreeArrays:

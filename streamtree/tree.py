@@ -350,6 +350,9 @@ class ProbabilityTree(Classifier):
         state.learn_one(num, nom, _CLASS_ID[k], self.n_examples)
         self.n_examples += 1
 
+    def _check_budget(self, shapes: tuple[int, int, int, int]) -> None:
+        self.state.check_budget(shapes)
+
     # -- prediction ---------------------------------------------------------------------
     def _predict(self, num: np.ndarray, nom: np.ndarray) -> FloatArray:
         return self.state.predict(num, nom, at_entry(num, nom))[:, : len(self.classes_)]

@@ -23,6 +23,7 @@ import numpy as np
 
 from streamtree import growth
 from streamtree.dispatch import direct
+from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry
 from streamtree.integrity import check_capacities
 from streamtree.kernels.event import NO_PROBA, ONCE, event_handle, learn_event, predict_event
@@ -201,6 +202,16 @@ class TreeState:
         return held[1]
 
     # -- learning -----------------------------------------------------------------------
+    def check_budget(self, shapes: tuple[int, ...]) -> None:
+        """:class:`InputError` naming ``max_bytes`` when :meth:`make_room` for ``shapes`` would take
+        either tree past it even with growth stopped (:func:`~streamtree.growth.budget_error`)."""
+        if self.max_bytes is None or shapes == self.shapes:
+            return
+        for t in (self.tree, self.background):
+            error = None if t is None else growth.budget_error(t, self.max_bytes, shapes)
+            if error is not None:
+                raise InputError(error)  # a limit of the model, as max_features: no field
+
     def make_room(self, registry: FeatureRegistry, first_values: dict[int, float], shapes: tuple[int, ...]) -> None:
         """Before a batch (classes registered): when ``shapes`` (:func:`registry_shapes` of the
         registry and the classes) changed, or the arrays were replaced since the last check,
@@ -211,9 +222,11 @@ class TreeState:
             self.current = None  # the arrays are replaced: let the old ones go
             n_classes = shapes[0]
             self.before = growth.registry_sizes(self.tree)
-            self.tree = growth.fit_shapes(self.tree, registry, n_classes, first_values)
+            tree = growth.fit_within(self.tree, self.max_bytes, shapes)  # within the budget (check_budget)
+            self.tree = growth.fit_shapes(tree, registry, n_classes, first_values)
             if self.background is not None:
-                self.background = growth.fit_shapes(self.background, registry, n_classes, first_values)
+                background = growth.fit_within(self.background, self.max_bytes, shapes)
+                self.background = growth.fit_shapes(background, registry, n_classes, first_values)
             self.shapes = shapes
             self.fkeys = registry.feature_keys()
         else:
@@ -325,7 +338,7 @@ class TreeState:
 
     def start_background(self) -> TreeArrays:
         """An empty tree with the tree's shapes, classes and shifts; comparison from zero."""
-        background = growth.like(self.new_tree(), self.tree)
+        background = growth.fit_within(growth.like(self.new_tree(), self.tree), self.max_bytes, None)  # its budget
         assert self.drift is not None
         self.drift.drift_s[D_ACTIVE] = 1.0
         self.drift.drift_s[D_GAP] = 0.0
