@@ -1,0 +1,25 @@
+"""A learn refused for the model's memory budget (max_bytes) after part of it was learned in
+stretches (app.pacing): answered 422 naming max_bytes, and the model back to its log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.app.conftest import learn_all, make_stream
+
+
+def test_a_request_refused_for_max_bytes_in_a_later_stretch_learns_nothing(running: Any) -> None:
+    # the stretches before the refused one stayed learned, unlogged: the model differed from its log
+    with running() as client:
+        assert client.put("/models/small", json={"max_bytes": 2 * 2**20}).status_code == 201
+        learn_all(client, make_stream(100), path="/models/small/learn")
+        host = client.app.state.node.registry.get("small")  # type: ignore[attr-defined]
+        before = host.model.to_bytes()
+        ordinary = [{"features": x, "label": y} for x, y in make_stream(1_000, seed=1)]  # a stretch: learned
+        many_labels = [{"features": {"a": float(i)}, "label": f"class-{i}"} for i in range(900)]
+        r = client.post("/models/small/learn", json={"events": ordinary + many_labels})
+        assert r.status_code == 422, r.text
+        assert "max_bytes" in r.json()["detail"][0]["msg"] and r.json()["detail"][0]["loc"] == ["body", "events"]
+        assert client.get("/models/small").json()["seq"] == 100
+        assert host.model.to_bytes() == before  # rebuilt from the log: nothing of the request
+        assert client.post("/models/small/learn", json={"events": ordinary}).json() == {"learned": 1000, "seq": 1100}
