@@ -9,7 +9,6 @@ encoded rows.
 
 from __future__ import annotations
 
-import copy
 import numbers
 from collections.abc import Hashable, Mapping
 from collections.abc import Set as AbstractSet
@@ -231,20 +230,14 @@ class Classifier(base.MiniBatchClassifier):
 
     def _learn_parts(self, X: Any, labels: list[ClassLabel], cuts: list[int], want_proba: bool) -> FloatArray | None:
         """:meth:`learn_many` of the rows of a checked batch between ``cuts``, in order; the
-        prequential predictions of all in the columns of :attr:`classes_` after the batch. A
-        part refused for the memory budget (its rows before it grew nodes) leaves the model as
-        it was before the batch, as the whole batch is refused or learned."""
+        prequential predictions of all in the columns of :attr:`classes_` after the batch. No
+        part is refused: the batch was checked whole, at sizes no part passes (the memory
+        budget's refusal depends on the sizes alone: :func:`streamtree.growth.budget_error`)."""
         bounds = [0, *cuts, len(labels)]
-        before = copy.deepcopy(self)  # the batch's size of the model: before its arrays grow
-        parts = []
-        try:
-            for a, b in zip(bounds, bounds[1:]):
-                parts.append(self.learn_many(_rows(X, a, b), labels[a:b], return_proba=want_proba))  # type: ignore[call-overload]
-        except InputError:
-            if parts:  # the model as it was: the batch is refused whole
-                self.__dict__.clear()
-                self.__dict__.update(before.__dict__)
-            raise
+        parts = [
+            self.learn_many(_rows(X, a, b), labels[a:b], return_proba=want_proba)  # type: ignore[call-overload]
+            for a, b in zip(bounds, bounds[1:])
+        ]
         if not want_proba:
             return None
         proba = np.zeros((len(labels), parts[-1].shape[1]))

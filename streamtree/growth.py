@@ -12,9 +12,14 @@ for good, as at ``max_nodes``: every leaf keeps counting, the split statistics a
 (:func:`stop_growth`) and it never asks for room again.
 
 Classes, columns and values grow every slot's statistics, so they are checked too: a model
-refuses an example (or batch) whose sizes would take a tree past ``max_bytes`` even stopped
-(:func:`budget_error`, before anything changes), and :func:`fit_within` stops a tree before a
-fit that would pass it with its slots. A batch is learned in parts cut where the capacities
+refuses an example (or batch) whose sizes would take a tree's arrays other than its nodes'
+past ``max_bytes`` even stopped (:func:`budget_error`, before anything changes), and
+:func:`fit_within` stops a tree before a fit that would pass it with its slots. The refusal
+leaves the nodes out so that it depends on the sizes alone, not on how many nodes grew before:
+an example refused one at a time is refused in any batch, and a log of accepted examples is
+accepted again whatever batches it is replayed in (a service's restart). Nodes grown before
+new classes came keep a count per class each: those counts are what the budget does not
+bound (nodes grow only within it, at the classes of their time). A batch is learned in parts cut where the capacities
 of its rows' sizes grow (:func:`capacity_cuts`), so it fits, and stops, at the rows one
 example at a time does.
 
@@ -145,20 +150,22 @@ def fit_shapes(t: TreeArrays, registry: FeatureRegistry, n_classes: int, first_v
     return t
 
 
-def _fitted_bytes(t: TreeArrays, shapes: tuple[int, ...]) -> tuple[int, int]:
+def _fitted_bytes(t: TreeArrays, shapes: tuple[int, ...]) -> int:
     """The bytes of ``t``'s arrays once fitted to ``shapes`` (classes, numeric and nominal
-    columns, value codes; :func:`fit_shapes`): with growth stopped (one slot), and with its slots."""
+    columns, value codes; :func:`fit_shapes`) with its slots."""
     k, f, c, v = shapes
     caps = grown_capacities(t, classes=k, numeric=f, nominal=c, values=v)
-    nb, lin = t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0
-    return nbytes((caps[0], 1, *caps[2:]), nb, lin), nbytes(caps, nb, lin)
+    return nbytes(caps, t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0)
 
 
 def budget_error(t: TreeArrays, max_bytes: int, shapes: tuple[int, ...]) -> str | None:
     """Why ``t`` cannot be fitted to ``shapes`` within ``max_bytes`` even with its growth
-    stopped (its nodes, one slot: the least its arrays can be), or ``None`` when it can. The
-    caller refuses the example, before anything changes."""
-    need = _fitted_bytes(t, shapes)[0]
+    stopped, its nodes left out (one slot, the naive-Bayes and linear arrays: a function of
+    the sizes alone, module docstring), or ``None`` when it can. The caller refuses the
+    example, before anything changes."""
+    k, f, c, v = shapes
+    caps = grown_capacities(t, classes=k, numeric=f, nominal=c, values=v)
+    need = nbytes((0, 1, *caps[2:]), t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0)
     if need <= max_bytes:
         return None
     _, _, k, f, c, v = capacities(t)
@@ -167,8 +174,9 @@ def budget_error(t: TreeArrays, max_bytes: int, shapes: tuple[int, ...]) -> str 
         w for w, grows in (("a new class", k2 > k), ("new features", f2 > f or c2 > c), ("new values", v2 > v)) if grows
     ]
     return (
-        f"Learning this would take a tree's arrays to {need:,} bytes ({', '.join(what) or 'its present size'}, "
-        f"with growth stopped), past its memory budget max_bytes={max_bytes:,}; nothing was learned."
+        f"Learning this would take a tree's arrays to {need:,} bytes besides its nodes' "
+        f"({', '.join(what) or 'its present size'}, with growth stopped), past its memory budget "
+        f"max_bytes={max_bytes:,}; nothing was learned."
     )
 
 
@@ -178,7 +186,7 @@ def fit_within(t: TreeArrays, max_bytes: int | None, shapes: tuple[int, ...] | N
     was checked), else ``t`` itself; before :func:`fit_shapes`. ``shapes`` ``None``: as it is
     (a new background tree, made at the tree's capacities)."""
     shapes = capacities(t)[2:] if shapes is None else shapes
-    if max_bytes is None or t.meta[M_OVER_BUDGET] or _fitted_bytes(t, shapes)[1] <= max_bytes:
+    if max_bytes is None or t.meta[M_OVER_BUDGET] or _fitted_bytes(t, shapes) <= max_bytes:
         return t
     return stop_growth(t)
 

@@ -13,6 +13,7 @@ from streamtree import ProbabilityForest, ProbabilityTree
 from streamtree.classifier import Classifier
 from streamtree.exceptions import InputError
 from streamtree.inspection import memory_bytes
+from streamtree.state import capacities, nbytes
 from tests.batches import learn_in_batches
 from tests.test_budget import wide_stream
 
@@ -22,6 +23,14 @@ BUDGET = 2**20
 def _trees(model: Classifier) -> list:
     states = [model.state] if isinstance(model, ProbabilityTree) else [m.state for m in model.members]  # type: ignore[attr-defined]
     return [t for s in states for t in (s.tree, s.background) if t is not None]
+
+
+def _besides_nodes(t: object) -> int:
+    """The bytes of a tree's arrays but its nodes' (what the refusal bounds: a node keeps a
+    count per class, and nodes grown before new classes came are not refused)."""
+    caps = capacities(t)  # type: ignore[arg-type]
+    nb, lin = t.nb_seen.shape[0] > 0, t.mix_y.shape[0] > 0  # type: ignore[attr-defined]
+    return memory_bytes(t) - (nbytes(caps, nb, lin) - nbytes((0, *caps[1:]), nb, lin))  # type: ignore[arg-type]
 
 
 def _hostile(n: int) -> list[tuple[dict, int]]:
@@ -35,7 +44,7 @@ def _learn_one_or_refused(model: Classifier, x: dict, y: object) -> bool:
         model.learn_one(x, y)
     except InputError as exc:
         assert exc.field is None and "max_bytes=" in str(exc)
-        assert "max_bytes=1,048,576" in str(exc) and "bytes (" in str(exc)
+        assert "max_bytes=1,048,576" in str(exc) and "bytes besides its nodes' (" in str(exc)
         assert model.to_bytes() == before  # type: ignore[attr-defined]
         return False
     return True
@@ -62,7 +71,7 @@ def test_new_classes_alone_are_refused_past_the_budget() -> None:
             model.learn_one({"a": i * 0.1, "b": 1.0}, i)
     assert 0 < model.n_examples < 3000 and len(model.classes_) == model.n_examples
     assert _learn_one_or_refused(model, {"a": 0.5}, "new") is False
-    assert memory_bytes(model.state.tree) <= BUDGET
+    assert _besides_nodes(model.state.tree) <= BUDGET
     assert "with growth stopped" in _message(model, {"a": 1.0}, "yet another")
 
 
@@ -123,28 +132,28 @@ def _learn_one_or_refused_any(model: ProbabilityTree, x: dict, y: object) -> boo
     return True
 
 
-def test_a_batch_refused_in_a_later_part_is_refused_whole() -> None:
-    """The batch is checked at its sizes with the tree's nodes before it; its first rows grow
-    nodes, so the part where its classes double is refused (one at a time, that row would be):
-    the parts learned before it are undone, the model as it was."""
+def test_what_one_at_a_time_accepts_any_batches_accept_and_what_it_refuses_they_refuse() -> None:
+    """The refusal depends on the sizes alone, not on the nodes grown before: a service's log
+    (what it accepted, in the batches of its requests) is accepted again whatever batches its
+    replay cuts it into, and a batch is refused exactly when one at a time would refuse a row."""
     rng = random.Random(0)
-    X = [{"a": rng.random(), "b": rng.random()} for _ in range(3100)]
-    y: list[object] = [int(x["a"] * 8) % 2 for x in X[:3000]] + [f"c{i}" for i in range(100)]
+    X = [{"a": rng.random(), "b": rng.random()} for _ in range(3300)]
+    y: list[object] = [int(x["a"] * 8) % 2 for x in X[:3000]] + [f"c{i}" for i in range(300)]
     config = {"max_bytes": 2_200_000, "grace_period": 10, "drift_delta": None}
-    model = ProbabilityTree(**config)
-    model.learn_one({"a": 0.5, "b": 0.5}, 0)
-    before = model.to_bytes()
-    with pytest.raises(InputError, match="a new class") as info:
-        model.learn_many(X, y)
-    assert info.value.field is None
-    assert model.to_bytes() == before and model.n_examples == 1 and model.classes_ == [0]
-    model.learn_many(X[:10], y[:10])  # and learns on
     one = ProbabilityTree(**config)
-    one.learn_one({"a": 0.5, "b": 0.5}, 0)
     with pytest.raises(InputError, match="max_bytes"):
         for x, label in zip(X, y):
             one.learn_one(x, label)
-    assert 3000 < one.n_examples < 3100  # one at a time: the rows before it stay learned
+    accepted = one.n_examples
+    assert 3000 < accepted < 3300  # one at a time: the rows before the refused one stay learned
+    many = ProbabilityTree(**config)
+    before = many.to_bytes()
+    with pytest.raises(InputError, match="a new class"):
+        many.learn_many(X, y)
+    assert many.to_bytes() == before and many.n_examples == 0
+    data = list(zip(X[:accepted], y[:accepted]))
+    for sizes in ([accepted], [1000], [7, 300, 2048], [2999, 5]):
+        assert learn_in_batches(ProbabilityTree(**config), data, sizes).to_bytes() == one.to_bytes()
 
 
 @pytest.mark.parametrize("max_bytes", [None, 2**19])
