@@ -214,8 +214,14 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
         history = History(settings.history_every, settings.history_seconds, settings.history_points)
         prequential = Prequential(settings.metrics_window, settings.metrics_bins, history, costs=service.get("costs"))
         restored = Restored(model_cls(**params), prequential, 0, 0)
-    while page := store.read_events(name, restored.seq, REPLAY_PAGE):
-        restored.seq = apply_logged(restored.model, restored.prequential, restored.seq, name, page)
+    # the log is what was accepted: its events are learned again, also those a version before
+    # the memory budget's refusal accepted (a model that could not be replayed would be unavailable)
+    restored.model.refuse_past_budget = False
+    try:
+        while page := store.read_events(name, restored.seq, REPLAY_PAGE):
+            restored.seq = apply_logged(restored.model, restored.prequential, restored.seq, name, page)
+    finally:
+        del restored.model.refuse_past_budget  # refusing again, as the class says
     return restored
 
 

@@ -103,6 +103,10 @@ class Classifier(base.MiniBatchClassifier):
     registry: FeatureRegistry
     classes_: list[ClassLabel]
     class_index: dict[ClassLabel, int]
+    #: Whether :meth:`learn_many` refuses a batch past the memory budget (``max_bytes``); set
+    #: False to replay a log written by a version that did not refuse it (its events must all be
+    #: learned again: growth still stops for the budget). Not part of the model's state.
+    refuse_past_budget: bool = True
     #: The last predicted dict, the row plan that read it and what it read
     #: (read again by :meth:`learn_one`); not part of the model (left out of copies and pickles).
     _last_row: tuple[Any, RowPlan, Read] | None = None
@@ -199,7 +203,10 @@ class Classifier(base.MiniBatchClassifier):
             raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
         # the whole batch within the memory budget, before anything of it is learned
         new = set(labels).difference(self.class_index)
-        self._check_budget((len(self.classes_) + len(new), registry.n_numeric, registry.n_nominal, registry.max_values))
+        if self.refuse_past_budget:
+            self._check_budget(
+                (len(self.classes_) + len(new), registry.n_numeric, registry.n_nominal, registry.max_values)
+            )
         if self.registry.n_numeric == 0 < registry.n_numeric:
             first = int(np.flatnonzero(~np.isnan(num).all(axis=1))[0])
             if first > 0:  # the model's first numeric feature comes at row `first`: learn_one

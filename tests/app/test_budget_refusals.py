@@ -23,3 +23,24 @@ def test_a_request_refused_for_max_bytes_in_a_later_stretch_learns_nothing(runni
         assert client.get("/models/small").json()["seq"] == 100
         assert host.model.to_bytes() == before  # rebuilt from the log: nothing of the request
         assert client.post("/models/small/learn", json={"events": ordinary}).json() == {"learned": 1000, "seq": 1100}
+
+
+def test_a_log_an_older_version_accepted_past_the_budget_still_replays(running: Any, tmp_path: Any) -> None:
+    # events of many new classes, accepted before max_bytes bounded them: refusing them on
+    # replay would leave the model unavailable at the first restart after an upgrade
+    from app.learning import encode_events
+    from app.storage import DB_NAME
+    from app.storage.sqlite import SQLiteStore
+
+    with running() as client:
+        assert client.put("/models/small", json={"max_bytes": 2 * 2**20}).status_code == 201
+        learn_all(client, make_stream(100), path="/models/small/learn")
+    store = SQLiteStore(tmp_path / "data" / DB_NAME)
+    old = encode_events([{"a": float(i)} for i in range(900)], [f"class-{i}" for i in range(900)], 0.0)
+    store.append("small", 101, old)  # as a version without the refusal logged them
+    store.close()
+    with running() as client:
+        assert "unavailable" not in client.get("/health").json()
+        assert client.get("/models/small").json()["seq"] == 1000
+        r = client.post("/models/small/learn", json={"features": {"a": 1.0}, "label": "yet another"})
+        assert r.status_code == 422 and "max_bytes" in r.json()["detail"][0]["msg"]  # live learning refuses
