@@ -391,7 +391,7 @@ class GroupCommit:
                     await self._learn_chunk([request], done)
             elif isinstance(exc, PartlyLearned):
                 loc = ("body", "events") if chunk[0].batch else ("body",)
-                answer_error(chunk[0], input_error(exc.refusal, loc, (*loc, "label")))
+                answer_error(chunk[0], input_error(exc.refusal, (*loc, "features"), (*loc, "label")))
             else:
                 answer_error(chunk[0], LearnFailure())
             return

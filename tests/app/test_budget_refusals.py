@@ -19,7 +19,11 @@ def test_a_request_refused_for_max_bytes_in_a_later_stretch_learns_nothing(runni
         many_labels = [{"features": {"a": float(i)}, "label": f"class-{i}"} for i in range(900)]
         r = client.post("/models/small/learn", json={"events": ordinary + many_labels})
         assert r.status_code == 422, r.text
-        assert "max_bytes" in r.json()["detail"][0]["msg"] and r.json()["detail"][0]["loc"] == ["body", "events"]
+        assert "max_bytes" in r.json()["detail"][0]["msg"] and r.json()["detail"][0]["loc"] == [
+            "body",
+            "events",
+            "features",
+        ]  # as for max_features
         assert client.get("/models/small").json()["seq"] == 100
         assert host.model.to_bytes() == before  # rebuilt from the log: nothing of the request
         assert client.post("/models/small/learn", json={"events": ordinary}).json() == {"learned": 1000, "seq": 1100}

@@ -10,7 +10,7 @@ from tests.app.conftest import learn_all, make_stream
 
 def test_other_values_memory_and_budget_stops_are_exported(client) -> None:  # type: ignore[no-untyped-def]
     events = [({**x, "order_id": f"order-{i}"}, y) for i, (x, y) in enumerate(make_stream(1200, seed=3))]
-    assert client.put("/models/ids", json={"max_categories": 20, "max_bytes": 2**16}).status_code == 201
+    assert client.put("/models/ids", json={"max_categories": 20, "max_bytes": 2**17}).status_code == 201
     learn_all(client, events, path="/models/ids/learn", batch=400)
     summary = client.get("/models/ids").json()["summary"]
     assert summary["other_values"] == {"order_id": 1180} and summary["growth_stop"] == "max_bytes"
