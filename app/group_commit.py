@@ -36,7 +36,7 @@ from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailu
 from .learned_group import LearnedGroup, answer_error
 from .learning import bad_row, encode_events
 from .ordering import Ordering
-from .pacing import PartlyLearned, learn_in_stretches, stretch_events
+from .pacing import learn_in_stretches, stretch_events
 from .pending import PendingIds
 from .prequential import Prequential
 from .reads import input_error
@@ -376,22 +376,16 @@ class GroupCommit:
                 return
             answer_error(request, input_error(exc, (*loc, "features"), (*loc, "label")))
             return
-        except Exception as exc:
+        except Exception:
             # The model may hold part of the chunk: keep the requests learned before it (commit
             # them), go back to the durable state, then retry the chunk one request at a time.
-            if isinstance(exc, PartlyLearned):  # a stretch refused for the memory budget
-                log.warning("model %r: refused after part of it was learned (%s); rebuilding", host.name, exc)
-            else:
-                log.exception("model %r: unexpected error while learning", host.name)
+            log.exception("model %r: unexpected error while learning", host.name)
             await self._commit(done)
             done.texts, done.acks, done.taken = [], [], []
             await host.rebuild()
             if len(chunk) > 1:
                 for request in chunk:
                     await self._learn_chunk([request], done)
-            elif isinstance(exc, PartlyLearned):
-                loc = ("body", "events") if chunk[0].batch else ("body",)
-                answer_error(chunk[0], input_error(exc.refusal, (*loc, "features"), (*loc, "label")))
             else:
                 answer_error(chunk[0], LearnFailure())
             return

@@ -12,12 +12,10 @@ learned part of a request, not yet acknowledged).
 The model is the same, bit for bit: the library learns consecutive slices of a batch exactly
 as the whole batch (and as its rows one by one), and the prequential scores do not depend on
 where a batch is cut either (:func:`app.learning.learn_scored`, which the replay uses with
-other boundaries). A request cut into stretches is checked whole first, against a copy of
-the model's feature registry, as the library checks a batch before it learns any of it: a
-refused event still means none of the request was learned. The one refusal that check cannot
-foresee is the memory budget's (``max_bytes``: the stretches before grow nodes, each holding a
-count per class); a stretch refused for it after others were learned raises
-:class:`PartlyLearned`, and the writer goes back to the durable state.
+other boundaries). A request cut into stretches is checked whole first, as the library
+checks a batch before it learns any of it (``check_batch``: labels, values and the memory
+budget, on a copy of the model's feature registry): a refused event still means none of the
+request was learned.
 """
 
 from __future__ import annotations
@@ -26,15 +24,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from streamtree.classifier import check_labels
-from streamtree.encoding import encode_batch
-from streamtree.exceptions import InputError
 from streamtree.typing import ClassLabel
 
 from .learning import learn_scored
 from .prequential import Prequential
 
-__all__ = ["STRETCH_COST", "PartlyLearned", "learn_in_stretches", "stretch_events"]
+__all__ = ["STRETCH_COST", "learn_in_stretches", "stretch_events"]
 
 #: Most events x trees one library call learns (a tree's or a 10-tree forest's 1,000 events a
 #: call; how long that holds the loop: ``docs/decisions/learning-stretches.md``).
@@ -68,29 +63,12 @@ async def learn_in_stretches(
     ------
     streamtree.exceptions.InputError
         An event is refused: checked before any is learned, so nothing changed.
-    PartlyLearned
-        A stretch after the first is refused (for the memory budget): the model and the
-        metrics hold the stretches before it.
     """
     if len(xs) <= size:
         learn_scored(model, prequential, xs, ys, t)
         return
-    check_labels(ys)  # what learn_many checks first, on the whole request
-    encode_batch(model.registry, xs)  # on a copy of the registry: nothing is registered
+    model.check_batch(xs, ys)  # what learn_many checks first, on the whole request
     for start in range(0, len(xs), size):
         if start:
             await asyncio.sleep(0)
-        try:
-            learn_scored(model, prequential, xs[start : start + size], ys[start : start + size], t)
-        except InputError as exc:
-            if start:
-                raise PartlyLearned(exc) from None
-            raise
-
-
-class PartlyLearned(Exception):
-    """A request's stretch was refused (``refusal``) after the stretches before it were learned."""
-
-    def __init__(self, refusal: InputError) -> None:
-        super().__init__(str(refusal))
-        self.refusal = refusal
+        learn_scored(model, prequential, xs[start : start + size], ys[start : start + size], t)

@@ -197,16 +197,7 @@ class Classifier(base.MiniBatchClassifier):
         learned, in columns following :attr:`classes_` as they are after the batch (0 for a
         class the model had not seen yet at that row).
         """
-        labels = check_labels(y)
-        registry, num, nom, first_values = encode_batch(self.registry, X)
-        if len(labels) != num.shape[0]:
-            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
-        # the whole batch within the memory budget, before anything of it is learned
-        new = set(labels).difference(self.class_index)
-        if self.refuse_past_budget:
-            self._check_budget(
-                (len(self.classes_) + len(new), registry.n_numeric, registry.n_nominal, registry.max_values)
-            )
+        labels, (registry, num, nom, first_values), new = self._checked(X, y)
         if self.registry.n_numeric == 0 < registry.n_numeric:
             first = int(np.flatnonzero(~np.isnan(num).all(axis=1))[0])
             if first > 0:  # the model's first numeric feature comes at row `first`: learn_one
@@ -224,6 +215,29 @@ class Classifier(base.MiniBatchClassifier):
         # take the batch's registry, which _learn needs (its new columns' first values, make_room)
         self.registry = registry
         return self._learn(num, nom, labels, first_values, want_proba=return_proba)
+
+    def check_batch(self, X: Any, y: Any) -> None:
+        """Raise :class:`InputError` where :meth:`learn_many` would refuse ``(X, y)`` (its
+        labels, values, lengths, the memory budget), learning nothing: a caller that learns a
+        batch in parts checks it whole first (the budget's refusal depends on the sizes alone,
+        so no part of a batch that passes is refused)."""
+        self._checked(X, y)
+
+    def _checked(self, X: Any, y: Any) -> tuple[list[ClassLabel], Any, set[ClassLabel]]:
+        """The checks :meth:`learn_many` makes before learning any of a batch: its labels, its
+        encoding (``(registry, num, nom, first_values)`` on a copy of the registry) and its new
+        labels, or :class:`InputError`."""
+        labels = check_labels(y)
+        encoded = encode_batch(self.registry, X)
+        registry, num = encoded[0], encoded[1]
+        if len(labels) != num.shape[0]:
+            raise InputError(f"X and y must have the same length. Got {num.shape[0]} and {len(labels)}.", field="y")
+        new = set(labels).difference(self.class_index)
+        if self.refuse_past_budget:  # the whole batch within the memory budget
+            self._check_budget(
+                (len(self.classes_) + len(new), registry.n_numeric, registry.n_nominal, registry.max_values)
+            )
+        return labels, encoded, new
 
     def _n_classes(self, labels: list[ClassLabel], new: set[ClassLabel]) -> np.ndarray:
         """The number of classes after each row of a batch whose unknown labels are ``new``."""

@@ -1,5 +1,6 @@
-"""A learn refused for the model's memory budget (max_bytes) after part of it was learned in
-stretches (app.pacing): answered 422 naming max_bytes, and the model back to its log."""
+"""A learn refused for the model's memory budget (max_bytes) whose events the writer learns in
+stretches (app.pacing): answered 422 naming max_bytes, none of it learned; and a log an older
+version accepted past the budget still replays."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tests.app.conftest import learn_all, make_stream
 
 def test_a_request_refused_for_max_bytes_in_a_later_stretch_learns_nothing(running: Any) -> None:
     # the stretches before the refused one stayed learned, unlogged: the model differed from its log
+    # (the request is now checked whole, the budget included, before any stretch is learned)
     with running() as client:
         assert client.put("/models/small", json={"max_bytes": 2 * 2**20}).status_code == 201
         learn_all(client, make_stream(100), path="/models/small/learn")
@@ -25,7 +27,7 @@ def test_a_request_refused_for_max_bytes_in_a_later_stretch_learns_nothing(runni
             "features",
         ]  # as for max_features
         assert client.get("/models/small").json()["seq"] == 100
-        assert host.model.to_bytes() == before  # rebuilt from the log: nothing of the request
+        assert host.model.to_bytes() == before  # nothing of the request
         assert client.post("/models/small/learn", json={"events": ordinary}).json() == {"learned": 1000, "seq": 1100}
 
 
