@@ -390,19 +390,15 @@ class PostgresStore(EventStore):
         starts within ``max_bytes``: the server sums the records' sizes, which it knows without
         reading them, and sends only those)."""
         first, last = seq_range(after, limit)
+        # with max_bytes, each record's size and those before it summed (its text's bytes)
+        upto = "" if max_bytes is None else ", SUM(octet_length(event)) OVER (ORDER BY seq) AS upto"
         query = (
-            "SELECT seq, n, event FROM streamtree_events WHERE model = %(model)s AND seq <= %(last)s "
+            f"SELECT seq, n, event{upto} FROM streamtree_events WHERE model = %(model)s AND seq <= %(last)s "
             "AND seq >= COALESCE((SELECT seq FROM streamtree_events WHERE model = %(model)s "
             "AND seq <= %(first)s ORDER BY seq DESC LIMIT 1), 0)"
         )
         if max_bytes is not None:
-            query = query.replace(
-                "SELECT seq, n, event", "SELECT seq, n, event, SUM(octet_length(event)) OVER w AS upto", 1
-            )
-            query = (
-                f"SELECT seq, n, event FROM ({query} WINDOW w AS (ORDER BY seq)) AS r "
-                "WHERE upto - octet_length(event) < %(max_bytes)s"
-            )
+            query = f"SELECT seq, n, event FROM ({query}) AS r WHERE upto - octet_length(event) < %(max_bytes)s"
         with self._conn() as conn:
             rows = conn.execute(
                 query + " ORDER BY seq", {"model": name, "first": first, "last": last, "max_bytes": max_bytes}

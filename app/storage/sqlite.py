@@ -223,20 +223,19 @@ class SQLiteStore(EventStore):
         end, and SQLite does not notice (in WAL mode commits touch only the WAL).
         From then on every call fails: the models are served as unavailable until a restart."""
         if self._lost is None and self._database is not None and self._wal is not None:
-            checked = [self._database]
             now = time.monotonic()
-            if now - self._wal_checked >= WAL_CHECK_EVERY:
+            wal_due = now - self._wal_checked >= WAL_CHECK_EVERY
+            if wal_due:
                 self._wal_checked = now
                 if self._wal[1] is None:  # created by SQLite after the open: its first identity
                     self._wal = (self._wal[0], _identity(self._wal[0]))
-                checked.append(self._wal)
-            for name, known in checked:
+            for name, known in [self._database, self._wal] if wal_due else [self._database]:
                 if self._lost is None and known is not None and _identity(name) != known:
                     self._lost = (
                         f"{name} was removed or replaced while this server ran: nothing more can be "
                         "stored or read; restore it, or restart the server"
                     )
-            if self._lost is None and len(checked) == 2 and self._wal[1] is not None:
+            if self._lost is None and wal_due and self._wal[1] is not None:
                 size = _wal_size(self._wal[0])
                 if size is None or size < self._wal_size:
                     self._lost = (
