@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 
 from .admission import LearnRequest
 from .exceptions import Conflict
+from .learned_group import answer_error
 
 __all__ = ["AFTER_NOT_LEARNED", "AFTER_WAIT_SECONDS", "SEEN_KEYS", "Ordering", "after_not_learned"]
 
@@ -93,13 +94,15 @@ class Ordering:
         if self._waits_for(after, request.key):
             # the request it follows waits, directly or through others, for this one: none of
             # them would ever be learned
-            _fail(request, after_not_learned("it waits for this request: their Idempotency-After headers form a cycle"))
+            answer_error(
+                request, after_not_learned("it waits for this request: their Idempotency-After headers form a cycle")
+            )
             if request.key is not None:
                 self._release([request.key])  # those that follow this one are refused in turn
         elif pending or self._is_held(after):
             self._hold(request, None)
         elif after in self._seen:
-            _fail(request, after_not_learned("it was refused or failed"))
+            answer_error(request, after_not_learned("it was refused or failed"))
         else:
             self._hold(request, AFTER_WAIT_SECONDS)
         return False
@@ -121,7 +124,7 @@ class Ordering:
         held, self._held = self._held, {}
         for requests in held.values():
             for request in requests:
-                _fail(request, error)
+                answer_error(request, error)
 
     def _waits_for(self, after: str, key: str | None) -> bool:
         """Whether the held request with key ``after`` follows, through held requests, the one with ``key``."""
@@ -154,11 +157,6 @@ class Ordering:
         held[:] = [r for r in held if r is not request]
         if not held:
             del self._held[after]
-        _fail(request, after_not_learned(f"it did not reach the writer within {AFTER_WAIT_SECONDS:g} s"))
+        answer_error(request, after_not_learned(f"it did not reach the writer within {AFTER_WAIT_SECONDS:g} s"))
         if request.key is not None:
             self._release([request.key])  # those that follow this one are refused in turn
-
-
-def _fail(request: LearnRequest, exc: BaseException) -> None:
-    if not request.future.done():
-        request.future.set_exception(exc)
