@@ -2,7 +2,8 @@
 
 The file is read a chunk of ``--batch-size`` rows at a time (:mod:`streamtree.bulk.sources`),
 each chunk made into events (:mod:`streamtree.bulk.rows`) and posted as one batch with an
-``Idempotency-Key`` that is a digest of the model, the chunk's index and its events. Up to
+``Idempotency-Key`` that is a digest of the model, the file's first chunk and the chunk's
+index. Up to
 ``--in-flight`` requests (2 by default) are on their way at once, each naming the one before
 it in ``Idempotency-After``, so the service learns them in the file's order however they
 arrive, while the next one's transfer and parsing overlap the previous one's learning and
@@ -12,6 +13,9 @@ commit. The next chunk is read meanwhile: at most ``--in-flight`` + 2 chunks are
 Resuming: after an interruption (Ctrl-C, a failed network, a restarted service), the same
 command sends the file again; the chunks the service logged are answered from its record of
 their keys (kept ``idempotency_window_seconds``, 24 h by default) and learned nothing twice.
+A chunk whose rows changed since the earlier run comes with another body under its old key:
+the service refuses it, and the run stops there saying the file changed, rather than learn
+the rows of that chunk a second time.
 The last line counts the events learned, the new ones and the ones learned already (an answer
 whose ``seq`` is not above the model's ``seq`` at the start was recorded by an earlier run).
 """
@@ -42,7 +46,14 @@ from streamtree.bulk.running import (
 )
 from streamtree.bulk.sources import Chunk, Source
 from streamtree.client import RemoteModel
-from streamtree.client.errors import AFTER_NOT_LEARNED, Conflict, ConnectionFailed, InvalidRequest, ServiceError
+from streamtree.client.errors import (
+    AFTER_NOT_LEARNED,
+    KEY_REUSED,
+    Conflict,
+    ConnectionFailed,
+    InvalidRequest,
+    ServiceError,
+)
 
 __all__ = ["main", "parser", "run"]
 
@@ -102,6 +113,10 @@ def run(argv: Sequence[str], transport: Any = None) -> None:
         Learning(args, source, model, interrupts).run(config)
 
 
+class FileChanged(BulkError):
+    """A chunk differs from the one an earlier run learned in its place: a re-run cannot resume."""
+
+
 class Learning:
     """One run: the chunks sent in order, what the service answered, the progress shown."""
 
@@ -113,17 +128,30 @@ class Learning:
         self.url = model.client.url
         self.learned = 0
         self.new = 0
+        self.start_seq = 0  # the model's seq when the run started: answers at or below it were learned before
+        self.overlap = False  # requests overlap once a chunk is learned anew
 
     def fail(self, e: ServiceError | ConnectionFailed, chunk: Chunk | None = None) -> BulkError:
         """The line for a client's exception (naming the row when the service names an event)."""
+        if chunk is not None and isinstance(e, InvalidRequest) and e.errors:
+            if e.errors[0].get("type") == KEY_REUSED:
+                return FileChanged(
+                    f"rows {chunk.row(0):,}-{chunk.row(len(chunk) - 1):,} differ from the rows an earlier run "
+                    f"learned in their place in this file (within the service's idempotency window): the file "
+                    "changed since (rows edited, removed or inserted before them, or added to its last chunk); "
+                    "they are not learned again. To learn rows added to a file, learn a file of the new rows alone"
+                )
         row_of = (lambda i: f"row {chunk.row(i):,}") if chunk is not None else None
         return explain(e, self.url, self.model.name, row_of, rows=None if chunk is None else len(chunk))
 
     def chunks(self) -> Iterator[tuple[Chunk, bytes, str]]:
         """Each chunk, its events' JSON and its key."""
+        first = b""
         for index, chunk in enumerate(self.source.chunks()):
             _, blob = encode_learn(chunk, self.args.label, self.args.id_column)
-            yield chunk, blob, chunk_key(self.model.name, index, blob)
+            if index == 0:
+                first = blob
+            yield chunk, blob, chunk_key(self.model.name, first, index)
 
     def answers(self, pool: ThreadPoolExecutor) -> Iterator[tuple[Chunk, dict[str, Any]]]:
         """Each chunk sent and the service's answer, in the file's order, with up to
@@ -132,6 +160,11 @@ class Learning:
 
         Each request names the one sent before it (``after``). One the service refused
         because that one had not reached it in time is sent again once that one's answer came.
+
+        While the chunks are answered as learned by an earlier run (a re-run), one is sent at
+        a time: a chunk that changed since is refused (its key is its place), but a request
+        naming it in ``after`` would be learned after the old one's record, out of the file's
+        order. The requests overlap from the first chunk learned anew.
         """
         flight: deque[tuple[Chunk, bytes, str, str | None, Future[dict[str, Any]]]] = deque()
         previous: str | None = None
@@ -162,8 +195,10 @@ class Learning:
                     raise
                 flight.append((chunk, blob, key, previous, pool.submit(self.model.learn_batch, blob, key, previous)))
                 previous = key
-                if len(flight) >= self.args.in_flight:
-                    yield collect()
+                while flight and len(flight) >= (self.args.in_flight if self.overlap else 1):
+                    got = collect()
+                    self.overlap = self.overlap or int(got[1]["seq"]) > self.start_seq
+                    yield got
             while flight:
                 yield collect()
         finally:
@@ -179,7 +214,7 @@ class Learning:
                     self.model.create(config)
                 except InvalidRequest as e:
                     raise BulkError(f"--create: the service refused the config: {e.line()}") from None
-            start_seq = int(self.model.info()["seq"])
+            self.start_seq = int(self.model.info()["seq"])
         except (ServiceError, ConnectionFailed) as e:
             raise self.fail(e) from None
         progress = Progress(self.source, not self.args.no_progress, "events")
@@ -189,15 +224,14 @@ class Learning:
             for chunk, answer in self.answers(pool):
                 n = int(answer["learned"])
                 self.learned += n
-                if int(answer["seq"]) > start_seq:
+                if int(answer["seq"]) > self.start_seq:
                     self.new += n
                 progress.update(len(chunk))
         except BulkError as e:
             progress.close()
             if self.learned:
-                raise BulkError(
-                    f"{e}; {self.learned:,} events are learned (run the same command again to resume)"
-                ) from None
+                resume = "" if isinstance(e, FileChanged) else " (run the same command again to resume)"
+                raise BulkError(f"{e}; {self.learned:,} events are learned{resume}") from None
             raise
         finally:  # every answer collected was awaited; one still on its way is not waited for
             pool.shutdown(wait=False, cancel_futures=True)

@@ -12,10 +12,13 @@ DataFrames are taken column by column (``Series.tolist`` makes Python scalars in
 zipped from the columns, and only the missing cells found by ``isna`` removed one by one:
 no per-cell Python test for the common case of a clean numeric column.
 
-The key of a learn chunk is a digest of the model's name, the chunk's index and the chunk's
-events as JSON bytes: a re-run over the same file with the same batch size sends the same
-chunk under the same key, which the service answers from its record without learning it
-again; a chunk whose rows changed gets a new key.
+The key of a learn chunk is a digest of the model's name, the file's first chunk (its
+events as JSON bytes) and the chunk's index: the place of the chunk in a file that begins so,
+not its rows. A re-run over the same file with the same batch size sends each chunk under the
+key it had, which the service answers from its record without learning it again; a chunk
+whose rows changed since (an edited, removed or appended row) comes under its old key with
+another body, which the service refuses (``idempotency_key_reused``) rather than learn its
+rows a second time. Rows appended after the last full chunk come in new chunks, under new keys.
 """
 
 from __future__ import annotations
@@ -53,12 +56,13 @@ def check_columns(columns: Sequence[str] | None, source: str, label: str | None,
             raise BulkError(f"{option}: no column {name!r} in {source}; its columns are: {shown or '(none)'}")
 
 
-def chunk_key(model: str, index: int, blob: bytes) -> str:
-    """The ``Idempotency-Key`` of learn chunk ``index`` of events ``blob`` into ``model``."""
+def chunk_key(model: str, first: bytes, index: int) -> str:
+    """The ``Idempotency-Key`` of learn chunk ``index`` into ``model`` of a file whose first
+    chunk's events are ``first``."""
     digest = hashlib.blake2b(digest_size=20)
     digest.update(model.encode())
     digest.update(b"\0%d\0" % index)
-    digest.update(blob)
+    digest.update(first)
     return f"streamtree-learn-{digest.hexdigest()}"
 
 

@@ -16,6 +16,7 @@ import orjson
 
 __all__ = [
     "AFTER_NOT_LEARNED",
+    "KEY_REUSED",
     "Answer",
     "Conflict",
     "ConnectionFailed",
@@ -35,6 +36,8 @@ __all__ = [
 
 #: The ``type`` of a 409 refusing a learn whose ``Idempotency-After`` request was not learned.
 AFTER_NOT_LEARNED = "after_not_learned"
+#: The ``type`` of a 422 refusing a learn whose ``Idempotency-Key`` was used with another body.
+KEY_REUSED = "idempotency_key_reused"
 
 
 def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:
