@@ -1,9 +1,11 @@
 """Where ``streamtree predict`` writes: a CSV (``.csv``, ``.tsv``, ``.gz`` too), Parquet
 (``.parquet``) or JSON-lines (``.jsonl``, ``.ndjson``, ``.gz`` too) file chosen by the suffix
 of ``--out``, or CSV on standard output for ``-``. Rows are written a chunk at a time, in the
-input's order; the first chunk fixes the columns. A file is written as ``<out>.partial`` and
-takes the name ``<out>`` only once the run is complete: a run that fails or is interrupted
-leaves an earlier ``<out>`` as it was (its rows so far in the partial file)."""
+input's order; the first chunk fixes the columns (in Parquet a column of only missing values
+so far takes the type of its first value, the rows before written again). A file is written
+as ``<out>.partial`` and takes the name ``<out>`` only once the run is complete: a run that
+fails or is interrupted leaves an earlier ``<out>`` as it was (its rows so far in the partial
+file)."""
 
 from __future__ import annotations
 
@@ -100,6 +102,9 @@ class Sink:
             self._schema = table.schema
             self._writer = pq.ParquetWriter(self._file, self._schema)
         else:
+            widened = _typed_nulls(self._schema, table.schema)
+            if widened is not None:
+                self._rewrite(widened)
             try:
                 table = table.cast(self._schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
@@ -107,6 +112,27 @@ class Sink:
                     f"--out: rows from {self.rows + 1:,} do not fit the Parquet schema of the first: {e}"
                 ) from None
         self._writer.write_table(table)
+
+    def _rewrite(self, schema: Any) -> None:
+        """Write the rows so far again under ``schema``: a Parquet file has one schema, and a
+        column that had only missing values so far (an id column) gets its type now. Once per
+        such column, a row group at a time."""
+        import pyarrow.parquet as pq
+
+        self._writer.close()
+        self._file.close()
+        assert self.partial is not None  # Parquet is never written to standard output
+        widened = f"{self.partial}.widened"
+        try:
+            out = open(widened, "wb")  # noqa: SIM115 - becomes self._file, held until close()
+            writer = pq.ParquetWriter(out, schema)
+            before = pq.ParquetFile(self.partial)
+            for i in range(before.num_row_groups):
+                writer.write_table(before.read_row_group(i).cast(schema))
+            os.replace(widened, self.partial)
+        except OSError as e:
+            raise BulkError(f"--out: cannot write {widened}: {e.strerror or e}") from None
+        self._file, self._writer, self._schema = out, writer, schema
 
     def close(self, complete: bool) -> None:
         """Finish the file (Parquet's footer) and close it (not standard output); if the run is
@@ -129,6 +155,22 @@ class Sink:
                 raise BulkError(
                     f"--out: cannot put {self.partial} in place of {self.path}: {e.strerror or e}"
                 ) from None
+
+
+def _typed_nulls(schema: Any, other: Any) -> Any:
+    """``schema`` with each of its columns of no type (only missing values so far) taking the
+    type ``other`` gives it, or None if no such column has one in ``other``."""
+    import pyarrow as pa
+
+    fields = list(schema)
+    changed = False
+    for i, field in enumerate(fields):
+        if pa.types.is_null(field.type) and field.name in other.names:
+            given = other.field(field.name).type
+            if not pa.types.is_null(given):
+                fields[i] = field.with_type(given)
+                changed = True
+    return pa.schema(fields, metadata=schema.metadata) if changed else None
 
 
 def _as_json(value: Any) -> Any:

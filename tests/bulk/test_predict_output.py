@@ -93,3 +93,22 @@ def test_ids_json_has_no_type_for_are_written_as_text(service: Service, trained:
         out = tmp_path / "out.jsonl"
         predict.run(argv(service, trained, source, out, "--id-column", column))
         assert [json.loads(line)[column] for line in out.read_text().splitlines()] == expected
+
+
+def test_parquet_ids_missing_from_the_first_chunk_take_the_type_of_the_first_given(
+    service: Service, trained: str, tmp_path: Path
+) -> None:
+    # the first chunk's id column had no type, and every later id was refused as not fitting it
+    rows = [{"a": 1.0}, {"a": 2.0}, {"a": 3.0}, {"a": 4.0, "rid": 9007199254740993}, {"a": 5.0, "rid": 7}]
+    source = tmp_path / "rows.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "out.parquet"
+    predict.run(argv(service, trained, source, out, "--id-column", "rid", "--batch-size", "2"))
+    import pyarrow.parquet as pq
+
+    written = pq.read_table(out)
+    assert written.column("rid").to_pylist() == [None, None, None, 9007199254740993, 7]
+    assert written.num_rows == 5 and not (tmp_path / "out.parquet.partial.widened").exists()
+    alone = tmp_path / "alone.parquet"
+    predict.run(argv(service, trained, source, alone, "--id-column", "rid", "--batch-size", "5"))
+    assert pq.read_table(alone).drop_columns(["rid"]).equals(written.drop_columns(["rid"]))
