@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import signal
 import socket
 import sys
@@ -35,7 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="Address to bind (default 127.0.0.1).")
     serve.add_argument("--port", type=int, help="Port to bind (default 8000).")
-    serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="Lowest level of the lines logged to stderr (default info).",
+    )
     # parsed by app.demo_stream (listed here for --help)
     sub.add_parser(
         "demo",
@@ -66,8 +71,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = Settings(**overrides)
     except ValidationError as exc:
         # each setting and why, without the value given (a database URL's password, an API key)
-        problems = "\n".join(f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False))
-        raise SystemExit(f"streamtree serve: invalid settings:\n{problems}") from None
+        raise SystemExit(f"streamtree serve: invalid settings: {settings_problems(exc)}") from None
 
     problem = _cannot_listen(settings.host, settings.port)
     if problem is not None:  # before the store and the kernels: uvicorn's message named no setting
@@ -85,6 +89,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         reason = " ".join(str(exc).split())  # one line (libpq's messages carry a hint on a second)
         raise SystemExit(f"streamtree serve: cannot open the store at {settings.store_shown()}: {reason}") from None
     serve(create_app(settings, store=store), settings)
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """Each bad setting and why, on one line (``port: ...; max_batch: ...``): a check of two
+    settings together names them in its sentence."""
+    problems = []
+    for e in exc.errors(include_input=False):
+        name = ".".join(map(str, e["loc"]))
+        reason = e["msg"].removeprefix("Value error, ")
+        problems.append(f"{name}: {reason}" if name else reason)
+    return "; ".join(problems)
 
 
 def _cannot_listen(host: str, port: int) -> str | None:
@@ -131,6 +146,7 @@ def serve(app: Any, settings: Any) -> None:
     signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.run(
         app,
+        log_config=log_config(settings.log_level),
         host=settings.host,
         port=settings.port,
         workers=1,  # one process owns each model's state: more workers would split it
@@ -142,6 +158,17 @@ def serve(app: Any, settings: Any) -> None:
         server_header=False,  # per-request logging costs more than the request; see /metrics
         timeout_graceful_shutdown=30,
     )
+
+
+def log_config(level: str) -> dict[str, Any]:
+    """uvicorn's logging config with the service's logger (``streamtree``: start-up, failover,
+    rebuilds) on uvicorn's stderr handler and format, at ``level``; without it the service's
+    INFO lines had no handler and were lost."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["streamtree"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,10 +38,21 @@ def test_serve_flags_override_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert seen["app"].state.settings.data_dir == tmp_path
 
 
-def test_invalid_settings_exit_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit, match="invalid settings") as info:
+def test_invalid_settings_exit_with_one_line_naming_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit) as info:
         cli.main(["serve", "--port", "70000"])
-    assert "port" in str(info.value)
+    assert str(info.value) == "streamtree serve: invalid settings: port: Input should be less than or equal to 65535"
+    monkeypatch.setenv("STREAMTREE_MAX_BATCH", "0")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["serve", "--port", "70000"])
+    assert str(info.value).count("\n") == 0 and "; max_batch: Input should be greater than" in str(info.value)
+    monkeypatch.delenv("STREAMTREE_MAX_BATCH")
+    monkeypatch.setenv("STREAMTREE_PROTECT_READS", "true")  # a check of two settings: named in its sentence
+    with pytest.raises(SystemExit) as info:
+        cli.main(["serve"])
+    assert str(info.value) == (
+        "streamtree serve: invalid settings: protect_reads needs api_keys: without a key every read would stay open"
+    )
 
 
 def test_a_command_is_required() -> None:

@@ -47,7 +47,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
+def start(
+    data_dir: Path, port: int, log_level: str = "warning", stderr: Any = None, **env: str
+) -> subprocess.Popen[bytes]:
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen(
         [
@@ -60,9 +62,10 @@ def start(data_dir: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
         ],
         env=os.environ | {"PYTHONPATH": path} | {f"STREAMTREE_{k.upper()}": v for k, v in env.items()},
+        stderr=stderr,
     )
     # /health answers once the kernels are warm: loaded from the cache tests/conftest.py filled,
     # seconds; the margin is for a server that compiles (a kernel missing from the cache)
@@ -321,3 +324,14 @@ def test_a_second_server_on_the_same_data_dir_refuses_to_start(tmp_path: Path) -
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=60)
+
+
+def test_the_service_logs_its_own_lines_at_the_level_asked(tmp_path: Path) -> None:
+    # the service's logger had no handler: its INFO lines ("streamtree ready") were lost
+    for level, shown in (("info", True), ("warning", False)):
+        with open(tmp_path / f"{level}.log", "wb") as log:
+            proc = start(tmp_path / level, free_port(), log_level=level, stderr=log)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+        lines = (tmp_path / f"{level}.log").read_text()
+        assert ("INFO:     streamtree ready: 1 model(s) in " in lines) is shown, lines[-2000:]
