@@ -52,13 +52,25 @@ IN_FLIGHT = 1
 #: Statuses of a merged request that refused it whole, learning nothing: each learn is sent alone.
 _RESEND = (413, 422)
 _EVENT_KEYS = frozenset(("features", "label", "id"))
-#: 20 digits in a row: perhaps an integer beyond 64 bits (2**64 has 20), which orjson reads as a float.
-_LONG_DIGITS = re.compile(rb"\d{20}")
+#: An integer orjson may read as a float: 20 digits in a row (2**64 has 20), or 19 after a minus
+#: sign (below -2**63). 19 digits without one are below 10**19 < 2**64: read exactly.
+_LONG_DIGITS = re.compile(rb"\d{20}|-\d{19}")
 
 #: A learn's answer when this instance became the writer meanwhile: it learns the request itself.
 LOCAL = None
-
 Answer = tuple[int, bytes, list[tuple[bytes, bytes]]]
+#: The answer to a request whose answer from the writer's address is not one a streamtree
+#: writer gives (another service on that address: a wrong ``advertise_url``, a proxy's page).
+UNREADABLE: Answer = (
+    502,
+    orjson.dumps(
+        {
+            "detail": "The writer's address answered something no streamtree writer answers (check the "
+            "writer's advertise_url), so the request may or may not have been learned."
+        }
+    ),
+    [],
+)
 #: Sends one request body to the writer (the path and headers are bound): its answer, or
 #: ``None`` when this instance is the writer now.
 Send = Callable[[bytes], Awaitable[Answer | None]]
@@ -74,7 +86,7 @@ def mergeable_events(body: bytes) -> list[Any] | None:
     # orjson, not the routes' parser (app.json_route.parse_json): the merged events are
     # written out again, and orjson refuses NaN and infinities, which it could not write back.
     # It reads an integer beyond 64 bits as a float, which the writer would then take where it
-    # refuses the integer: a body with a run of 20 digits goes to the writer as it came. What
+    # refuses the integer: a body with such a run of digits goes to the writer as it came. What
     # else orjson reads, the routes' parser reads alike (escaped keys, a repeated key's last).
     if _LONG_DIGITS.search(body):
         return None
@@ -165,10 +177,16 @@ async def _answer(batch: list[_Learn], send: Send) -> None:
             learn.answer.set_result(answer)
         return
     status, body, headers = merged
-    result = orjson.loads(body)
-    seq, after = int(result["seq"]), sum(len(learn.events) for learn in batch)
-    if result["learned"] != after:
-        raise RuntimeError(f"the writer learned {result['learned']} of {after} merged events")
+    try:
+        result = orjson.loads(body)
+        seq, learned = int(result["seq"]), result["learned"]
+    except (ValueError, KeyError, TypeError):  # not a streamtree writer's answer
+        for learn in batch:
+            learn.answer.set_result(UNREADABLE)
+        return
+    after = sum(len(learn.events) for learn in batch)
+    if learned != after:
+        raise RuntimeError(f"the writer learned {learned} of {after} merged events")
     for learn in batch:
         after -= len(learn.events)
         learn.answer.set_result((status, orjson.dumps({"learned": len(learn.events), "seq": seq - after}), headers))

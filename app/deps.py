@@ -21,6 +21,7 @@ from .errors import INVALID_KEY, MISSING_KEY, MODEL_NOT_FOUND, NOT_READY
 from .hosting import ModelHost
 from .node import Node
 from .registry import DEFAULT_MODEL, Registry
+from .schemas import MODEL_NAME
 from .settings import Settings
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "get_registry",
 ]
 
-NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Model name.")]
+NamePath = Annotated[str, Path(pattern=rf"^{MODEL_NAME}$", description="Model name.")]
 
 
 def check_access(request: Request, write: bool) -> None:

@@ -4,9 +4,13 @@ The writes are learns (``POST /learn``, ``POST /models/{name}/learn``), creating
 models (``PUT``/``DELETE /models/{name}``) and predictions or decisions that carry an ``id``
 (the pending features of a delayed label live on the writer, so the label finds them
 whichever instance receives it). On the writer, and for every other request, this middleware
-only checks the role. A forwarded request keeps its method, path, query, body and the
-headers that matter (``Content-Type``, ``Authorization``, ``Idempotency-Key``, ``Idempotency-After``); the writer's
-answer is returned as it is, so the writer checks the body and the key. Small learns
+only checks the role. A write names a model as the routes take it (other names are answered
+here, 422, as the writer would). A forwarded request keeps its method, its path as the client
+wrote it (percent-encoded), query, body and the headers that matter (``Content-Type``,
+``Authorization``, ``Idempotency-Key``, ``Idempotency-After``); the writer's answer is returned
+as it is (with its ``Content-Type``, ``Retry-After`` and ``WWW-Authenticate``), so the writer
+checks the body and the key. What a streamtree writer never answers (a status outside
+200-599, a body that is not JSON: another service at the writer's ``advertise_url``) is a 502. Small learns
 forwarded at the same time are merged into one request (:mod:`app.coalescing`).
 
 Through a failover the replica waits for a writer to forward to (``forward_wait_seconds``):
@@ -32,6 +36,7 @@ from .coalescing import LOCAL, Coalescer, mergeable_events
 from .errors import NOT_WRITER, NOT_WRITER_HEADER
 from .http_client import Answer, HTTPPool, NoAnswer, NotSent
 from .json_route import parse_json
+from .schemas import MODEL_NAME
 
 __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 
@@ -39,15 +44,18 @@ __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
 FORWARDED = "x-streamtree-forwarded"
 
 NO_WRITER = "No writer could be reached (a failover takes a few seconds); nothing was learned: retry shortly."
-LOST_ANSWER = (
-    "The writer did not answer (it may have failed mid-request), so the request may or may not have "
-    "been learned: retry it with the same Idempotency-Key."
+LOST_ANSWER = "The writer did not answer (it may have failed mid-request), so "
+BAD_ANSWER = (
+    "The writer's address answered something no streamtree writer answers ({}; check the writer's advertise_url), so "
 )
 
-_LEARN = re.compile(r"^/(?:models/[^/]+/)?learn$")
-_MODEL = re.compile(r"^/models/[^/]+$")
-_WITH_ID = re.compile(r"^/(?:models/[^/]+/)?(?:predict_proba|decide)$")
+# Paths of writes with a model name the routes take (others are answered here: 404 or 422)
+_LEARN = re.compile(rf"^/(?:models/{MODEL_NAME}/)?learn$")
+_MODEL = re.compile(rf"^/models/{MODEL_NAME}$")
+_WITH_ID = re.compile(rf"^/(?:models/{MODEL_NAME}/)?(?:predict_proba|decide)$")
 _KEPT = (b"content-type", b"authorization", b"idempotency-key", b"idempotency-after")
+#: The writer's answer headers a replica passes on (besides its length).
+_PASSED = (b"content-type", b"retry-after", b"www-authenticate")
 _RETRY_EVERY = 0.05
 #: How often a forwarded request in flight checks that its writer still holds the lease.
 _WATCH_EVERY = 0.1
@@ -112,11 +120,13 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    if not any(k == b"content-type" for k, _ in headers):
+        headers = [(b"content-type", b"application/json"), *headers]
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -124,6 +134,25 @@ async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[byt
 
 def _detail(message: str) -> bytes:
     return orjson.dumps({"detail": message})
+
+
+def _unsure(method: str, path: str) -> str:
+    """What the client of a request the writer may or may not have carried out can do."""
+    if _LEARN.match(path):
+        return "the request may or may not have been learned: retry it with the same Idempotency-Key."
+    if _MODEL.match(path):
+        return f"the {method} may or may not have been done: sending it again is safe."
+    return "the writer may have kept the request's id: predict again with a new id."
+
+
+def _readable(answer: Answer) -> str | None:
+    """Why ``answer`` is not one a streamtree writer gives, or None."""
+    if not 200 <= answer.status <= 599:
+        return f"status {answer.status}"
+    kind = answer.header(b"content-type")
+    if answer.body and (kind is None or not kind.startswith(b"application/json")):
+        return f"status {answer.status}, {(kind or b'no content type').decode('latin-1')[:60]}"
+    return None
 
 
 class Forwarder:
@@ -144,10 +173,11 @@ class Forwarder:
         self.pool.close()
 
     async def forward(
-        self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]], body: bytes, unsure: str
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
         """Send the request to the writer; its ``(status, body, headers)``, or None if this
-        instance became the writer meanwhile (then it handles the request itself)."""
+        instance became the writer meanwhile (then it handles the request itself). ``unsure``
+        ends the answer to a request that may or may not have been carried out."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_s
         while True:
@@ -159,11 +189,16 @@ class Forwarder:
                     r = await self._send(cluster, url, method, target, headers, body)
                 except NotSent:
                     pass  # try again, maybe another writer
+                except ValueError as exc:  # not sendable as HTTP/1.1 (nothing was sent)
+                    return 400, _detail(f"The request cannot be forwarded to the writer: {exc}."), []
                 except NoAnswer:
-                    return 503, _detail(LOST_ANSWER), []
+                    return 503, _detail(LOST_ANSWER + unsure), []
                 else:
+                    bad = _readable(r)
+                    if bad is not None:
+                        return 502, _detail(BAD_ANSWER.format(bad) + unsure), []
                     if not (r.status == 503 and r.header(NOT_WRITER_HEADER.encode())):
-                        return r.status, r.body, [(k, v) for k, v in r.headers if k == b"retry-after"]
+                        return r.status, r.body, [(k, v) for k, v in r.headers if k in _PASSED]
             if loop.time() >= deadline:
                 return 503, _detail(NO_WRITER), [(b"retry-after", b"1")]
             await asyncio.sleep(_RETRY_EVERY)
@@ -220,8 +255,10 @@ class ForwardingMiddleware:
         if any(k == FORWARDED.encode() for k, _ in scope["headers"]):  # sent here as to the writer: it is not
             await _respond(send, 503, _detail(NOT_WRITER), [(NOT_WRITER_HEADER.encode(), b"1")])
             return
+        # as the client wrote it (percent-encoded): the decoded path could hold a '?', '#' or a line end
         query = scope.get("query_string", b"").decode("latin-1")
-        target = path + (f"?{query}" if query else "")
+        target = scope.get("raw_path", path.encode()).decode("latin-1") + (f"?{query}" if query else "")
+        unsure = _unsure(method, path)
         events = (
             mergeable_events(body)
             if method == "POST" and _LEARN.match(path) and not any(k == "idempotency-key" for k, _ in headers)
@@ -232,10 +269,10 @@ class ForwardingMiddleware:
                 (target, *sorted(headers)),
                 events,
                 body,
-                lambda merged: self.forwarder.forward(cluster, method, target, headers, merged),
+                lambda merged: self.forwarder.forward(cluster, method, target, headers, merged, unsure),
             )
         else:
-            answer = await self.forwarder.forward(cluster, method, target, headers, body)
+            answer = await self.forwarder.forward(cluster, method, target, headers, body, unsure)
         if answer is LOCAL:  # this instance is the writer now
             await self.app(scope, _replay(body, receive), send)
             return

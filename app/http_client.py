@@ -15,6 +15,8 @@ keep-alive timeout (uvicorn's is 5 s) can close one under a new request.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import re
 import socket
 import time
 from collections.abc import Sequence
@@ -24,6 +26,11 @@ __all__ = ["Answer", "HTTPPool", "IDLE_SECONDS", "NoAnswer", "NotSent", "parse_u
 
 #: An idle connection older than this is closed rather than reused.
 IDLE_SECONDS = 2.0
+#: A host name or IPv4 address: what a request's ``Host`` line may carry as it is.
+_HOST = re.compile(r"[A-Za-z0-9_.-]+")
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3})(?: |$)")
+#: What a request's target or a header may not hold: it would end the line (or the head).
+_LINE_BREAK = re.compile(r"[\r\n\0]")
 
 
 class NotSent(Exception):
@@ -53,7 +60,8 @@ def parse_url(url: str) -> tuple[str, int]:
     Raises
     ------
     ValueError
-        Another scheme, no host, a port that is not 1-65535, or a path.
+        Another scheme, a host that is neither a name (letters, digits, ``.``, ``-``, ``_``)
+        nor an IP address (IPv6 in brackets), user info, a port that is not 1-65535, or a path.
     """
     expected = f"expected http://host:port, got {url!r}"
     scheme, sep, rest = url.partition("://")
@@ -63,9 +71,15 @@ def parse_url(url: str) -> tuple[str, int]:
     if authority.startswith("["):  # [IPv6]:port
         host, _, port = authority[1:].partition("]")
         port = port.removeprefix(":")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(expected) from None
     else:
         host, _, port = authority.partition(":")
-    if not host or (port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535)):
+        if not _HOST.fullmatch(host):
+            raise ValueError(expected)
+    if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
         raise ValueError(expected)
     return host, int(port) if port else 80
 
@@ -84,7 +98,10 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     """One response; and whether the connection may be reused."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head[:-4].split(b"\r\n")
-    status = int(lines[0].split(b" ", 2)[1])
+    match = _STATUS_LINE.match(lines[0])
+    if match is None:
+        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    status = int(match[1])
     headers = []
     for line in lines[1:]:
         name, _, value = line.partition(b":")
@@ -148,17 +165,25 @@ class HTTPPool:
         NotSent
             The connection could not be opened (nothing was sent).
         NoAnswer
-            No complete answer within the timeout, or the connection broke.
+            No complete answer within the timeout, the connection broke, or what came is not
+            an HTTP/1.x answer.
+        ValueError
+            The target or a header holds a line break or a character beyond Latin-1 (nothing
+            was sent).
         """
         try:  # the URL another instance advertised (in the store), perhaps of an older version
             host, port = parse_url(url)
         except ValueError as exc:
             raise NotSent(str(exc)) from None
-        conn = await self._connect(host, port)
-        head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+        name = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in its URL
+        head = [f"{method} {target} HTTP/1.1", f"Host: {name}:{port}", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in headers]
+        if any(_LINE_BREAK.search(line) for line in head):
+            raise ValueError("a request target or header holds a line break")
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body  # ValueError if not Latin-1
+        conn = await self._connect(host, port)
         try:
-            conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+            conn.writer.write(data)
         except RuntimeError as exc:  # uvloop: a transport closed under a connection not seen closing
             conn.close()
             raise NotSent(f"{host}:{port}: {exc}") from None

@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 from streamtree.client.encoding import INT_BOUND  # the wire format's integers, one definition
 
 __all__ = [
+    "MODEL_NAME",
     "Costs",
     "DecideBatchResult",
     "DecideBody",
@@ -43,6 +44,9 @@ __all__ = [
 # (types, finiteness, integer range, string length), which gives one clear message per field;
 # a pydantic union would report one error per member. The JSON schema still says what is
 # accepted, for /docs and for schema-driven clients and tests.
+#: A model's name: letters, digits, '_', '.', '-', at most 64, starting with a letter or digit.
+MODEL_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+
 _NUMBER = {"type": "number"}
 _INT = {"type": "integer", "minimum": -INT_BOUND, "maximum": INT_BOUND - 1}
 
@@ -92,7 +96,7 @@ Costs = Annotated[
 ]
 ModelName = Annotated[
     str,
-    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Letters, digits, '_', '.', '-'; at most 64."),
+    Field(pattern=rf"^{MODEL_NAME}$", description="Letters, digits, '_', '.', '-'; at most 64."),
 ]
 
 

@@ -36,6 +36,13 @@ def event(i: int) -> dict[str, object]:
         (b'{"features": {"a": 123456789012345678901234567890}, "label": "x"}', None),
         (b'{"features": {"a": 18446744073709551616}, "label": "x"}', None),
         (b'{"features": {"a": 9223372036854775808}, "label": "x"}', [{"features": {"a": 2**63}, "label": "x"}]),
+        # 19 digits after a minus: below -2**63, a float to orjson (it was merged as -1e19 and learned)
+        (b'{"features": {"a": -9999999999999999999}, "label": "x"}', None),
+        (b'{"features": {"a": 1}, "label": -9223372036854775809}', None),
+        (
+            b'{"features": {"a": 9999999999999999999}, "label": "x"}',
+            [{"features": {"a": 9999999999999999999}, "label": "x"}],
+        ),
         (rb'{"f\u0065atures": {"a": 1}, "label": "x"}', [{"features": {"a": 1}, "label": "x"}]),
     ],
 )
@@ -52,7 +59,8 @@ class Writer:
     """Stands in for the forwarder: records each body sent, answers as the writer would
     (numbering the events), after ``release`` is set for the first request."""
 
-    def __init__(self, status: int = 200, refuse: object = None) -> None:
+    def __init__(self, status: int = 200, refuse: object = None, answer: bytes | None = None) -> None:
+        self.answer = answer  # a 200's body in place of the writer's (once merged)
         self.bodies: list[list[object]] = []
         self.seq = 0
         self.status = status
@@ -72,6 +80,8 @@ class Writer:
         if self.refuse in events:
             return 422, b'{"detail": [{"loc": ["body"]}]}', []
         self.seq += len(events)
+        if self.answer is not None and len(events) > 1:
+            return 200, self.answer, []
         return 200, OK % (len(events), self.seq), []
 
 
@@ -130,6 +140,13 @@ def test_any_other_refusal_is_every_learns_answer(status: int) -> None:
     answers = asyncio.run(_learns(writer, [orjson.dumps(event(i)) for i in range(3)]))
     assert len(writer.bodies) == 2  # nothing sent again
     assert [a[0] for a in answers if a] == [status] * 3
+
+
+def test_a_merged_answer_no_writer_gives_is_every_learns_502() -> None:
+    writer = Writer(answer=b"<html>not streamtree</html>")
+    answers = asyncio.run(_learns(writer, [orjson.dumps(event(i)) for i in range(3)]))
+    assert [a[0] for a in answers if a] == [200, 502, 502]
+    assert b"advertise_url" in answers[1][1]  # type: ignore[index]
 
 
 def test_when_this_instance_became_the_writer_every_learn_is_learned_locally() -> None:

@@ -1,10 +1,17 @@
-"""Which requests a replica forwards to the writer (the forwarding itself runs in test_cluster.py)."""
+"""Which requests a replica forwards to the writer, and what it answers when the writer's
+address answers garbage or nothing (the forwarding between real instances runs in
+test_cluster.py and test_replica_edges.py)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import orjson
 import pytest
 
-from app.forwarding import _has_id, _is_write
+from app.forwarding import Forwarder, _has_id, _is_write, _unsure
+from tests.app.test_http_client import read_request, serve
 
 
 @pytest.mark.parametrize(
@@ -25,6 +32,13 @@ from app.forwarding import _has_id, _is_write
         ("GET", "/health", False),
         ("GET", "/learn", False),
         ("PUT", "/models/churn/learn", False),
+        # names the routes refuse are answered here (422), not forwarded: the decoded path was
+        # forwarded, and DELETE /models/victim%3Fx deleted model 'victim' on the writer
+        ("DELETE", "/models/victim?x", False),
+        ("PUT", "/models/made#x", False),
+        ("PUT", "/models/m\r\nIdempotency-Key: zz", False),
+        ("POST", "/models/\u20ac/learn", False),
+        ("POST", "/models/a b/predict_proba", False),
     ],
 )
 def test_writes_are_told_from_reads(method: str, path: str, expected: bool | None) -> None:
@@ -53,3 +67,82 @@ def test_writes_are_told_from_reads(method: str, path: str, expected: bool | Non
 )
 def test_a_prediction_with_an_id_is_a_write(body: bytes, expected: bool) -> None:
     assert _has_id(body) is expected
+
+
+class _Replica:
+    """Stands in for a replica's cluster: the writer is at ``url``."""
+
+    is_writer = False
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def writer_url(self) -> str:
+        return self.url
+
+
+def _forward_to(
+    answer: bytes | None, path: str = "/learn", method: str = "POST"
+) -> tuple[int, dict[str, Any], dict[bytes, bytes]]:
+    """What a replica answers for ``method path`` when the writer's address answers ``answer``
+    (None: the connection closes unanswered)."""
+
+    async def writer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        if answer is not None:
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    async def main() -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
+        server, url = await serve(writer)
+        forwarder = Forwarder(2.0)
+        try:
+            return await forwarder.forward(_Replica(url), method, path, [], b"{}", _unsure(method, path))  # type: ignore[arg-type]
+        finally:
+            forwarder.close()
+            server.close()
+
+    got = asyncio.run(main())
+    assert got is not None
+    status, body, headers = got
+    return status, orjson.loads(body) if body else {}, dict(headers)
+
+
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        (b"HTTP/1.1 999 Odd\r\nContent-Length: 2\r\n\r\n{}", "status 999"),  # uvicorn had no line for it: no answer
+        (b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 9\r\n\r\n<h1>x</h1", "text/html"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "no content type"),
+    ],
+)
+def test_an_answer_no_writer_gives_is_a_502_naming_the_setting(answer: bytes, why: str) -> None:
+    status, out, _ = _forward_to(answer)
+    assert status == 502 and why in out["detail"] and "advertise_url" in out["detail"], out
+    assert out["detail"].endswith("may or may not have been learned: retry it with the same Idempotency-Key.")
+
+
+@pytest.mark.parametrize(
+    "method, path, advice",
+    [
+        ("POST", "/models/m/learn", "retry it with the same Idempotency-Key."),
+        ("PUT", "/models/m", "the PUT may or may not have been done: sending it again is safe."),
+        ("DELETE", "/models/m", "the DELETE may or may not have been done: sending it again is safe."),
+        # a prediction takes no key: its retry got 409 id_pending
+        ("POST", "/predict_proba", "the writer may have kept the request's id: predict again with a new id."),
+        ("POST", "/models/m/decide", "predict again with a new id."),
+    ],
+)
+def test_a_lost_answer_says_what_the_request_allows(method: str, path: str, advice: str) -> None:
+    status, out, _ = _forward_to(None, path, method)
+    assert status == 503 and out["detail"].startswith("The writer did not answer") and out["detail"].endswith(advice)
+
+
+def test_the_writers_answer_headers_are_passed_on() -> None:
+    answer = (
+        b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nWWW-Authenticate: Bearer\r\n"
+        b"X-Internal: 1\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    status, _, headers = _forward_to(answer)
+    assert status == 401 and headers == {b"content-type": b"application/json", b"www-authenticate": b"Bearer"}

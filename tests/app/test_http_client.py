@@ -106,7 +106,21 @@ def test_parse_url(url: str, expected: tuple[str, int]) -> None:
     "url",
     # the last four were taken: port 99999 then raised OverflowError on connect (a 500 on a
     # replica forwarding to it), an empty host or a path failed only when forwarding
-    ["https://a:1", "a:1", "http://", "ftp://a", "http://a:99999", "http://:8000", "http://a:8000/p", "http://a:x"],
+    [
+        *(
+            "https://a:1",
+            "a:1",
+            "http://",
+            "ftp://a",
+            "http://a:99999",
+            "http://:8000",
+            "http://a:8000/p",
+            "http://a:x",
+        ),
+        # accepted at start, then every forwarded write waited and got 503 naming no setting
+        *("http://user@127.0.0.1:8000", "http://my host:8000", "http://[127.0.0.1\r\nX-Injected: 1]:8000"),
+        *("http://[not-v6]:8000", "http://h\u00e9:8000"),
+    ],
 )
 def test_parse_url_refuses_other_urls(url: str) -> None:
     with pytest.raises(ValueError):
@@ -190,3 +204,54 @@ def test_a_write_uvloop_refuses_on_a_closed_transport_is_not_sent() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "status_line",
+    [b"HTTP/1.1200 OK", b"HTTP/2 200", b"HTTP/1.1 42 Short", b"SSH-2.0-OpenSSH_9.2", b"<html>"],
+)
+def test_what_is_not_an_http_answer_is_no_answer(status_line: bytes) -> None:
+    # a status line without a space was an IndexError: a 500 on the replica
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(status_line + b"\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+
+    async def main() -> None:
+        server, url = await serve(garbage)
+        with pytest.raises(NoAnswer, match="status line"):
+            await HTTPPool(2.0).request(url, "POST", "/learn", [], b"{}")
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_a_line_break_or_wide_character_is_refused_before_connecting() -> None:
+    async def main() -> None:
+        pool = HTTPPool(0.5)
+        for target, headers in (("/models/m\r\nX: 1", []), ("/models/\u20ac", []), ("/learn", [("x", "a\nb")])):
+            with pytest.raises(ValueError):  # before any connection: the port is closed
+                await pool.request("http://127.0.0.1:9", "PUT", target, headers, b"{}")
+
+    asyncio.run(main())
+
+
+def test_an_ipv6_writer_gets_a_bracketed_host_line() -> None:
+    heads: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+
+    async def main() -> None:
+        server = await asyncio.start_server(record, "::1", 0)
+        port = server.sockets[0].getsockname()[1]
+        answer = await HTTPPool(2.0).request(f"http://[::1]:{port}", "POST", "/learn", [], b"{}")
+        assert answer.status == 200 and f"\r\nHost: [::1]:{port}\r\n".encode() in heads[0]
+        server.close()
+
+    try:
+        asyncio.run(main())
+    except OSError as e:  # no IPv6 loopback on this machine
+        pytest.skip(f"no IPv6 loopback: {e}")

@@ -67,3 +67,39 @@ def test_a_replica_answers_oversized_bodies_and_escaped_ids_as_the_writer(tmp_pa
             conn.close()
             status, out = request(label_on, "POST", "/learn", {"id": key, "label": y})
             assert status == 200 and out["learned"] == 1, (i, out)
+
+
+def raw(port: int, method: str, target: str, key: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    """``method target`` sent as written (percent-encoding kept): status, headers, body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
+    body = b'{"features": {"a": 1}, "label": "x"}' if target.endswith("learn") else b"{}"
+    conn.request(method, target, body=body, headers=headers)
+    r = conn.getresponse()
+    out = (r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    conn.close()
+    return out
+
+
+def test_a_replica_answers_bad_model_names_and_keys_as_the_writer(tmp_path: Path, pg_url: str) -> None:
+    key = "k" * 20
+    with instances(tmp_path, pg_url, 2, api_keys=key) as [(_, w), (_, r)]:
+        assert health(r)["role"] == "replica"
+        assert raw(w, "PUT", "/models/victim", key)[0] == 201
+        # the replica forwarded the decoded path: DELETE /models/victim?x deleted 'victim',
+        # PUT /models/made#x created 'made', and CR LF reached the forwarded request's head
+        for method, target in [
+            ("DELETE", "/models/victim%3Fx"),
+            ("PUT", "/models/made%23x"),
+            ("PUT", "/models/m%0D%0AIdempotency-Key:%20zz"),
+            ("POST", "/models/%E2%82%AC/learn"),  # a 500 (UnicodeEncodeError) on the replica
+            ("DELETE", "/models/%C3%A9"),
+        ]:
+            answers = [raw(port, method, target, key) for port in (w, r)]
+            assert answers[0][0] == answers[1][0] == 422, (target, answers)
+            assert answers[0][2] == answers[1][2] and b'"loc":["path","name"]' in answers[1][2], target
+        names = sorted(m["name"] for m in json.loads(raw(w, "GET", "/models", key)[2])["models"])
+        assert names == ["default", "victim"]
+        assert raw(r, "POST", "/models/%76ictim/learn", key)[0] == 200  # an encoded letter is still the name
+        status, headers, _ = raw(r, "POST", "/learn")  # no key: the writer's 401, with its challenge
+        assert status == 401 and headers.get("www-authenticate") == "Bearer"
