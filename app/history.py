@@ -119,7 +119,7 @@ class History:
         self.seq = 0  # events observed; the model's sequence number
         self.points: deque[Point] = deque(maxlen=max_points)
         self.drifts: deque[tuple[int, str]] = deque(maxlen=max_points)
-        self.drift_total = 0  # drift events the model had reported at the last merge
+        self.drift_at = 0  # the example number of the last drift event merged
         self.origin: tuple[int, float] | None = None  # (events before the first timed one, its time)
         self._last_rate: tuple[float, int, Point | None] | None = None  # see _rate_point
         self._encoded: dict[int, orjson.Fragment] = {}  # a point's JSON by its seq: see encoded_report
@@ -242,21 +242,24 @@ class History:
 
         Notes
         -----
-        The library lists its last 20 events, so merging after every request (and every
-        replayed event) misses none unless one request holds more than 20 drift events.
+        The events merged are those past the last one merged (by example number: every event
+        of an example is reported once it is learned). The library lists each tree's last 20
+        events, so merging after every request (and every page of a replay) misses none unless
+        one tree has more than 20 drift events in one request (or page).
         """
         summary = getattr(model, "drift_summary", None)
         if summary is not None:
             self.merge_drift_summary(summary())
 
     def merge_drift_summary(self, drift: Mapping[str, Any]) -> None:
-        """:meth:`merge_drifts` from the drift summary itself."""
-        total = int(drift.get("n_detections", 0)) + int(drift.get("n_swaps", 0)) + int(drift.get("n_dropped", 0))
-        new = total - self.drift_total
-        if new > 0:
-            for event in list(drift.get("events", ()))[-new:]:
-                self.drifts.append((int(event["at"]), str(event["event"])))
-        self.drift_total = total
+        """:meth:`merge_drifts` from the drift summary itself (its ``events`` in order of ``at``)."""
+        # Not by the change of the counters: a forest lists its members' events together, and
+        # the newest n of them are not the n new ones when a member dropped some of its own.
+        for event in drift.get("events", ()):
+            at = int(event["at"])
+            if at > self.drift_at:
+                self.drifts.append((at, str(event["event"])))
+        self.drift_at = max(self.drift_at, self.drifts[-1][0] if self.drifts else 0)
 
     def report(self, after: int = 0) -> dict[str, Any]:
         """``{"points": [...], "drifts": [{"seq", "event"}]}``, each with ``seq > after``."""
@@ -292,7 +295,7 @@ class History:
             "seq": self.seq,
             "points": [[*p[:8], list(p.counts), list(p.mean_confidence), list(p.bin_accuracy)] for p in self.points],
             "drifts": [list(d) for d in self.drifts],
-            "drift_total": self.drift_total,
+            "drift_at": self.drift_at,
             "origin": None if self.origin is None else list(self.origin),
         }
 
@@ -318,7 +321,8 @@ class History:
                 )
             )
         h.drifts.extend((int(seq), str(kind)) for seq, kind in state["drifts"])
-        h.drift_total = int(state["drift_total"])
+        # "drift_at" since the merge by example number; before it, the newest event merged
+        h.drift_at = int(state.get("drift_at", max((seq for seq, _ in h.drifts), default=0)))
         origin = state["origin"]
         h.origin = None if origin is None else (int(origin[0]), float(origin[1]))
         return h

@@ -20,7 +20,7 @@ from river import base
 
 from streamtree import decision, growth
 from streamtree.decision import CostMatrix, Costs, Decision, Decisions
-from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row
+from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row, unseen_rows
 from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.row_plan import Read, RowPlan, one_row
@@ -211,10 +211,24 @@ class Classifier(base.MiniBatchClassifier):
             )
             if cuts:  # learn_one may stop growth at any of them (growth.fit_within): so must the batch
                 return self._learn_parts(X, labels, cuts, return_proba)
+        before: FloatArray | None = None  # row 0's prediction, if a value new at row 0 changes it
+        if return_proba and registry is not self.registry:
+            # the loop predicts each row with the batch's codes; predict_proba_one, before the
+            # row, saw a value new at that row as unseen (-1, or the other code): such a row is
+            # predicted here as it would be, first in its part of the batch
+            unseen = unseen_rows(self.registry, nom)
+            if unseen and unseen != [0]:
+                return self._learn_parts(X, labels, [r for r in unseen if r > 0], return_proba)
+            if unseen and self.classes_:
+                before = self._predict(*encode_for_prediction(self.registry, _rows(X, 0, 1)))[0]
         # the batch is accepted (labels, values and lengths all checked): only now does the model
         # take the batch's registry, which _learn needs (its new columns' first values, make_room)
         self.registry = registry
-        return self._learn(num, nom, labels, first_values, want_proba=return_proba)
+        proba = self._learn(num, nom, labels, first_values, want_proba=return_proba)
+        if before is not None and proba is not None:
+            proba[0] = 0.0
+            proba[0, : before.shape[0]] = before
+        return proba
 
     def check_batch(self, X: Any, y: Any) -> None:
         """Raise :class:`InputError` where :meth:`learn_many` would refuse ``(X, y)`` (its

@@ -237,10 +237,13 @@ def validate_forest_config(
 MAX_POISSON_RATE = 16.0
 
 
+_POISSON_RATE = _float(0.0, MAX_POISSON_RATE, low_open=True)[0]
+
+
 def _validate_poisson_rate(rate: Any, method: str) -> None:
     """:func:`validate_forest_config` of ``poisson_rate``: a number in (0, 16], and 1 for a
     method without bagging (``method`` already valid)."""
-    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0.0 < rate <= MAX_POISSON_RATE):
+    if not _POISSON_RATE(rate):  # any real number (numpy's too), finite, in range
         raise ConfigError(
             "The 'poisson_rate' parameter of ProbabilityForest must be a number in (0, "
             f"{MAX_POISSON_RATE:g}]. Got {_shown(rate)} instead.",

@@ -23,7 +23,7 @@ from streamtree.exceptions import InputError
 from streamtree.features import INFINITE, MAX_INT, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
 from streamtree.values import check_name
 
-__all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row"]
+__all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row", "unseen_rows"]
 
 
 #: Batches of dicts of at least this many rows are encoded column by column
@@ -287,3 +287,23 @@ def _encode_columns(
             codes[i] = reg.learn_code(col, value) if code is None else code
         nom[:, col] = codes
     return num, nom
+
+
+def unseen_rows(before: FeatureRegistry, nom: np.ndarray) -> list[int]:
+    """The rows of a batch's nominal codes ``nom`` (encoded with ``before`` and registering)
+    at which a value of some feature comes for the first time, with a code the registry
+    ``before`` the batch would not give it at prediction: there, an unseen value is -1 (or
+    the feature's other code, once it has one), and a new feature's column is absent. From
+    the next row on, the value is registered. Sorted."""
+    rows: set[int] = set()
+    for col in range(nom.shape[1]):
+        known = len(before.values[col]) if col < before.n_nominal else 0
+        codes = nom[:, col]
+        new = codes >= known  # -1 (missing) never is
+        if not new.any():  # the steady state: one comparison per column
+            continue
+        unseen = before.unseen[col] if col < before.n_nominal else -1
+        fresh = np.flatnonzero(new)
+        firsts = fresh[np.unique(codes[fresh], return_index=True)[1]]
+        rows.update(int(r) for r in firsts if codes[r] != unseen)
+    return sorted(rows)

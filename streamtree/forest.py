@@ -271,7 +271,8 @@ class ProbabilityForest(Classifier):
             "tree": tree,
             "weighted": self.weighted,
             "poisson_rate": self._rate,
-            "variants": [{k: plain(v) for k, v in variant.items()} for variant in self._variants],
+            # keys in order: equal forests (a variant's keys in any order) write the same bytes
+            "variants": [{k: plain(variant[k]) for k in sorted(variant)} for variant in self._variants],
         }
 
     @property
@@ -471,6 +472,9 @@ class ProbabilityForest(Classifier):
         try:
             forest = cls(**saved.config())
             members = [ProbabilityTree.from_bytes(saved.member(i)) for i in range(forest.n_trees)]
+            for i, (member, made) in enumerate(zip(members, forest.members)):
+                if member.get_config() != made.get_config():  # its seed, method, variant and budget
+                    raise FormatError(f"Corrupt streamtree forest: member {i} was not made by the forest's config.")
             forest.members, forest.n_examples, forest.loss_ = members, saved.n_examples(), saved.loss(forest.n_trees)
         except FormatError:  # a member's, which says what is wrong with it
             raise

@@ -93,6 +93,13 @@ def test_members_differ_and_their_weighted_mean_is_the_forest(weighted: bool) ->
     assert forest.summary()["weights"] == shares
 
 
+@pytest.mark.parametrize("rate", [np.float32(3.0), np.int64(3), 3])
+def test_poisson_rate_takes_numpy_numbers_as_every_numeric_parameter_does(rate: Any) -> None:
+    # np.float32 and np.int64 were refused as "must be a number"
+    forest = ProbabilityForest(n_trees=2, poisson_rate=rate)
+    assert forest.get_config()["poisson_rate"] == 3.0 and type(forest.get_config()["poisson_rate"]) is float
+
+
 def test_dst_gives_each_example_to_exactly_one_member() -> None:
     forest = fitted("dst")
     learned = [int(m.state.tree.meta[M_EXAMPLES]) for m in forest.members]

@@ -218,3 +218,15 @@ def test_a_forest_whose_member_losses_are_not_finite_is_refused(loss: float) -> 
         edit(broken)
         with pytest.raises(FormatError, match="Corrupt streamtree forest"):
             ProbabilityForest.from_bytes(_bytes(broken, _parts(_forest(3).to_bytes())[1]))
+
+
+def test_a_forest_whose_members_were_made_by_another_config_is_refused() -> None:
+    # accepted: the forest then said max_bytes=131072 while its members learned without a budget
+    bounded = ProbabilityForest(n_trees=2, seed=1, tree={"max_bytes": 2**17})
+    other = ProbabilityForest(n_trees=2, seed=99, tree={"max_bytes": None, "grace_period": 1})
+    for forest in (bounded, other):
+        forest.learn_one({"a": 1.0}, "x")
+    header, arrays = _parts(bounded.to_bytes())
+    arrays["member.1"] = _parts(other.to_bytes())[1]["member.1"]
+    with pytest.raises(FormatError, match="member 1 was not made by the forest's config"):
+        ProbabilityForest.from_bytes(_bytes(header, arrays))

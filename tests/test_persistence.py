@@ -244,3 +244,13 @@ def test_a_config_of_numpy_scalars_saves_as_plain_values() -> None:
         assert again.to_bytes() == data and again.get_config() == model.get_config()
     assert type(tree.get_config()["grace_period"]) is int and tree.get_config()["delta"] == 0.25
     assert forest.get_config()["tree"]["max_depth"] == 6 and forest.get_config()["variants"][0] == {"m": 2.0}
+
+
+def test_equal_forests_write_the_same_bytes_whatever_the_order_of_a_variants_keys() -> None:
+    made = [
+        ProbabilityForest(n_trees=2, seed=4, variants=[{"tau": 0.3, "grace_period": 7}]),
+        ProbabilityForest(n_trees=2, seed=4, variants=[{"grace_period": 7, "tau": 0.3}]),
+    ]
+    for forest in made:
+        forest.learn_many([{"a": float(i % 5)} for i in range(60)], ["pq"[i % 2] for i in range(60)])
+    assert made[0].get_config() == made[1].get_config() and made[0].to_bytes() == made[1].to_bytes()

@@ -1,10 +1,10 @@
 """Routing: the root-to-node path of an encoded example.
 
-An example is a numeric row (NaN: missing) and a nominal row of value codes (-1: missing or a
-value the model has never seen). At node ``i`` with ``kind[i] == NUMERIC`` it goes left when
-``num[col[i]] <= thr[i]``; with ``kind[i] == NOMINAL`` when ``nom[col[i]] == thr[i]``, right
-for any other known or unseen value. A missing split feature stops it at ``i``, which then
-predicts from its own counts backed off to its ancestors.
+An example is a numeric row (NaN: missing) and a nominal row of value codes (-1: missing, or
+at prediction a value the model has never seen). At node ``i`` with ``kind[i] == NUMERIC`` it
+goes left when ``num[col[i]] <= thr[i]``; with ``kind[i] == NOMINAL`` when
+``nom[col[i]] == thr[i]``, right for any other code. A split feature that is missing (or
+unseen) stops it at ``i``, which then predicts from its own counts backed off to its ancestors.
 """
 
 from __future__ import annotations

@@ -101,6 +101,23 @@ def test_drift_events_are_merged_once_each_in_order() -> None:
     assert len(history.report()["drifts"]) == 3
 
 
+def test_a_forests_events_are_merged_by_example_number_not_by_count() -> None:
+    # a forest lists its members' events together: member 0 dropped its oldest, and the newest
+    # three of the list (the change of the counters) held member 1's old event, merged again
+    history = History()
+    history.merge_drift_summary({"n_detections": 3, "events": [{"event": "detection", "at": a} for a in (10, 12, 50)]})
+    ring = [{"event": "detection", "at": a} for a in (50, 70, 80)]  # member 0 kept 70 and 80 of 60, 70, 80
+    history.merge_drift_summary({"n_detections": 6, "events": ring})
+    assert [d["seq"] for d in history.report()["drifts"]] == [10, 12, 50, 70, 80]
+    again = History.from_state(orjson.loads(orjson.dumps(history.state())))
+    again.merge_drift_summary({"n_detections": 7, "events": [*ring[1:], {"event": "swap", "at": 90}]})
+    assert [(d["seq"], d["event"]) for d in again.report()["drifts"]][-2:] == [(80, "detection"), (90, "swap")]
+    old = history.state()
+    del old["drift_at"]
+    old["drift_total"] = 6  # a snapshot from before: its newest event marks what was merged
+    assert History.from_state(old).drift_at == 80
+
+
 def test_report_after_a_seq() -> None:
     history = fed(100).history
     assert [p["seq"] for p in history.report(after=70)["points"]] == [80, 90, 100]
