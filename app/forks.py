@@ -31,7 +31,7 @@ from .hosting import ModelHost
 from .learning import FORK_FIELD, REPLAY_PAGE
 from .pacing import stretch_events
 from .settings import Settings
-from .storage import LeaseLost, Snapshot
+from .storage import LeaseLost, Snapshot, seal_state
 from .storage.thread import StoreThread
 from .validation import field_error
 
@@ -309,7 +309,7 @@ class Forks(LoopTask):
         async def save() -> None:
             try:
                 data = await asyncio.to_thread(captured.to_bytes)
-                snap = Snapshot(seq, data, orjson.dumps(state).decode())
+                snap = Snapshot(seq, data, seal_state(seq, orjson.dumps(state).decode()))
                 db = self._db()
                 if fork.writer.closing:  # being deleted (a stop awaits this task before closing models)
                     return

@@ -24,7 +24,7 @@ from streamtree.typing import ClassLabel
 from .history import History
 from .prequential import Prequential
 from .settings import Settings
-from .storage import EventStore, StorageError
+from .storage import EventStore, StorageError, open_state
 
 __all__ = [
     "FORK_FIELD",
@@ -196,7 +196,7 @@ def restore(store: EventStore, name: str, config: dict[str, Any], model_cls: Any
         try:
             snap = store.read_snapshot(name, seq)
             model = model_cls.from_bytes(snap.model_bytes)
-            preq = Prequential.from_state(orjson.loads(snap.state)["prequential"])
+            preq = Prequential.from_state(orjson.loads(open_state(name, seq, snap.state))["prequential"])
             del snap  # its bytes go before the replay
         except Exception as exc:  # whatever fails (the store, the bytes, the library): an older one, or the log
             log.warning(

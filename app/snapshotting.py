@@ -27,7 +27,7 @@ from streamtree.persistence import Capture
 
 from .prequential import Prequential
 from .settings import Settings
-from .storage import LeaseLost, Snapshot
+from .storage import LeaseLost, Snapshot, seal_state
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
 
@@ -181,4 +181,4 @@ class Snapshots:
 
 
 def _encode_snapshot(seq: int, captured: Capture, state: dict[str, Any]) -> Snapshot:
-    return Snapshot(seq, captured.to_bytes(), orjson.dumps(state).decode())
+    return Snapshot(seq, captured.to_bytes(), seal_state(seq, orjson.dumps(state).decode()))

@@ -25,6 +25,8 @@ from .base import (
     StorageError,
     StoredModel,
     Sync,
+    open_state,
+    seal_state,
 )
 
 __all__ = [
@@ -42,9 +44,11 @@ __all__ = [
     "StoredModel",
     "Sync",
     "check_url",
+    "open_state",
     "open_store",
     "redact",
     "scrub",
+    "seal_state",
 ]
 
 #: URL scheme -> ``module:class`` of its engine, the module relative to this package (the

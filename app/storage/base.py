@@ -35,9 +35,11 @@ __all__ = [
     "Sync",
     "checked_piece",
     "join_pieces",
+    "open_state",
     "read_pieces",
     "piece_crc",
     "pieces",
+    "seal_state",
 ]
 
 #: Most bytes of a snapshot stored in one value. A snapshot is stored as pieces of at most this
@@ -93,11 +95,40 @@ class Lease:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A model serialised after event ``seq``, with the service-side state (JSON text)."""
+    """A model serialised after event ``seq``, with the service-side state (JSON text, sealed:
+    :func:`seal_state`)."""
 
     seq: int
     model_bytes: bytes
     state: str
+
+
+#: What a sealed state starts with: ``crc32:<8 hex digits>:`` then the JSON text.
+_SEAL = "crc32:"
+
+
+def seal_state(seq: int, text: str) -> str:
+    """The service-side state ``text`` of the snapshot at ``seq``, as stored: after a CRC-32 of
+    the seq and the text, so that a flipped bit in either (a metric's count, the seq the
+    replay resumes after) is found out as a damaged piece of the model's bytes is."""
+    return f"{_SEAL}{zlib.crc32(f'{seq}:{text}'.encode()):08x}:{text}"
+
+
+def open_state(name: str, seq: int, stored: str) -> str:
+    """The JSON text of a state stored by :func:`seal_state` for the snapshot at ``seq`` (a
+    state stored before the seal, JSON text, as it is).
+
+    Raises
+    ------
+    StorageError
+        Its checksum does not match: the row was damaged.
+    """
+    if not stored.startswith(_SEAL):
+        return stored
+    crc, text = stored[len(_SEAL) : len(_SEAL) + 8], stored[len(_SEAL) + 9 :]
+    if f"{zlib.crc32(f'{seq}:{text}'.encode()):08x}" != crc:
+        raise StorageError(f"model {name!r}: the state of the snapshot at seq {seq} is damaged (checksum mismatch)")
+    return text
 
 
 def pieces(data: bytes, size: int) -> list[memoryview]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import math
-import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -36,6 +34,7 @@ from .base import (
     read_pieces,
 )
 from .records import expand, records, seq_range, within
+from .sqlite_files import FileWatch, why_not_writable
 
 __all__ = ["SQLiteStore"]
 
@@ -116,35 +115,6 @@ def _check_ours(db: sqlite3.Connection, path: Path | str) -> None:
             )
 
 
-#: Seconds between two checks of the WAL file's identity (the database file's is checked at
-#: every call): a stat of the WAL under steady commits cost a quarter of the commit rate.
-WAL_CHECK_EVERY = 1.0
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    """``(device, inode)`` of the file at ``path``, None if there is none."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-#: The first four bytes of a WAL file SQLite wrote (big- and little-endian checksums).
-WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
-
-
-def _wal_size(path: str) -> int | None:
-    """The size of the WAL at ``path``, or None when it is not a WAL SQLite wrote: its first
-    bytes are not a WAL header (cut to nothing, then written past the cut by the next commit)."""
-    try:
-        with open(path, "rb") as wal:
-            size = os.fstat(wal.fileno()).st_size
-            return size if size == 0 or wal.read(4) in WAL_MAGIC else None
-    except FileNotFoundError:
-        return None
-
-
 @contextmanager
 def _translated(conflict: type[StorageError] = StorageError) -> Iterator[None]:
     """Re-raise SQLite's exceptions as the store's: a constraint violation as ``conflict``."""
@@ -183,6 +153,17 @@ class SQLiteStore(EventStore):
                 f"{path} is missing, but {path}.lock shows that a server used it: restore the "
                 "database, or remove the lock file to start with an empty one"
             )
+        try:
+            self._open(path, sync)
+        except StorageError as exc:
+            why = None if str(path) == ":memory:" else why_not_writable(Path(path).parent)
+            if why is None:
+                raise
+            raise StorageError(f"{why} ({exc})") from None
+        self._files = None if str(path) == ":memory:" else FileWatch(str(path))
+
+    def _open(self, path: Path | str, sync: Sync) -> None:
+        """Connect to the database at ``path`` (made if missing) and set it up for this store."""
         with _translated():
             if str(path) != ":memory:":
                 try:
@@ -206,48 +187,11 @@ class SQLiteStore(EventStore):
                 for column in columns:
                     if column.split()[0] not in have:
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
-        self._lost: str | None = None
-        self._wal_checked = -math.inf
-        # SQLite never shrinks the WAL while this connection is open (no journal_size_limit; the
-        # truncating checkpoint only at close): a WAL found smaller than before was cut
-        self._wal_size = 0
-        # (path, identity at open) of the database and its WAL (None until SQLite creates it)
-        self._database = None if str(path) == ":memory:" else (str(path), _identity(str(path)))
-        self._wal = None if str(path) == ":memory:" else (f"{path}-wal", _identity(f"{path}-wal"))
 
     def _check_files(self) -> None:
-        """Raise :class:`StorageError` once the database (or its WAL: checked every
-        :data:`WAL_CHECK_EVERY` seconds) is not the file at its path any more (removed,
-        replaced), or the WAL was cut short (truncated): what this connection commits would then
-        be lost with the unlinked file, or past a hole that the next open takes for the WAL's
-        end, and SQLite does not notice (in WAL mode commits touch only the WAL).
-        From then on every call fails: the models are served as unavailable until a restart."""
-        if self._lost is None and self._database is not None and self._wal is not None:
-            now = time.monotonic()
-            wal_due = now - self._wal_checked >= WAL_CHECK_EVERY
-            if wal_due:
-                self._wal_checked = now
-                if self._wal[1] is None:  # created by SQLite after the open: its first identity
-                    self._wal = (self._wal[0], _identity(self._wal[0]))
-            for name, known in [self._database, self._wal] if wal_due else [self._database]:
-                if self._lost is None and known is not None and _identity(name) != known:
-                    self._lost = (
-                        f"{name} was removed or replaced while this server ran: nothing more can be "
-                        "stored or read; restore it, or restart the server"
-                    )
-            if self._lost is None and wal_due and self._wal[1] is not None:
-                size = _wal_size(self._wal[0])
-                if size is None or size < self._wal_size:
-                    self._lost = (
-                        f"{self._wal[0]} was cut short while this server ran: what it held since the "
-                        "last checkpoint is lost from the disk; restore the database, or restart the server"
-                    )
-                else:
-                    self._wal_size = size
-            if self._lost is not None:
-                log.error("%s", self._lost)
-        if self._lost is not None:
-            raise StorageError(self._lost)
+        """:meth:`FileWatch.check` of the database's files (none for ``:memory:``)."""
+        if self._files is not None:
+            self._files.check()
 
     @classmethod
     def from_url(cls, url: str, sync: Sync = "full") -> Self:
@@ -262,7 +206,7 @@ class SQLiteStore(EventStore):
         if self._released:
             return
         try:
-            if self._lost is None:
+            if self._files is None or self._files.lost is None:
                 with _translated():
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except StorageError as exc:  # e.g. the disk is full: the WAL keeps the events, read at the next open
@@ -454,16 +398,20 @@ class SQLiteStore(EventStore):
         """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception; the files
         checked before and after (:meth:`_check_files`: a commit into a removed file fails)."""
         self._check_files()
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error:
-            if self._db.in_transaction:  # a failed COMMIT may leave it open: later writes would all fail
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
                 self._db.execute("ROLLBACK")
-            raise
+                raise
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:  # a failed COMMIT may leave it open: later writes would all fail
+                    self._db.execute("ROLLBACK")
+                raise
+        finally:  # its checkpoints wrote into the database file (even one that failed half-way)
+            if self._files is not None:
+                self._files.wrote()
         self._check_files()

@@ -63,12 +63,20 @@ def store_url(settings: dict[str, Any], tmp_path: Path) -> Any:
 
 
 @pytest.mark.parametrize(
-    "damage", ["newest piece corrupt", "every piece corrupt", "bytes the library refuses", "pieces gone"]
+    "damage",
+    [
+        *("newest piece corrupt", "every piece corrupt", "bytes the library refuses", "pieces gone"),
+        # a flipped bit outside the model's bytes loaded silently: the metrics off (accuracy
+        # 0.89 for 0.84), or the events after the wrong seq learned twice
+        *("a digit of its state changed", "its seq changed"),
+    ],
 )
 def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
     running: Running, db: tuple[dict[str, Any], Callable[..., Any]], tmp_path: Path, damage: str
 ) -> None:
     settings, sql = db
+    if damage == "its seq changed" and settings:
+        pytest.skip("PostgreSQL's foreign key holds a snapshot's pieces to its seq (the check is the engines')")
     stream = make_stream(300, seed=8)
     with running(snapshot_every=100, snapshot_pace=0, **settings) as client:
         learn_all(client, stream, batch=25)
@@ -86,6 +94,15 @@ def test_a_snapshot_that_cannot_be_read_is_rebuilt_from_the_log_bit_for_bit(
             store.save_snapshot("default", Snapshot(seq, b"STREAMTREE\0\0\0\x02{}" + b"\xff" * 64, "{}"), keep=2)
         store.close()
         expected_from = 0
+    elif damage == "a digit of its state changed":
+        [(text,)] = sql("SELECT state FROM {t}snapshots WHERE seq = 300")
+        i = next(i for i in range(len(text) - 1, 0, -1) if text[i] in "123456789")  # in the JSON, not the seal
+        sql("UPDATE {t}snapshots SET state = ? WHERE seq = 300", (text[:i] + str(int(text[i]) - 1) + text[i + 1 :],))
+        expected_from = 200
+    elif damage == "its seq changed":  # the row and its pieces: the snapshot at "236" holds the model at 300
+        sql("UPDATE {t}snapshot_pieces SET seq = 236 WHERE seq = 300")
+        sql("UPDATE {t}snapshots SET seq = 236 WHERE seq = 300")
+        expected_from = 200
     else:  # the store fails on it: a snapshot row whose pieces are not there
         sql("DELETE FROM {t}snapshot_pieces WHERE seq = 300")
         expected_from = 200

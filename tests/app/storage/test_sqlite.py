@@ -108,8 +108,9 @@ def test_a_database_removed_under_a_running_store_fails_every_call_after(
     import shutil
 
     import app.storage.sqlite
+    import app.storage.sqlite_files
 
-    monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)  # the WAL's identity at every call too
+    monkeypatch.setattr(app.storage.sqlite_files, "WAL_CHECK_EVERY", 0.0)  # the WAL's identity at every call too
 
     path = tmp_path / "data" / "streamtree.sqlite3"
     s = SQLiteStore(path)
@@ -160,8 +161,9 @@ def test_a_checkpoint_that_fails_at_close_is_a_warning_and_the_wal_keeps_the_eve
 def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SQLiteStore, Path]:
     """An owned store of model "m" whose WAL is checked at every call, and its path."""
     import app.storage.sqlite
+    import app.storage.sqlite_files
 
-    monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
+    monkeypatch.setattr(app.storage.sqlite_files, "WAL_CHECK_EVERY", 0.0)
     path = tmp_path / "streamtree.sqlite3"
     s = SQLiteStore(path)
     s.own()
@@ -177,17 +179,18 @@ def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
     # every one acknowledged, and the next open took the zeroed header for an empty WAL and
     # started without the model and its events
     import app.storage.sqlite
+    import app.storage.sqlite_files
 
     s, path = checked
     for seq in (1, 2, 3):
         s.append("m", seq, [f"e{seq}"])
     if written_past:  # a commit lands after the cut and before the next check of the WAL
-        monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 1e9)
+        monkeypatch.setattr(app.storage.sqlite_files, "WAL_CHECK_EVERY", 1e9)
     with open(f"{path}-wal", "r+b") as wal:
         wal.truncate(0)
     if written_past:
         s.append("m", 4, ["e4"])
-        monkeypatch.setattr(app.storage.sqlite, "WAL_CHECK_EVERY", 0.0)
+        monkeypatch.setattr(app.storage.sqlite_files, "WAL_CHECK_EVERY", 0.0)
     for call in (lambda: s.append("m", 5, ["e5"]), lambda: s.read_events("m", 0, 10), s.models):
         with pytest.raises(StorageError, match="-wal was cut short while this server ran"):
             call()
@@ -204,3 +207,51 @@ def test_checkpoints_that_restart_the_wal_are_not_taken_for_a_cut(checked: tuple
     assert len(s.read_events("m", 0, 1000)) == 400
     assert max(sizes) < 20_000 * 400  # the WAL was restarted (checkpointed) along the way
     s.close()
+
+
+def test_a_copy_over_the_running_database_fails_every_call_after(checked: tuple[SQLiteStore, Path]) -> None:
+    # `cp backup streamtree.sqlite3` writes into the same inode: commits went on, acknowledged,
+    # into a database the next start found malformed, every model's events out of reach
+    s, path = checked
+    for seq in range(1, 401):  # past SQLite's automatic checkpoints: this store's own writes into the file
+        s.append("m", seq, ["x" * 20_000])
+    assert len(s.read_events("m", 0, 1000)) == 400  # its own checkpoints are not taken for another's
+    backup = path.with_name("backup.sqlite3")
+    with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+        live.backup(copy)
+    with open(path, "r+b") as f:  # as cp writes: same inode
+        f.write(backup.read_bytes())
+    for call in (lambda: s.append("m", 401, ["e"]), lambda: s.read_events("m", 0, 10), s.models):
+        with pytest.raises(StorageError, match="was written by another program while this server ran"):
+            call()
+    s.close()
+
+
+@pytest.mark.parametrize("why", ["read-only", "full"])
+def test_a_directory_that_cannot_take_the_database_is_named_as_the_reason(
+    tmp_path: Path, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite said "unable to open database file" (a read-only mount) or "disk I/O error" (a full disk)
+    import os
+    from types import SimpleNamespace
+
+    import app.storage.sqlite
+    import app.storage.sqlite_files
+
+    def refused(*args: object, **kwargs: object) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(app.storage.sqlite.sqlite3, "connect", refused)
+    if why == "read-only":  # as root, a mode does not refuse: the check is what is tested
+        monkeypatch.setattr(app.storage.sqlite_files.os, "access", lambda path, mode: False)
+        expected = f"the data directory {tmp_path} is not writable"
+    else:
+        monkeypatch.setattr(app.storage.sqlite_files.os, "statvfs", lambda path: SimpleNamespace(f_bavail=3, f_frsize=4096))
+        expected = f"the disk holding {tmp_path} is full"
+    with pytest.raises(StorageError) as refusal:
+        SQLiteStore(tmp_path / "streamtree.sqlite3")
+    assert (
+        str(refusal.value)
+        == f"{expected}{' (SQLite makes its -wal and -shm files there)' if why == 'read-only' else ''} (OperationalError: unable to open database file)"
+    )
+    assert os.path.isdir(tmp_path)

@@ -1,0 +1,139 @@
+"""Watching the files of a running SQLite store: what the server must notice and SQLite does not.
+
+In WAL mode SQLite keeps committing into the files it opened, whatever happens to them on the
+disk. :class:`FileWatch` tells the store (:mod:`app.storage.sqlite`) when the database or its
+WAL is not the file it opened any more (removed, replaced), when the WAL was cut short
+(truncated in place), and when another program wrote into the database file (a backup copied
+over it keeps the file): commits would then be lost, or would go into a database the next
+start finds malformed. :func:`why_not_writable` names the reason a database could not be opened
+when it is its directory's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from pathlib import Path
+
+from .base import StorageError
+
+__all__ = ["WAL_CHECK_EVERY", "WAL_MAGIC", "FileWatch", "why_not_writable"]
+
+log = logging.getLogger("streamtree.app")
+
+#: Seconds between two checks of the WAL file's identity (the database file's is checked at
+#: every call): a stat of the WAL under steady commits cost a quarter of the commit rate.
+WAL_CHECK_EVERY = 1.0
+
+#: The first four bytes of a WAL file SQLite wrote (big- and little-endian checksums).
+WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path``, None if there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _written(path: str) -> tuple[int, int, int] | None:
+    """``(size, mtime, ctime)`` (nanoseconds) of the file at ``path``, None if there is none:
+    what changes when anything writes into it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _wal_size(path: str) -> int | None:
+    """The size of the WAL at ``path``, or None when it is not a WAL SQLite wrote: its first
+    bytes are not a WAL header (cut to nothing, then written past the cut by the next commit)."""
+    try:
+        with open(path, "rb") as wal:
+            size = os.fstat(wal.fileno()).st_size
+            return size if size == 0 or wal.read(4) in WAL_MAGIC else None
+    except FileNotFoundError:
+        return None
+
+
+def why_not_writable(directory: Path) -> str | None:
+    """Why SQLite could not open or set up a database in ``directory`` when the reason is the
+    directory's (SQLite says "unable to open database file" or "disk I/O error"), or None."""
+    try:
+        if directory.is_dir() and not os.access(directory, os.W_OK):
+            return f"the data directory {directory} is not writable (SQLite makes its -wal and -shm files there)"
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < 1 << 20:
+        return f"the disk holding {directory} is full"
+    return None
+
+
+class FileWatch:
+    """The database file at ``path`` and its WAL, as the store opened and left them.
+
+    Only the store's own transactions write into the database file (their checkpoints: the
+    server holds the database's lock), so a change of its size or times seen between two of
+    its calls was made by another program.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.lost: str | None = None  # why nothing more can be stored, once something happened
+        self._database = (path, _identity(path))
+        self._wal = (f"{path}-wal", _identity(f"{path}-wal"))  # None until SQLite creates it
+        self._left = _written(path)
+        self._wal_checked = -math.inf
+        # SQLite never shrinks the WAL while this connection is open (no journal_size_limit; the
+        # truncating checkpoint only at close): a WAL found smaller than before was cut
+        self._wal_size = 0
+
+    def wrote(self) -> None:
+        """The store's transaction ended: the database file is as it left it."""
+        self._left = _written(self._database[0])
+
+    def check(self) -> None:
+        """Raise :class:`StorageError` once the database (or its WAL: checked every
+        :data:`WAL_CHECK_EVERY` seconds) is not the file at its path any more (removed,
+        replaced), the WAL was cut short (truncated), or another program wrote into the
+        database file: what the store commits would then be lost with the unlinked file, past
+        a hole that the next open takes for the WAL's end, or into a database the next open
+        finds malformed, and SQLite does not notice (in WAL mode commits touch only the WAL).
+        From then on every call fails: the models are served as unavailable until a restart."""
+        if self.lost is None:
+            now = time.monotonic()
+            wal_due = now - self._wal_checked >= WAL_CHECK_EVERY
+            if wal_due:
+                self._wal_checked = now
+                if self._wal[1] is None:  # created by SQLite after the open: its first identity
+                    self._wal = (self._wal[0], _identity(self._wal[0]))
+            for name, known in [self._database, self._wal] if wal_due else [self._database]:
+                if self.lost is None and known is not None and _identity(name) != known:
+                    self.lost = (
+                        f"{name} was removed or replaced while this server ran: nothing more can be "
+                        "stored or read; restore it, or restart the server"
+                    )
+            if self.lost is None and _written(self._database[0]) != self._left:
+                self.lost = (
+                    f"{self._database[0]} was written by another program while this server ran (a copy "
+                    "over it?): nothing more can be stored or read; restore it, or restart the server"
+                )
+            if self.lost is None and wal_due and self._wal[1] is not None:
+                size = _wal_size(self._wal[0])
+                if size is None or size < self._wal_size:
+                    self.lost = (
+                        f"{self._wal[0]} was cut short while this server ran: what it held since the "
+                        "last checkpoint is lost from the disk; restore the database, or restart the server"
+                    )
+                else:
+                    self._wal_size = size
+            if self.lost is not None:
+                log.error("%s", self.lost)
+                raise StorageError(self.lost)
+            return
+        raise StorageError(self.lost)
