@@ -147,6 +147,10 @@ def serve(app: Any, settings: Any) -> None:
     uvicorn.run(
         app,
         log_config=log_config(settings.log_level),
+        # proxies' X-Forwarded-* only from the addresses the operator names (uvicorn's default
+        # believes 127.0.0.1: any local client could then pick its address, or claim https)
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
         host=settings.host,
         port=settings.port,
         workers=1,  # one process owns each model's state: more workers would split it

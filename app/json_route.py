@@ -28,6 +28,7 @@ from starlette.responses import Response
 
 from .deps import access_of, check_access
 from .planned import Fallback, Plan, plan_of
+from .validation import field_error
 
 __all__ = ["JSONRoute", "SURROGATE", "parse_json", "surrogate_path"]
 
@@ -144,11 +145,22 @@ class JSONRoute(APIRoute):
         handler = super().get_route_handler()
         write = access_of(self.dependant) if self.body_field is not None else None
         plan = plan_of(self.dependant) if self.body_field is not None else None
+        has_body = self.body_field is not None
 
         async def parse_with_pydantic_core(request: Request) -> Response:
             if write is not None:
                 check_access(request, write)
             json_request = _JSONRequest(request.scope, request.receive)
+            if has_body and not _is_json(request.headers.get("content-type")) and await json_request.body():
+                # refused as before (a page of another site can post a form or text/plain, not
+                # JSON), but saying why: it was "Input should be a valid dictionary"
+                given = request.headers.get("content-type")
+                raise field_error(
+                    ("body",),
+                    f"Expected a JSON body (Content-Type: application/json); got "
+                    f"{'no Content-Type' if given is None else repr(given[:100])}",
+                    "content_type",
+                )
             if plan is not None and not request.app.dependency_overrides:
                 try:
                     return await _planned(plan, json_request)
@@ -157,6 +169,14 @@ class JSONRoute(APIRoute):
             return await handler(json_request)
 
         return parse_with_pydantic_core
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` names JSON, as FastAPI tells it (``application/json`` or
+    ``application/<anything>+json``, parameters aside)."""
+    kind = (content_type or "").partition(";")[0].strip().lower()
+    main, _, sub = kind.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
 
 
 async def _planned(plan: Plan, request: _JSONRequest) -> Response:

@@ -42,6 +42,12 @@ class Settings(BaseSettings):
         every write (learn, model create/delete) needs ``Authorization: Bearer <key>``.
     protect_reads
         Also require a key for reads (predictions, model data, metrics); needs ``api_keys``.
+    forwarded_allow_ips
+        The addresses of the reverse proxies whose ``X-Forwarded-For`` and
+        ``X-Forwarded-Proto`` are believed (comma-separated, ``*`` for any): the client's
+        address (the dashboard's sign-in throttle) and ``https`` (its cookie's ``Secure``)
+        are then theirs. Empty (the default): no proxy is believed, so a client cannot name
+        another address.
     max_body_bytes
         Largest accepted request body; larger ones get 413 before they are parsed.
     max_header_bytes, max_head_bytes, max_headers
@@ -129,6 +135,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     protect_reads: bool = False
+    forwarded_allow_ips: str = ""
     max_body_bytes: int = Field(default=4 * MiB, ge=1024)
     max_header_bytes: int = Field(default=8 * KiB, ge=1 * KiB, le=1 * MiB)
     max_head_bytes: int = Field(default=64 * KiB, ge=4 * KiB, le=16 * MiB)

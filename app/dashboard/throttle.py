@@ -8,13 +8,16 @@ wait before its next attempt, and each time the bucket runs empty again the wait
 doublings is forgotten once the bucket is full again, and a right key clears the client's
 record. While a client must wait, each sign-in it sends is answered 429 with ``Retry-After``,
 whether its key is right or not, so the answer tells nothing about the key. With the defaults
-a client gets 10 wrong keys at once, then one after 10 s, 20 s, 40 s, ... (at most one every
-15 minutes): 300 guesses take hours instead of seconds.
+a client that sends its wrong keys at once gets 10, then one after 10 s, 20 s, 40 s, ... (at
+most one every 15 minutes); one that paces itself gets one every ``refill_s`` (10 s): 300
+guesses take about 50 minutes instead of seconds, and a key (at least 16 characters) is not
+guessed at that rate.
 
 A client is its address, an IPv6 client its /64 network (what one host is usually given
-whole). Behind a reverse proxy every client has the proxy's address and shares one bucket:
-wrong keys from anyone then delay everyone's sign-in (never the API, whose keys are not
-throttled). The table of clients is bounded (``max_clients``); when it is full the client
+whole). Behind a reverse proxy every client has the proxy's address and shares one bucket
+(wrong keys from anyone then delay everyone's sign-in, never the API, whose keys are not
+throttled), unless the proxy's address is in the ``forwarded_allow_ips`` setting: then its
+``X-Forwarded-For`` names the client, which no other client can do. The table of clients is bounded (``max_clients``); when it is full the client
 seen least recently is forgotten.
 """
 

@@ -32,6 +32,8 @@ __all__ = ["ASSET_NOT_FOUND", "SECURITY_HEADERS", "TOO_MANY_SIGN_INS", "router"]
 
 ASSET_NOT_FOUND = "Asset not found."
 TOO_MANY_SIGN_INS = "Too many wrong keys from this client; retry after the time in Retry-After (seconds)."
+#: The files the sign-in form itself loads: served without a key (they hold no data).
+PUBLIC_ASSETS = frozenset({"dashboard.css", "favicon.svg"})
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 #: Sent with every dashboard response: nothing may be loaded from, or sent to, another origin.
@@ -78,7 +80,11 @@ async def login(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     throttle: LoginThrottle = request.app.state.login_throttle
     client = client_key(request.client.host if request.client else None)
-    _check_wait(throttle, client)
+    try:
+        _check_wait(throttle, client)
+    except HTTPException as exc:  # a browser shows the form saying how long to wait, not JSON
+        wait = (exc.headers or {}).get("Retry-After", "?")
+        return _login_page(429, f"Too many wrong keys from this address: try again in {wait} s.", exc.headers)
     content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if content_type != FORM_TYPE:
         raise field_error(("body",), f"Expected a form ({FORM_TYPE})", "content_type")
@@ -105,7 +111,8 @@ async def login(request: Request) -> Response:
 @router.get("/assets/{name:path}")
 async def dashboard_asset(name: str, request: Request) -> Response:
     """One of the page's files (listed in :data:`app.dashboard.assets.ASSETS`)."""
-    check_access(request, write=False)
+    if name not in PUBLIC_ASSETS:
+        check_access(request, write=False)
     found = asset(name)
     if found is None:
         raise HTTPException(status_code=404, detail=ASSET_NOT_FOUND)

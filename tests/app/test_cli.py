@@ -36,6 +36,11 @@ def test_serve_flags_override_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
     cli.main(["serve", "--data-dir", str(tmp_path), "--port", "9002"])
     assert seen["port"] == 9002 and seen["host"] == "127.0.0.2" and seen["workers"] == 1
     assert seen["app"].state.settings.data_dir == tmp_path
+    # uvicorn's default believed X-Forwarded-* from 127.0.0.1: any local client chose its address
+    assert seen["proxy_headers"] is False and seen["forwarded_allow_ips"] is None
+    monkeypatch.setenv("STREAMTREE_FORWARDED_ALLOW_IPS", "10.0.0.7")
+    cli.main(["serve", "--data-dir", str(tmp_path)])
+    assert seen["proxy_headers"] is True and seen["forwarded_allow_ips"] == "10.0.0.7"
 
 
 def test_invalid_settings_exit_with_one_line_naming_each(monkeypatch: pytest.MonkeyPatch) -> None:

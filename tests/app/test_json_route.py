@@ -90,3 +90,31 @@ def test_a_number_no_float_holds_exactly_is_refused_naming_its_field(client: Tes
         assert r.status_code == 422, r.text
         assert r.json()["detail"][0]["loc"] == loc
     assert client.post("/learn", json={"features": {"a": 2.0}, "label": "y"}).json()["seq"] == 1  # nothing learned
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+@pytest.mark.parametrize(("method", "path"), [("POST", "/learn"), ("POST", "/predict_proba"), ("PUT", "/models/m")])
+def test_a_body_that_is_not_said_to_be_json_is_refused_naming_the_content_type(
+    client: TestClient, content_type: str | None, method: str, path: str
+) -> None:
+    # refused all along (a page of another site can send these, not JSON), but as "Input should
+    # be a valid dictionary": `curl -d` sends a JSON object as a form
+    headers = {} if content_type is None else {"content-type": content_type}
+    r = client.request(method, path, content=b'{"features": {"a": 1}, "label": "x"}', headers=headers)
+    assert r.status_code == 422, r.text
+    shown = "no Content-Type" if content_type is None else repr(content_type)
+    assert r.json() == {
+        "detail": [
+            {
+                "type": "content_type",
+                "loc": ["body"],
+                "msg": f"Expected a JSON body (Content-Type: application/json); got {shown}",
+            }
+        ]
+    }
+    if path == "/learn":  # a JSON type with parameters, or a +json one, is JSON
+        for json_type in ("application/json; charset=utf-8", "application/vnd.api+json"):
+            body = b'{"features": {"a": 1}, "label": "x"}'
+            assert client.request(method, path, content=body, headers={"content-type": json_type}).status_code == 200

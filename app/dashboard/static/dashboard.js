@@ -34,6 +34,21 @@
   function fmtInt(v) { return v === null || v === undefined ? "\u2013" : Number(v).toLocaleString("en-US"); }
   function setText(id, text) { var el = $(id); if (el.textContent !== text) { el.textContent = text; } }
 
+  // Labels each in its own <bdi>: a right-to-left mark in one label does not reorder the others.
+  function setLabels(id, prefix, labels) {
+    var el = $(id);
+    var key = prefix + "\u0000" + labels.join("\u0000");
+    if (el.dataset.shown === key) { return; }
+    el.dataset.shown = key;
+    el.textContent = prefix;
+    labels.forEach(function (label, i) {
+      if (i > 0) { el.appendChild(document.createTextNode(", ")); }
+      var part = document.createElement("bdi");
+      part.textContent = label;
+      el.appendChild(part);
+    });
+  }
+
   function AuthError() { this.name = "AuthError"; }
 
   function getJSON(path) {
@@ -212,7 +227,12 @@
 
   function readHash(key) {
     var match = new RegExp("(?:^#|&)" + key + "=([^&]+)").exec(window.location.hash);
-    return match ? decodeURIComponent(match[1]) : null;
+    if (!match) { return null; }
+    try {
+      return decodeURIComponent(match[1]);
+    } catch (e) {  // a malformed escape (a truncated paste): as if not given, not a page that never loads
+      return null;
+    }
   }
 
   function writeHash(name) {
@@ -311,7 +331,8 @@
     setText("nodes", fmtInt(s.n_nodes));
     setText("leaves", fmtInt(s.n_leaves));
     setText("depth", fmtInt(s.depth));
-    setText("classes", (s.classes || []).length ? s.classes.length + ": " + s.classes.join(", ") : "none yet");
+    var classes = (s.classes || []).map(String);
+    if (classes.length) { setLabels("classes", classes.length + ": ", classes); } else { setLabels("classes", "none yet", []); }
     var driftText = fmtInt(drift.n_detections || 0) + " / " + fmtInt(drift.n_swaps || 0);
     if (drift.background) { driftText += " (comparing a background tree)"; }
     setText("drift", driftText);

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.dashboard.assets import ASSETS
-from app.dashboard.session import COOKIE, session_value
+from app.dashboard.session import COOKIE, session_value, valid_session
 
 KEY = "dashboard-key-0123456789"
 
@@ -48,6 +49,9 @@ def test_a_protected_page_asks_for_the_key(protected) -> None:  # type: ignore[n
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
     assert '<form method="post" action="/dashboard/login">' in r.text and "Missing bearer token." in r.text
     assert protected.get("/dashboard/assets/dashboard.js").status_code == 401
+    # what the sign-in form itself loads: it was refused, and the form showed unstyled
+    assert protected.get("/dashboard/assets/dashboard.css").status_code == 200
+    assert protected.get("/dashboard/assets/favicon.svg").status_code == 200
     assert protected.get("/models/default/metrics/history").status_code == 401
     r = protected.get("/dashboard", headers={"Authorization": "Bearer wrong-key-0123456789"})
     assert r.status_code == 403 and "Invalid API key." in r.text
@@ -58,9 +62,10 @@ def test_signing_in_gives_a_read_only_cookie(protected) -> None:  # type: ignore
     r = protected.post("/dashboard/login", data={"token": KEY}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/dashboard"
     cookie = r.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE}={session_value(KEY)};") and KEY not in cookie
+    value = cookie.partition(";")[0].removeprefix(f"{COOKIE}=")
+    assert valid_session(value, [KEY]) and KEY not in cookie
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    protected.cookies.set(COOKIE, session_value(KEY))
+    protected.cookies.set(COOKIE, value)
     assert protected.get("/dashboard").status_code == 200
     assert protected.get("/dashboard/assets/dashboard.js").status_code == 200
     for path in (
@@ -75,7 +80,7 @@ def test_signing_in_gives_a_read_only_cookie(protected) -> None:  # type: ignore
     assert protected.post("/predict_proba", json={"features": {"a": 1}}).status_code == 401
     assert protected.post("/learn", json={"features": {"a": 1}, "label": "x"}).status_code == 401
     assert protected.put("/models/m", json={}).status_code == 401
-    protected.cookies.set(COOKIE, session_value("some-other-key-0123456789"))
+    protected.cookies.set(COOKIE, session_value("some-other-key-0123456789", int(time.time())))
     assert protected.get("/models").status_code == 401
 
 
@@ -107,17 +112,19 @@ def test_a_bad_sign_in_form_is_a_422_naming_the_field(
 
 
 def test_wrong_keys_are_throttled_per_client(protected) -> None:  # type: ignore[no-untyped-def]
-    """300 wrong keys at once: the first 10 are answered 403, then 429 JSON with Retry-After,
-    the right key too (the answer tells nothing about the key); another client is not held up."""
+    """300 wrong keys at once: the first 10 are answered 403, then 429 with Retry-After and the
+    form saying how long to wait (it was JSON a browser showed raw), the right key too (the
+    answer tells nothing about the key); another client is not held up."""
     statuses = [
         protected.post("/dashboard/login", data={"token": f"wrong-key-{i:010d}"}, follow_redirects=False).status_code
         for i in range(300)
     ]
     assert statuses[:10] == [403] * 10 and set(statuses[10:]) == {429}
     r = protected.post("/dashboard/login", data={"token": KEY}, follow_redirects=False)
-    assert r.status_code == 429 and r.headers["content-type"] == "application/json"
-    assert "Too many wrong keys" in r.json()["detail"] and "set-cookie" not in r.headers
-    assert 1 <= int(r.headers["retry-after"]) <= 10
+    assert r.status_code == 429 and r.headers["content-type"].startswith("text/html")
+    assert 1 <= int(r.headers["retry-after"]) <= 10 and "set-cookie" not in r.headers
+    assert f"Too many wrong keys from this address: try again in {r.headers['retry-after']} s." in r.text
+    assert '<form method="post" action="/dashboard/login">' in r.text
     # the wait over, one more attempt: the right key signs in and clears the record
     throttle = protected.app.state.login_throttle
     clock = throttle.clock

@@ -246,7 +246,9 @@ def test_a_directory_that_cannot_take_the_database_is_named_as_the_reason(
         monkeypatch.setattr(app.storage.sqlite_files.os, "access", lambda path, mode: False)
         expected = f"the data directory {tmp_path} is not writable"
     else:
-        monkeypatch.setattr(app.storage.sqlite_files.os, "statvfs", lambda path: SimpleNamespace(f_bavail=3, f_frsize=4096))
+        monkeypatch.setattr(
+            app.storage.sqlite_files.os, "statvfs", lambda path: SimpleNamespace(f_bavail=3, f_frsize=4096)
+        )
         expected = f"the disk holding {tmp_path} is full"
     with pytest.raises(StorageError) as refusal:
         SQLiteStore(tmp_path / "streamtree.sqlite3")
