@@ -21,7 +21,7 @@ from .exceptions import InvalidInput, Loc
 from .pending import PendingIds
 from .validation import event_loc, field_error
 
-__all__ = ["LABEL_TYPES", "Admitted", "EventBatch", "LearnEvent", "LearnRequest", "admit", "event_ids"]
+__all__ = ["LABEL_TYPES", "Admitted", "EventBatch", "LearnEvent", "LearnRequest", "admit", "admitted_ids", "event_ids"]
 
 #: The JSON name of each label type, in a refusal's message.
 LABEL_TYPES: dict[type, str] = {str: "string", int: "integer", bool: "boolean"}
@@ -102,6 +102,19 @@ class Admitted:
     request: LearnRequest
     xs: list[dict[str, Any]]
     ys: list[ClassLabel]
+
+
+def admitted_ids(a: Admitted) -> list[tuple[str | int, dict[str, Any] | None]]:
+    """Each id an admitted request names, with the features of the prediction a delayed label
+    was admitted with (None for an event that brings its own features)."""
+    events = a.request.events
+    if isinstance(events, EventBatch):
+        if events.ids is None:
+            return []
+        return [
+            (i, x if f is None else None) for i, f, x in zip(events.ids, events.xs, a.xs, strict=True) if i is not None
+        ]
+    return [(e.id, x if e.features is None else None) for e, x in zip(events, a.xs, strict=True) if e.id is not None]
 
 
 @dataclass

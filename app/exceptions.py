@@ -24,6 +24,7 @@ __all__ = [
     "Recovering",
     "SeqNotReached",
     "ServiceError",
+    "SourceGone",
     "StorageFailure",
     "TooManyModels",
 ]
@@ -38,6 +39,10 @@ class ServiceError(Exception):
 
 class NotAvailable(ServiceError):
     """The model was deleted or the service is shutting down."""
+
+
+class SourceGone(NotAvailable):
+    """A fork's source is not a hosted model (any more)."""
 
 
 class Recovering(ServiceError):

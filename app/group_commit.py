@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from streamtree.exceptions import InputError
 
-from .admission import LearnRequest, admit, event_ids
+from .admission import LearnRequest, admit, admitted_ids
 from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailure
 from .learned_group import LearnedGroup, answer_error
 from .learning import bad_row, encode_events
@@ -392,8 +392,9 @@ class GroupCommit:
         for request, error in refused:
             answer_error(request, error)
         for a in admitted:
-            for id in event_ids(a.request.events):
-                if (taken := host.pending.take(id)) is not None:
+            # the prediction each label was admitted with: one made under its id since stays
+            for id, admitted_with in admitted_ids(a):
+                if (taken := host.pending.take(id, admitted_with)) is not None:
                     done.taken.append(taken)
             host.seq += len(a.xs)
             done.texts.extend(encode_events(a.xs, a.ys, now))

@@ -274,9 +274,13 @@ class ModelHost:
         ------
         SeqNotReached
             Not within ``timeout`` seconds.
+        NotAvailable
+            The model is deleted (or the service stops) meanwhile.
         """
         if self.seq >= seq:
             return
+        if self.writer.closing:
+            raise NotAvailable()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = (seq, future)
         self._waiters.append(waiter)
@@ -377,8 +381,13 @@ class ModelHost:
 
     async def close(self, snapshot: bool) -> None:
         """Stop taking requests, finish (and acknowledge) the queued ones, optionally snapshot
-        (:meth:`app.group_commit.GroupCommit.close`)."""
+        (:meth:`app.group_commit.GroupCommit.close`); a read still waiting for a seq
+        (:meth:`wait_applied`) then gets :class:`NotAvailable`: no event will come any more."""
         await self.writer.close(snapshot)
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_exception(NotAvailable())
+        self._waiters = []
 
     async def rebuild(self) -> None:
         """Replace the in-memory state with the durable one (snapshot + log): after a failure

@@ -187,9 +187,15 @@ class PendingIds:
         entry = self._trusted.get(key) or self._untrusted.get(key)
         return None if entry is None else entry.features
 
-    def take(self, key: Key) -> Taken | None:
+    def take(self, key: Key, features: dict[str, Any] | None = None) -> Taken | None:
         """Forget ``key`` (its label was learned) and return it as it was, for :meth:`restore`
-        should that label not be stored; None if it is not pending."""
+        should that label not be stored; None if it is not pending. With ``features`` (those
+        the label was admitted with), only the prediction that holds them: one made under the
+        id while the label was learned stays pending."""
+        if features is not None:
+            held = self._trusted.get(key) or self._untrusted.get(key)
+            if held is None or held.features is not features:
+                return None
         entry = self._trusted.pop(key, None)
         if entry is not None:
             self.bytes -= entry.size

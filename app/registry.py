@@ -10,6 +10,7 @@ log's end of a stored model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ import orjson
 
 from streamtree.exceptions import ConfigError, StreamtreeError
 
-from .exceptions import ConfigConflict, Conflict, NotAvailable, NotWriter, StoreUnavailable, TooManyModels
+from .exceptions import ConfigConflict, Conflict, NotWriter, SourceGone, StoreUnavailable, TooManyModels
 from .forks import ForkHost, differences, followers, source_of
 from .hosting import ModelHost
 from .learning import FORK_FIELD, SERVICE_FIELDS, restore, split_config
@@ -278,7 +279,7 @@ class Registry:
             The config is invalid.
         Conflict
             A model of that name has a different config (409 naming each parameter that differs).
-        NotAvailable
+        SourceGone
             ``source`` is not a hosted model (any more).
         TooManyModels
             No more models may be created.
@@ -293,7 +294,7 @@ class Registry:
                     raise _config_conflict(name, existing.config, full)
                 return existing, False
             if source is not None and source not in self.hosts:
-                raise NotAvailable()
+                raise SourceGone()
             if len(self.hosts) >= self.settings.max_models:
                 raise TooManyModels()
             if not self.writable():
@@ -302,14 +303,24 @@ class Registry:
                 await self.db.run(self.db.store.create_model, name, text)
             except ModelExists:  # not in memory but in the store: a delete or a create did not finish
                 stored = await self._stored(name)
-                if stored is None or stored.config != text:
+                if stored is None:
                     raise ConfigConflict() from None
+                if stored.config != text:  # hosted as stored, so that a DELETE can resolve the 409
+                    await self._load(stored)
+                    raise _config_conflict(name, self.hosts[name].config, full) from None
             except LeaseLost:
                 self.on_fenced()
                 raise NotWriter() from None
             except StorageError:
                 raise StoreUnavailable() from None
-            stored = await self._stored(name)
+            try:
+                stored = await self._stored(name)
+            except StoreUnavailable:
+                # the answer says the model was not created: undo the insert if the store lets us
+                # (if not, the same PUT again finds and hosts it: ModelExists above)
+                with contextlib.suppress(StorageError):
+                    await self.db.run(self.db.store.delete_model, name)
+                raise
             if stored is None:  # deleted meanwhile, by another instance
                 raise StoreUnavailable()
             await self._load(stored)  # unavailable (503 saying why, rebuilt later) if it cannot be restored now

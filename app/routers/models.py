@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, HTTPException, Response
 
 from ..deps import NamePath, ReadModel, ReadRegistry, WriteRegistry
 from ..errors import MODEL_NOT_FOUND
+from ..exceptions import SourceGone
 from ..forks import ForkHost, progress
 from ..hosting import ModelHost
 from ..json_route import JSONRoute
@@ -138,7 +139,10 @@ async def put_model(name: NamePath, config: ConfigBody, registry: WriteRegistry,
             raise HTTPException(status_code=404, detail=f"Model {source!r} not found (body.{FORK_FIELD}).")
     check_tree_count(config, registry.settings)  # before the library builds the trees
     check_model_sizes(registry.build_config(config)[0], registry.settings)
-    host, created = await registry.create(name, config, source)
+    try:
+        host, created = await registry.create(name, config, source)
+    except SourceGone:  # deleted since the check above: the 404 names the source, not the fork
+        raise HTTPException(status_code=404, detail=f"Model {source!r} not found (body.{FORK_FIELD}).") from None
     if not created:
         response.status_code = 200
     return info(host, registry)

@@ -156,3 +156,9 @@ def test_an_address_the_server_cannot_listen_on_stops_the_start_in_one_line(monk
             message = str(info.value)
             assert message.startswith(f"streamtree serve: cannot listen on host {host!r}, port {port}: ")
             assert reason in message and "\n" not in message
+
+
+def test_the_services_logger_is_on_uvicorns_handler_at_the_level_asked() -> None:
+    config = cli.log_config("warning")
+    assert config["loggers"]["streamtree"] == {"handlers": ["default"], "level": "WARNING", "propagate": False}
+    assert "uvicorn" in config["loggers"]  # uvicorn's own kept

@@ -92,3 +92,44 @@ def test_a_key_holder_replaces_an_id_a_caller_without_a_key_predicted_under(runn
         assert client.post("/learn", json={"id": "order-1234", "label": "fraud"}, headers=key).status_code == 200
         logged = client.get("/models/default/events", params={"after": 2}, headers=key).json()["events"]
         assert logged == [{"seq": 3, "features": {"amount": 990.0}, "label": "fraud"}]
+
+
+def test_a_label_learned_in_stretches_takes_only_the_prediction_it_was_admitted_with(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # a label in a batch of more than 1,000 events took its id after learning, the loop free in
+    # between: the key holder's prediction made meanwhile under that id was removed, and its
+    # own label then got 422 unknown_id
+    import asyncio
+    import random
+
+    import httpx
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    key = {"Authorization": "Bearer secret-key-0123456789"}
+    rng = random.Random(2)
+    events = [{"features": {"a": rng.random()}, "label": rng.choice(["x", "y"])} for _ in range(3000)]
+
+    async def main() -> None:
+        app = create_app(Settings(data_dir=tmp_path, api_keys=["secret-key-0123456789"]))
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+        ):
+            assert (await c.post("/learn", json={"events": events[:50]}, headers=key)).status_code == 200
+            host = app.state.node.registry.get("default")
+            assert (await c.post("/predict_proba", json={"features": {"a": 0.1}, "id": "order-7"})).status_code == 200
+            before = host.model.n_examples
+            big = asyncio.create_task(
+                c.post("/learn", json={"events": [*events, {"id": "order-7", "label": "x"}]}, headers=key)
+            )
+            while host.model.n_examples == before:  # admitted, and learning
+                await asyncio.sleep(0)
+            r = await c.post("/predict_proba", json={"features": {"a": 0.9}, "id": "order-7"}, headers=key)
+            assert r.status_code == 200 and (await big).status_code == 200
+            r = await c.post("/learn", json={"id": "order-7", "label": "y"}, headers=key)
+            assert r.status_code == 200, r.text
+            logged = (await c.get("/models/default/events", params={"after": 3050}, headers=key)).json()["events"]
+            assert [(e["features"], e["label"]) for e in logged] == [({"a": 0.1}, "x"), ({"a": 0.9}, "y")]
+
+    asyncio.run(main())

@@ -319,7 +319,36 @@ def test_a_create_whose_row_was_stored_is_finished_by_the_same_put(client) -> No
     r = client.put("/models/m2", json={"grace_period": 50})
     assert r.status_code == 201 and r.json()["config"] == full
     registry.db.store.create_model("m3", text)
-    assert client.put("/models/m3", json={"grace_period": 51}).status_code == 409
+    r = client.put("/models/m3", json={"grace_period": 51})
+    assert r.status_code == 409 and "grace_period differs" in r.json()["detail"]
+    # the 409 could not be resolved: m3 was not hosted, so GET and DELETE said 404
+    assert client.get("/models/m3").json()["config"]["grace_period"] == 50
+    assert client.delete("/models/m3").status_code == 204
+    assert client.put("/models/m3", json={"grace_period": 51}).status_code == 201
+
+
+def test_a_create_whose_store_fails_after_its_row_is_undone_so_the_503_is_true(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # the row was stored, the read after it failed: 503 "not created", yet the model was in
+    # the store, not hosted (404 to GET and DELETE, 409 to another config) and came back at a restart
+    from app.storage import StorageError
+
+    store = client.app.state.node.registry.db.store
+    real = store.models
+    calls = []
+
+    def fails_once() -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise StorageError("OperationalError: database is locked")
+        return real()
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "models", fails_once)
+        r = client.put("/models/x", json={"grace_period": 50})
+        assert r.status_code == 503 and "not created" in r.json()["detail"]
+    assert "x" not in [m.name for m in store.models()]  # not in the store either
+    assert client.get("/models/x").status_code == 404
+    assert client.put("/models/x", json={"grace_period": 60}).status_code == 201
 
 
 def test_an_unexpected_error_is_a_json_500(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -337,3 +366,13 @@ def test_an_unexpected_error_is_a_json_500(tmp_path, monkeypatch) -> None:  # ty
         monkeypatch.setattr(Registry, "create", broken)
         r = c.put("/models/m1", json={})
         assert (r.status_code, r.json()) == (500, {"detail": "Internal server error."})
+
+
+def test_a_fork_whose_source_is_deleted_during_its_put_names_the_source(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # the router saw the source, the registry (after a DELETE held its lock) did not: a bare
+    # 404 "Model not found." read as if the fork itself were missing
+    registry = client.app.state.node.registry
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name: object() if name == "gone" else real_get(name))
+    r = client.put("/models/f", json={"config": {}, "from": "gone"})
+    assert (r.status_code, r.json()) == (404, {"detail": "Model 'gone' not found (body.from)."})

@@ -36,6 +36,38 @@ def test_min_seq_reached_answers_at_once_and_past_the_bound_is_a_503(running, st
         }
 
 
+def test_a_read_waiting_for_min_seq_on_a_model_deleted_meanwhile_is_a_404_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # it waited the whole min_seq_timeout_seconds, then a 503 quoting the deleted model's seq
+    import asyncio
+    import time
+
+    import httpx
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    async def main() -> None:
+        app = create_app(Settings(data_dir=tmp_path, min_seq_timeout_seconds=30))
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+        ):
+            assert (await c.put("/models/m", json={})).status_code == 201
+            events = [{"features": {"a": float(i)}, "label": "yes" if i % 2 else "no"} for i in range(10)]
+            assert (await c.post("/models/m/learn", json={"events": events})).status_code == 200
+            started = time.monotonic()
+            waiting = asyncio.create_task(
+                c.post("/models/m/predict_proba", json={"features": {"a": 1.0}, "min_seq": 50})
+            )
+            await asyncio.sleep(0.2)
+            assert (await c.delete("/models/m")).status_code == 204
+            r = await waiting
+            assert (r.status_code, r.json()) == (404, {"detail": "Model not found."})
+            assert time.monotonic() - started < 10
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("bad", ["5", 1.5, True, -1, 2**63, [1]])
 def test_a_bad_min_seq_is_a_422_naming_it(client, bad) -> None:  # type: ignore[no-untyped-def]
     r = client.post("/predict_proba", json={"features": {"a": 1}, "min_seq": bad})
