@@ -211,24 +211,50 @@ class Classifier(base.MiniBatchClassifier):
             )
             if cuts:  # learn_one may stop growth at any of them (growth.fit_within): so must the batch
                 return self._learn_parts(X, labels, cuts, return_proba)
-        before: FloatArray | None = None  # row 0's prediction, if a value new at row 0 changes it
-        if return_proba and registry is not self.registry:
-            # the loop predicts each row with the batch's codes; predict_proba_one, before the
-            # row, saw a value new at that row as unseen (-1, or the other code): such a row is
-            # predicted here as it would be, first in its part of the batch
-            unseen = unseen_rows(self.registry, nom)
-            if unseen and unseen != [0]:
-                return self._learn_parts(X, labels, [r for r in unseen if r > 0], return_proba)
-            if unseen and self.classes_:
-                before = self._predict(*encode_for_prediction(self.registry, _rows(X, 0, 1)))[0]
+        old = self.registry
         # the batch is accepted (labels, values and lengths all checked): only now does the model
         # take the batch's registry, which _learn needs (its new columns' first values, make_room)
         self.registry = registry
-        proba = self._learn(num, nom, labels, first_values, want_proba=return_proba)
-        if before is not None and proba is not None:
-            proba[0] = 0.0
-            proba[0, : before.shape[0]] = before
-        return proba
+        if return_proba and registry is not old:
+            # the loop predicts each row with the batch's codes, where predict_proba_one, before
+            # the row, saw a feature or value new at that row as unseen: such rows are predicted
+            # as it would, each first in a part of the batch
+            unseen = unseen_rows(old, num, nom)
+            if unseen:
+                return self._learn_predicting(num, nom, labels, first_values, unseen)
+        return self._learn(num, nom, labels, first_values, want_proba=return_proba)
+
+    def _learn_predicting(
+        self,
+        num: np.ndarray,
+        nom: np.ndarray,
+        labels: list[ClassLabel],
+        first_values: dict[int, float],
+        unseen: dict[int, tuple[list[int], list[int]]],
+    ) -> FloatArray:
+        """:meth:`_learn` with the prequential predictions of encoded rows, in parts each
+        starting at a row of ``unseen`` (row -> its new numeric columns and nominal columns),
+        predicted with those columns missing (NaN, -1) before it is learned: what
+        :meth:`predict_proba_one` gave for it."""
+        bounds = sorted({0, *unseen, len(labels)})
+        parts = []
+        for a, b in zip(bounds, bounds[1:]):
+            before = None
+            if a in unseen and self.classes_:
+                num_row, nom_row = num[a : a + 1].copy(), nom[a : a + 1].copy()
+                num_row[0, unseen[a][0]] = np.nan
+                nom_row[0, unseen[a][1]] = -1
+                before = self._predict(num_row, nom_row)[0]
+            proba = self._learn(num[a:b], nom[a:b], labels[a:b], first_values if a == 0 else {}, want_proba=True)
+            assert proba is not None
+            if before is not None:
+                proba[0] = 0.0
+                proba[0, : before.shape[0]] = before
+            parts.append(proba)
+        out = np.zeros((len(labels), parts[-1].shape[1]))
+        for a, part in zip(bounds, parts):
+            out[a : a + part.shape[0], : part.shape[1]] = part
+        return out
 
     def check_batch(self, X: Any, y: Any) -> None:
         """Raise :class:`InputError` where :meth:`learn_many` would refuse ``(X, y)`` (its

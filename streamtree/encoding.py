@@ -289,13 +289,19 @@ def _encode_columns(
     return num, nom
 
 
-def unseen_rows(before: FeatureRegistry, nom: np.ndarray) -> list[int]:
-    """The rows of a batch's nominal codes ``nom`` (encoded with ``before`` and registering)
-    at which a value of some feature comes for the first time, with a code the registry
-    ``before`` the batch would not give it at prediction: there, an unseen value is -1 (or
-    the feature's other code, once it has one), and a new feature's column is absent. From
-    the next row on, the value is registered. Sorted."""
-    rows: set[int] = set()
+def unseen_rows(before: FeatureRegistry, num: np.ndarray, nom: np.ndarray) -> dict[int, tuple[list[int], list[int]]]:
+    """The rows of a batch (its values ``num`` and codes ``nom``, encoded with ``before`` and
+    registering) at which a feature or a value comes for the first time, each with the
+    numeric and nominal columns that :meth:`FeatureRegistry.encode` without ``learn``, with
+    the registry ``before`` the row, would not give as encoded: a new feature is ignored
+    there (its column is missing), and an unseen value is -1 (or the feature's other code,
+    once it has one: then it is coded so at learning too). From the next row on they are
+    registered."""
+    rows: dict[int, tuple[list[int], list[int]]] = {}
+    for col in range(before.n_numeric, num.shape[1]):  # a new numeric feature: at its first row
+        present = np.flatnonzero(~np.isnan(num[:, col]))
+        if present.size:
+            rows.setdefault(int(present[0]), ([], []))[0].append(col)
     for col in range(nom.shape[1]):
         known = len(before.values[col]) if col < before.n_nominal else 0
         codes = nom[:, col]
@@ -304,6 +310,7 @@ def unseen_rows(before: FeatureRegistry, nom: np.ndarray) -> list[int]:
             continue
         unseen = before.unseen[col] if col < before.n_nominal else -1
         fresh = np.flatnonzero(new)
-        firsts = fresh[np.unique(codes[fresh], return_index=True)[1]]
-        rows.update(int(r) for r in firsts if codes[r] != unseen)
-    return sorted(rows)
+        for r in fresh[np.unique(codes[fresh], return_index=True)[1]]:
+            if codes[r] != unseen:
+                rows.setdefault(int(r), ([], []))[1].append(col)
+    return rows
