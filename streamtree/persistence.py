@@ -297,8 +297,12 @@ class SavedForest(NamedTuple):
 
     def config(self) -> dict[str, Any]:
         """The configuration, a version-1 forest's read as one that averaged its members
-        (:data:`~streamtree.config.FOREST_ADDED`)."""
-        return FOREST_ADDED | self.header["config"]
+        (:data:`~streamtree.config.FOREST_ADDED`), and the member parameters added since it
+        was written as its members were (:data:`~streamtree.config.ADDED`, as :func:`read`
+        gives them): a complete ``tree`` config of its time lacks only those."""
+        config = FOREST_ADDED | self.header["config"]
+        tree = config.get("tree")
+        return config | {"tree": ADDED | tree} if isinstance(tree, dict) else config
 
     def member(self, i: int) -> bytes:
         """Member ``i`` as a tree's bytes (:func:`read`)."""

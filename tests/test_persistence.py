@@ -254,3 +254,23 @@ def test_equal_forests_write_the_same_bytes_whatever_the_order_of_a_variants_key
     for forest in made:
         forest.learn_many([{"a": float(i % 5)} for i in range(60)], ["pq"[i % 2] for i in range(60)])
     assert made[0].get_config() == made[1].get_config() and made[0].to_bytes() == made[1].to_bytes()
+
+
+def test_a_forest_saved_before_the_member_parameters_added_since_loads_and_goes_on() -> None:
+    """``forest_38a5347``: three BT+ members written by commit 38a5347, before
+    ``max_categories``, ``max_bytes`` and ``repeats_as_seen``; its members read with the values
+    that rebuild them (``ADDED``), so the forest's config is theirs, and each predicts what it did.
+    It was refused as corrupt once the members' configs were checked against the forest's."""
+    saved = json.loads((FIXTURES / "forest_38a5347.json").read_text())
+    forest = ProbabilityForest.from_bytes((FIXTURES / "forest_38a5347.streamtree").read_bytes())
+    tree = forest.get_config()["tree"]
+    assert (tree["max_categories"], tree["max_bytes"], tree["repeats_as_seen"]) == (None, None, True)
+    assert all(m.get_config()["max_bytes"] is None for m in forest.members) and forest.n_examples == 300
+    # each member predicts what it did (the forest weighs them by a rule changed since)
+    for member, expected_rows in zip(forest.members, saved["member_proba"]):
+        assert [member.predict_proba_one(x) for x in saved["probe"]] == expected_rows
+    for x in saved["probe"]:
+        assert sum(forest.predict_proba_one(x).values()) == pytest.approx(1.0)
+    for i in range(200):
+        forest.learn_one({"a": (i % 7) - 3.0, "c": f"v{i % 5}"}, "yes" if i % 7 > 3 else "no")
+    assert ProbabilityForest.from_bytes(forest.to_bytes()).to_bytes() == forest.to_bytes()

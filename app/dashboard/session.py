@@ -21,6 +21,9 @@ COOKIE = "streamtree_session"
 _CONTEXT = b"streamtree dashboard session v2|"
 #: How long a sign-in lasts: 12 hours, then the form again.
 SESSION_SECONDS = 12 * 3600
+#: How far ahead of this instance's clock an issue time may be: another instance behind the
+#: same load balancer (whose clock is a little ahead) may have signed the browser in.
+CLOCK_SKEW_SECONDS = 60
 
 
 def session_value(key: str, issued: int) -> str:
@@ -38,7 +41,7 @@ def valid_session(value: str | None, keys: Sequence[str], now: float | None = No
     if not (issued.isascii() and issued.isdigit() and len(issued) <= 12):
         return False
     now = time.time() if now is None else now
-    if not 0 <= now - int(issued) < SESSION_SECONDS:
+    if not -CLOCK_SKEW_SECONDS <= now - int(issued) < SESSION_SECONDS:
         return False
     given = value.encode()
     return any(hmac.compare_digest(given, session_value(k, int(issued)).encode()) for k in keys)

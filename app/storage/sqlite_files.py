@@ -40,14 +40,15 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _written(path: str) -> tuple[int, int, int] | None:
-    """``(size, mtime, ctime)`` (nanoseconds) of the file at ``path``, None if there is none:
-    what changes when anything writes into it."""
+def _written(path: str) -> tuple[int, int] | None:
+    """``(size, mtime)`` (nanoseconds) of the file at ``path``, None if there is none: what
+    changes when anything writes into it (not its ctime, which a chmod or a hard link moves
+    too; ``cp -p`` sets the mtime to the copy's, another time)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    return st.st_size, st.st_mtime_ns
 
 
 def _wal_size(path: str) -> int | None:

@@ -117,6 +117,7 @@ class Sink:
         """Write the rows so far again under ``schema``: a Parquet file has one schema, and a
         column that had only missing values so far (an id column) gets its type now. Once per
         such column, a row group at a time."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         self._writer.close()
@@ -130,8 +131,10 @@ class Sink:
             for i in range(before.num_row_groups):
                 writer.write_table(before.read_row_group(i).cast(schema))
             os.replace(widened, self.partial)
-        except OSError as e:
-            raise BulkError(f"--out: cannot write {widened}: {e.strerror or e}") from None
+        except (OSError, pa.ArrowException) as e:
+            raise BulkError(
+                f"--out: cannot write the rows so far again as {widened}: {getattr(e, 'strerror', None) or e}"
+            ) from None
         self._file, self._writer, self._schema = out, writer, schema
 
     def close(self, complete: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -224,6 +225,17 @@ def test_a_copy_over_the_running_database_fails_every_call_after(checked: tuple[
     for call in (lambda: s.append("m", 401, ["e"]), lambda: s.read_events("m", 0, 10), s.models):
         with pytest.raises(StorageError, match="was written by another program while this server ran"):
             call()
+    s.close()
+
+
+def test_a_change_of_the_databases_mode_or_a_hard_link_to_it_is_not_a_write(checked: tuple[SQLiteStore, Path]) -> None:
+    # they move its ctime, which the watch compared too: every call then failed until a restart
+    s, path = checked
+    s.append("m", 1, ["e1"])
+    path.chmod(0o640)
+    os.link(path, path.with_name("hard-link.sqlite3"))
+    s.append("m", 2, ["e2"])
+    assert s.read_events("m", 0, 10) == [(1, "e1"), (2, "e2")]
     s.close()
 
 
