@@ -20,6 +20,21 @@ from streamtree.typing import FloatArray, IntArray
 __all__ = ["make_smoother", "smooth"]
 
 
+def clone_smoother(smoother: Smoother) -> Smoother:
+    """An unfitted copy of a smoother (its constructor parameters, no fitted state)."""
+    import copy
+
+    fresh = copy.deepcopy(smoother)
+    cls = type(smoother)
+    try:
+        import inspect
+
+        names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        return cls(**{n: getattr(smoother, n) for n in names if hasattr(smoother, n)})
+    except TypeError:  # a constructor that does not store its arguments under their names
+        return fresh
+
+
 def make_smoother(smoothing: str | Smoother, params: Mapping[str, Any] | None = None) -> Smoother:
     """A smoother from its name in :data:`~streamtree.smoothing.SMOOTHERS` and its parameters.
 
@@ -108,7 +123,9 @@ def smooth(
     try:
         topology = Topology.from_parent(parent)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(str(exc), field="parent") from None
     smoother = make_smoother(smoothing, params)
+    if smoother is smoothing:  # an instance: refitted from scratch, its own state (HGS's warm start) untouched
+        smoother = clone_smoother(smoother)
     smoother.refit(topology, counts, fit_counts)
     return smoother.node_proba(topology, counts)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -92,8 +93,32 @@ class CostMatrix:
     column: Mapping[Hashable, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "column", {label: j for j, label in enumerate(self.labels)})
-        self.table.flags.writeable = False
+        # built directly (not by :meth:`of`): the same checks, on a copy of the caller's table
+        decisions, labels = tuple(self.decisions), tuple(self.labels)
+        try:
+            table = np.array(self.table, dtype=np.float64, copy=True)
+        except (TypeError, ValueError):
+            raise DecisionError(
+                f"The 'costs' table must be an array of numbers. Got {_shown(self.table)} instead.", "costs"
+            ) from None
+        if not decisions or not labels or table.shape != (len(decisions), len(labels)):
+            raise DecisionError(
+                f"The 'costs' table must be (decisions, labels) = ({len(decisions)}, {len(labels)}), at least "
+                f"(1, 1). Got shape {table.shape} instead.",
+                "costs",
+            )
+        if len(set(decisions)) != len(decisions) or len(set(labels)) != len(labels):
+            raise DecisionError("The decisions and the labels of 'costs' must each be named once.", "costs")
+        given = table[~np.isnan(table)]
+        if not (np.isfinite(given).all() and (np.abs(given) <= MAX_COST).all()):
+            raise DecisionError(
+                f"The costs must be finite, of magnitude at most {MAX_COST:g} (NaN: no cost for that label).", "costs"
+            )
+        table.flags.writeable = False
+        object.__setattr__(self, "decisions", decisions)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "table", table)
+        object.__setattr__(self, "column", {label: j for j, label in enumerate(labels)})
 
     @classmethod
     def of(cls, costs: Costs | CostMatrix, where: str = "decide") -> CostMatrix:
@@ -250,6 +275,13 @@ def probabilities(
                 matrix[i, columns[label]] = _probability(p, label, where)
         labels = list(columns)
     else:
+        if isinstance(classes, (str, bytes, AbstractSet, Mapping)) or not isinstance(classes, (Sequence, np.ndarray)):
+            # a set's order depends on the hash seed: which column is which label would too
+            raise DecisionError(
+                f"The 'classes' parameter of {where} must be a sequence of labels in the columns' order (a "
+                f"list, tuple or 1-D array). Got {type(classes).__name__} instead.",
+                "classes",
+            )
         labels = list(classes)
         if len(set(labels)) != len(labels):
             raise DecisionError(

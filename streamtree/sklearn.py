@@ -19,7 +19,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from streamtree.batch import make_smoother
+from streamtree.batch import clone_smoother, make_smoother
 from streamtree.exceptions import ConfigError
 from streamtree.smoothing import HGS, Smoother
 from streamtree.topology import Topology
@@ -376,18 +376,3 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X: Any) -> FloatArray:
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
-
-
-def clone_smoother(smoother: Smoother) -> Smoother:
-    """An unfitted copy of a smoother (its constructor parameters, no fitted state)."""
-    import copy
-
-    fresh = copy.deepcopy(smoother)
-    cls = type(smoother)
-    try:
-        import inspect
-
-        names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-        return cls(**{n: getattr(smoother, n) for n in names if hasattr(smoother, n)})
-    except TypeError:  # a constructor that does not store its arguments under their names
-        return fresh

@@ -54,6 +54,8 @@ class Topology:
     @classmethod
     def from_parent(cls, parent: IntArray) -> Topology:
         parent = np.asarray(parent, dtype=np.int64)
+        if parent.ndim != 1:  # a (2, 1) array never converged in the depth loop below: a hang
+            raise ValueError(f"parent must be a 1-D array of node indices; got an array of shape {parent.shape}")
         n = parent.shape[0]
         if n == 0:
             empty = np.zeros(0, dtype=np.int64)

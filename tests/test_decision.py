@@ -195,3 +195,32 @@ def test_the_model_decides_from_its_probabilities() -> None:
         assert one == decide(model.predict_proba_one(x), FRAUD)
         assert one.decision == many[i].decision
         assert one.expected_costs == pytest.approx(many[i].expected_costs, rel=1e-12)
+
+
+def test_classes_must_be_an_ordered_sequence() -> None:
+    # a set's order follows the hash seed: which column was which label did too
+    from streamtree import DecisionError, decide_many
+
+    costs = {"approve": {"fraud": 100.0, "ok": 0.0}, "challenge": {"fraud": 1.0, "ok": 1.0}}
+    for classes in ({"fraud", "ok"}, frozenset({"fraud", "ok"}), "xy", {"fraud": 0, "ok": 1}):
+        with pytest.raises(DecisionError, match="'classes' parameter of decide_many must be a sequence"):
+            decide_many([[0.99, 0.01]], costs, classes=classes)  # type: ignore[arg-type]
+    assert decide_many([[0.99, 0.01]], costs, classes=("fraud", "ok")).decisions == ["challenge"]
+
+
+def test_a_cost_matrix_built_directly_is_checked_and_copied() -> None:
+    # the constructor validated nothing: a decision dropped, a label twice, inf costs, the caller's array made read-only
+    from streamtree import CostMatrix, DecisionError
+
+    table = np.array([[1.0, 2.0]])
+    for decisions, labels, bad in (
+        (("a", "b"), ("x",), table),
+        (("a",), ("x", "x"), table),
+        (("a",), ("x", "y"), np.array([[1.0, np.inf]])),
+        (("a",), ("x", "y"), np.array([[1.0, 1e301]])),
+    ):
+        with pytest.raises(DecisionError):
+            CostMatrix(decisions, labels, bad)
+    matrix = CostMatrix(("a",), ("x", "y"), table)
+    assert table.flags.writeable and not matrix.table.flags.writeable and matrix.column == {"x": 0, "y": 1}
+    assert CostMatrix(["a"], ["x", "y"], [[1.0, np.nan]]).labels == ("x", "y")  # NaN: no cost for that label

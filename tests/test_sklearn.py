@@ -205,6 +205,7 @@ def test_bad_sample_weights_are_refused_naming_them(weights: object, match: str)
         ([-1, 0.5, 0], [[1.0, 2.0], [1.0, 1.0], [1.0, 1.0]], "parent"),
         ([-1, 0, 0], np.zeros((3, 0)), "counts"),
         ([-1, 0, 0], [[1e308, 1e308], [1.0, 1.0], [1.0, 1.0]], "counts"),  # a total past any float: NaN
+        ([[-1], [0]], [[1.0, 2.0], [1.0, 1.0]], "parent"),  # 2-D: the depth loop never ended
     ],
 )
 def test_smooth_refuses_counts_that_are_no_counts(parent: list[float], counts: object, field: str) -> None:
@@ -215,6 +216,19 @@ def test_smooth_refuses_counts_that_are_no_counts(parent: list[float], counts: o
         with pytest.raises(InputError) as err:
             smooth(np.array(parent), np.array(counts), smoothing)
         assert err.value.field == field
+
+
+def test_smooth_with_a_smoother_instance_gives_the_same_bits_every_call() -> None:
+    # the instance was refitted in place: HGS warm-started from its last call (another tree's too)
+    from streamtree.batch import smooth
+    from streamtree.smoothing import HGS
+
+    parent = np.array([-1, 0, 0, 1, 1])
+    counts = np.array([[30.0, 20.0], [20.0, 5.0], [10.0, 15.0], [15.0, 1.0], [5.0, 4.0]])
+    hgs = HGS()
+    first = smooth(parent, counts, hgs)
+    smooth(np.array([-1, 0, 0]), np.array([[9.0, 1.0], [8.0, 0.0], [1.0, 1.0]]), hgs)
+    assert smooth(parent, counts, hgs).tobytes() == first.tobytes() == smooth(parent, counts, HGS()).tobytes()
 
 
 def test_honest_fraction_too_small_or_large_for_the_data_is_named() -> None:

@@ -222,29 +222,37 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 # ----------------------------------------------------------------------------- the header
 
 
+def _nothing_after(tokens: list[tuple[str, bool]], end: int, name: str, lineno: int) -> None:
+    """Refuse words after an attribute's type (``@attribute a real {x,y}``): they were ignored."""
+    if len(tokens) > end:
+        extra = " ".join(text for text, _ in tokens[end:])
+        raise FormatError(f"line {lineno}: attribute {name!r} has text after its type: {extra[:60]!r}")
+
+
 def _parse_attribute(tokens: list[tuple[str, bool]], lineno: int) -> Attribute:
     if len(tokens) < 3:
         raise FormatError(f"line {lineno}: @attribute needs a name and a type")
     name = tokens[1][0]
     type_text, type_quoted = tokens[2]
     if type_text == "{" and not type_quoted:
-        values: list[str] = []
-        for text, quoted in tokens[3:]:
-            if text == "}" and not quoted:
-                break
-            values.append(text)
-        else:
+        close = next((i for i, (text, quoted) in enumerate(tokens) if i > 2 and text == "}" and not quoted), None)
+        if close is None:
             raise FormatError(f"line {lineno}: nominal attribute {name!r} has no closing '}}'")
+        values = [text for text, _ in tokens[3:close]]
         if len(set(values)) != len(values):
             raise FormatError(f"line {lineno}: nominal attribute {name!r} repeats a value")
+        _nothing_after(tokens, close + 1, name, lineno)
         return Attribute(name, "nominal", tuple(values))
     kind = type_text.lower()
     if kind in _NUMERIC_TYPES:
+        _nothing_after(tokens, 3, name, lineno)
         return Attribute(name, "numeric")
     if kind == "string":
+        _nothing_after(tokens, 3, name, lineno)
         return Attribute(name, "string")
     if kind == "date":
         fmt = tokens[3][0] if len(tokens) > 3 else "yyyy-MM-dd'T'HH:mm:ss"
+        _nothing_after(tokens, 4, name, lineno)
         return Attribute(name, "date", date_format=fmt)
     raise FormatError(
         f"line {lineno}: attribute {name!r} has type {type_text!r}; "
@@ -338,9 +346,13 @@ def _encode_column(
     return out, attr
 
 
-def _parse_sparse(line: str, lineno: int, n_attr: int) -> tuple[list[tuple[str, bool]], str | None]:
+def _parse_sparse(
+    line: str, lineno: int, n_attr: int, omitted: list[tuple[str, bool]]
+) -> tuple[list[tuple[str, bool]], str | None]:
+    """A sparse row ``{index value, ...}``; an attribute it leaves out has value 0 as Weka
+    stores it: ``omitted[i]`` (0 for a number, the first declared value of a nominal one)."""
     body, _, rest = line.strip()[1:].partition("}")
-    row: list[tuple[str, bool]] = [("0", False)] * n_attr
+    row: list[tuple[str, bool]] = list(omitted)
     for item in filter(None, (p.strip() for p in body.split(","))):
         idx_text, _, value = item.partition(" ")
         try:
@@ -431,6 +443,8 @@ def parse_arff(
         elif keyword == "@attribute":
             attributes.append(_parse_attribute(tokens, lineno))
         elif keyword == "@data":
+            if len(tokens) > 1:  # a row on the @data line itself was dropped without a word
+                raise FormatError(f"line {lineno}: text after @data (rows start on the next line): {stripped[:60]!r}")
             break
         else:
             raise FormatError(f"line {lineno}: expected @relation, @attribute or @data; got {stripped[:60]!r}")
@@ -441,6 +455,9 @@ def parse_arff(
     if not attributes:
         raise FormatError("no @attribute declarations")
     n_attr = len(attributes)
+    # a sparse row's omitted value: 0, which for a nominal attribute is its first value (a
+    # quoted text: the value itself, not "0" looked up among the values)
+    omitted = [(a.values[0], True) if a.kind == "nominal" and a.values else ("0", False) for a in attributes]
 
     columns: list[list[tuple[str, bool]]] = [[] for _ in range(n_attr)]
     row_line: list[int] = []
@@ -453,7 +470,7 @@ def parse_arff(
             continue
         weight: str | None
         if stripped.startswith("{"):
-            fields, weight = _parse_sparse(stripped, lineno, n_attr)
+            fields, weight = _parse_sparse(stripped, lineno, n_attr, omitted)
         else:
             fields = _split_row(line, lineno)
             weight = _take_weight(fields) if len(fields) == n_attr + 1 else None

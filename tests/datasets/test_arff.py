@@ -185,3 +185,22 @@ def test_every_shared_paper_dataset_parses_with_the_papers_instance_counts() -> 
         for j in np.flatnonzero(nominal):
             col = ds.X[:, j]
             assert np.nanmax(col, initial=0) < len(ds.attributes[j].values), (ds.name, j)
+
+
+def test_text_after_data_or_after_a_type_is_refused_not_dropped() -> None:
+    # the row on the @data line was dropped without a word; words after a type were ignored
+    with pytest.raises(FormatError, match=r"line 4: text after @data"):
+        parse_arff("@relation r\n@attribute a real\n@attribute c {x,y}\n@data 1,x\n2,y\n")
+    for declaration in ("@attribute a real {x,y}", "@attribute c {x,y} z", "@attribute s string extra"):
+        with pytest.raises(FormatError, match="has text after its type"):
+            parse_arff(f"@relation r\n{declaration}\n@attribute k {{p,q}}\n@data\n")
+
+
+def test_a_sparse_rows_omitted_nominal_value_is_the_first_declared() -> None:
+    # Weka stores an omitted value as 0: for a nominal attribute, its first value (it was the
+    # text "0": refused, or the value "0" where one was declared)
+    for values in ("{yes,no}", "{1,0}"):
+        ds = parse_arff(
+            f"@relation r\n@attribute x real\n@attribute c {values}\n@data\n{{0 1.5}}\n{{0 2, 1 {values[1:-1].split(',')[1]}}}\n"
+        )
+        assert ds.y.tolist() == [0, 1] and ds.X.tolist() == [[1.5], [2.0]]
