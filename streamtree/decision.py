@@ -98,22 +98,12 @@ class CostMatrix:
         try:
             table = np.array(self.table, dtype=np.float64, copy=True)
         except (TypeError, ValueError):
-            raise DecisionError(
-                f"The 'costs' table must be an array of numbers. Got {_shown(self.table)} instead.", "costs"
-            ) from None
+            raise DecisionError(f"The 'costs' table must hold numbers. Got {_shown(self.table)}.", "costs") from None
         if not decisions or not labels or table.shape != (len(decisions), len(labels)):
-            raise DecisionError(
-                f"The 'costs' table must be (decisions, labels) = ({len(decisions)}, {len(labels)}), at least "
-                f"(1, 1). Got shape {table.shape} instead.",
-                "costs",
-            )
-        if len(set(decisions)) != len(decisions) or len(set(labels)) != len(labels):
-            raise DecisionError("The decisions and the labels of 'costs' must each be named once.", "costs")
-        given = table[~np.isnan(table)]
-        if not (np.isfinite(given).all() and (np.abs(given) <= MAX_COST).all()):
-            raise DecisionError(
-                f"The costs must be finite, of magnitude at most {MAX_COST:g} (NaN: no cost for that label).", "costs"
-            )
+            raise DecisionError(f"The 'costs' table must be (decisions, labels). Got shape {table.shape}.", "costs")
+        given = np.abs(table[~np.isnan(table)])  # NaN: no cost for that label
+        if len({*decisions}) < len(decisions) or len({*labels}) < len(labels) or given.max(initial=0) > MAX_COST:
+            raise DecisionError(f"Costs name each decision and label once, each finite, at most {MAX_COST:g}.", "costs")
         table.flags.writeable = False
         object.__setattr__(self, "decisions", decisions)
         object.__setattr__(self, "labels", labels)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.app.conftest import learn_all, make_stream
@@ -109,7 +111,9 @@ def test_snapshot_size_gauge(running, stream) -> None:  # type: ignore[no-untype
     with running(snapshot_every=100) as client:
         assert gauge(client) == 0
         learn_all(client, stream[:250], batch=50)
-        size = gauge(client)
+        deadline = time.monotonic() + 60  # snapshots are written in the background
+        while (size := gauge(client)) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert size > 1000
         summary = client.get("/models/default").json()["summary"]
         assert size < 10 * summary["memory_bytes"] + 100_000  # a snapshot is about the arrays it holds
