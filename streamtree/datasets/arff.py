@@ -33,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 
+from streamtree.datasets.arff_rows import ESCAPES, parse_sparse, split_row, take_weight
 from streamtree.exceptions import ConfigError, FormatError
 from streamtree.typing import FloatArray, IntArray
 
@@ -134,13 +135,11 @@ _HEADER_TOKEN = re.compile(
     re.VERBOSE,
 )
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "%": "%"}
-
 
 def _unescape(text: str) -> str:
     if "\\" not in text:
         return text
-    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), text)
+    return re.sub(r"\\(.)", lambda m: ESCAPES.get(m.group(1), m.group(1)), text)
 
 
 def _header_tokens(line: str, lineno: int) -> list[tuple[str, bool]]:
@@ -160,53 +159,6 @@ def _header_tokens(line: str, lineno: int) -> list[tuple[str, bool]]:
         else:
             out.append((m.group(kind), False))
     return out
-
-
-def _split_row(line: str, lineno: int) -> list[tuple[str, bool]]:
-    """Fields of a dense data row as ``(text, quoted)``, whitespace around fields removed.
-
-    A ``%`` outside quotes starts a comment. The fast path (no quotes, no comment) is a plain
-    ``str.split``.
-    """
-    if "'" not in line and '"' not in line and "%" not in line:
-        return [(f.strip(), False) for f in line.split(",")]
-    fields: list[tuple[str, bool]] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in " \t":
-            i += 1
-        if i < n and line[i] in "'\"":
-            quote = line[i]
-            j = i + 1
-            buf: list[str] = []
-            while j < n and line[j] != quote:
-                if line[j] == "\\" and j + 1 < n:
-                    buf.append(_ESCAPES.get(line[j + 1], line[j + 1]))
-                    j += 2
-                else:
-                    buf.append(line[j])
-                    j += 1
-            if j >= n:
-                raise FormatError(f"line {lineno}: unterminated quote in data row")
-            fields.append(("".join(buf), True))
-            j += 1
-            while j < n and line[j] in " \t":
-                j += 1
-            if j < n and line[j] == "%":
-                return fields
-            if j < n and line[j] != ",":
-                raise FormatError(f"line {lineno}: text after a quoted value: {line[j:]!r}")
-            if j >= n:
-                return fields
-            i = j + 1
-        else:
-            j = i
-            while j < n and line[j] not in ",%":
-                j += 1
-            fields.append((line[i:j].strip(), False))
-            if j >= n or line[j] == "%":
-                return fields
-            i = j + 1
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -346,39 +298,6 @@ def _encode_column(
     return out, attr
 
 
-def _parse_sparse(
-    line: str, lineno: int, n_attr: int, omitted: list[tuple[str, bool]]
-) -> tuple[list[tuple[str, bool]], str | None]:
-    """A sparse row ``{index value, ...}``; an attribute it leaves out has value 0 as Weka
-    stores it: ``omitted[i]`` (0 for a number, the first declared value of a nominal one)."""
-    body, _, rest = line.strip()[1:].partition("}")
-    row: list[tuple[str, bool]] = list(omitted)
-    for item in filter(None, (p.strip() for p in body.split(","))):
-        idx_text, _, value = item.partition(" ")
-        try:
-            idx = int(idx_text)
-        except ValueError:
-            raise FormatError(f"line {lineno}: sparse entry {item!r} has no integer index") from None
-        if not 0 <= idx < n_attr:
-            raise FormatError(f"line {lineno}: sparse index {idx} outside 0..{n_attr - 1}")
-        value = value.strip()
-        quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
-        row[idx] = (value[1:-1] if quoted else value, quoted)
-    weight = rest.strip().lstrip(",").strip()
-    if weight.startswith("{") and weight.endswith("}"):
-        weight = weight[1:-1].strip()
-    return row, weight or None
-
-
-def _take_weight(fields: list[tuple[str, bool]]) -> str | None:
-    """Strip a trailing instance weight ``{w}`` from a dense row."""
-    last, quoted = fields[-1]
-    if not quoted and last.startswith("{") and last.endswith("}"):
-        fields.pop()
-        return last[1:-1].strip()
-    return None
-
-
 # ----------------------------------------------------------------------------- public API
 
 
@@ -470,10 +389,10 @@ def parse_arff(
             continue
         weight: str | None
         if stripped.startswith("{"):
-            fields, weight = _parse_sparse(stripped, lineno, n_attr, omitted)
+            fields, weight = parse_sparse(stripped, lineno, n_attr, omitted)
         else:
-            fields = _split_row(line, lineno)
-            weight = _take_weight(fields) if len(fields) == n_attr + 1 else None
+            fields = split_row(line, lineno)
+            weight = take_weight(fields) if len(fields) == n_attr + 1 else None
         if len(fields) != n_attr:
             raise FormatError(f"line {lineno}: {len(fields)} values for {n_attr} attributes")
         for col, value in zip(columns, fields):

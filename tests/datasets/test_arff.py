@@ -204,3 +204,17 @@ def test_a_sparse_rows_omitted_nominal_value_is_the_first_declared() -> None:
             f"@relation r\n@attribute x real\n@attribute c {values}\n@data\n{{0 1.5}}\n{{0 2, 1 {values[1:-1].split(',')[1]}}}\n"
         )
         assert ds.y.tolist() == [0, 1] and ds.X.tolist() == [[1.5], [2.0]]
+
+
+def test_a_sparse_rows_values_are_read_as_a_dense_rows() -> None:
+    # values split at every ',' and the row cut at the first '}', quotes aside: a quoted ',' or
+    # '}' broke the row, an escape kept its backslash (one string, two codes), a comment or a
+    # tab was refused
+    header = "@relation r\n@attribute s string\n@attribute c {a,b}\n@data\n"
+    rows = "'it\\'s',a\n{0 'it\\'s', 1 b}\n{0 'x,y', 1 b}\n{0 'x}y',1 b} {2.5} % a comment\n{0\t'x,y'}\n"
+    ds = parse_arff(header + rows)
+    assert ds.attributes[0].values == ("it's", "x,y", "x}y")
+    assert ds.X[:, 0].tolist() == [0.0, 0.0, 1.0, 2.0, 1.0] and ds.y.tolist() == [0, 1, 1, 1, 0]
+    assert ds.weights is not None and ds.weights.tolist() == [1.0, 1.0, 1.0, 2.5, 1.0]
+    with pytest.raises(FormatError, match="line 5: sparse row without its closing"):
+        parse_arff(header + "{0 x, 1 a\n")
