@@ -10,8 +10,9 @@ wrote it (percent-encoded), query, body and the headers that matter (``Content-T
 ``Authorization``, ``Idempotency-Key``, ``Idempotency-After``); the writer's answer is returned
 as it is (with its ``Content-Type``, ``Retry-After`` and ``WWW-Authenticate``), so the writer
 checks the body and the key. What a streamtree writer never answers (a status outside
-200-599, a body that is not JSON: another service at the writer's ``advertise_url``) is a 502. Small learns
-forwarded at the same time are merged into one request (:mod:`app.coalescing`).
+200-599, a body that is not JSON: another service at the writer's ``advertise_url``) is a
+502. Small learns forwarded at the same time are merged into one request
+(:mod:`app.coalescing`).
 
 Through a failover the replica waits for a writer to forward to (``forward_wait_seconds``):
 while no instance holds the lease, while the writer cannot be reached (the request was not
@@ -173,11 +174,12 @@ class Forwarder:
         self.pool.close()
 
     async def forward(
-        self, cluster: Cluster, method: str, target: str, headers: list[tuple[str, str]], body: bytes, unsure: str
+        self, cluster: Cluster, method: str, path: str, target: str, headers: list[tuple[str, str]], body: bytes
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
         """Send the request to the writer; its ``(status, body, headers)``, or None if this
-        instance became the writer meanwhile (then it handles the request itself). ``unsure``
-        ends the answer to a request that may or may not have been carried out."""
+        instance became the writer meanwhile (then it handles the request itself). ``path``
+        (decoded) says what the client of a request that may or may not have been carried out
+        can do; ``target`` is what is sent."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_s
         while True:
@@ -192,11 +194,11 @@ class Forwarder:
                 except ValueError as exc:  # not sendable as HTTP/1.1 (nothing was sent)
                     return 400, _detail(f"The request cannot be forwarded to the writer: {exc}."), []
                 except NoAnswer:
-                    return 503, _detail(LOST_ANSWER + unsure), []
+                    return 503, _detail(LOST_ANSWER + _unsure(method, path)), []
                 else:
                     bad = _readable(r)
                     if bad is not None:
-                        return 502, _detail(BAD_ANSWER.format(bad) + unsure), []
+                        return 502, _detail(BAD_ANSWER.format(bad) + _unsure(method, path)), []
                     if not (r.status == 503 and r.header(NOT_WRITER_HEADER.encode())):
                         return r.status, r.body, [(k, v) for k, v in r.headers if k in _PASSED]
             if loop.time() >= deadline:
@@ -258,7 +260,6 @@ class ForwardingMiddleware:
         # as the client wrote it (percent-encoded): the decoded path could hold a '?', '#' or a line end
         query = scope.get("query_string", b"").decode("latin-1")
         target = scope.get("raw_path", path.encode()).decode("latin-1") + (f"?{query}" if query else "")
-        unsure = _unsure(method, path)
         events = (
             mergeable_events(body)
             if method == "POST" and _LEARN.match(path) and not any(k == "idempotency-key" for k, _ in headers)
@@ -269,10 +270,10 @@ class ForwardingMiddleware:
                 (target, *sorted(headers)),
                 events,
                 body,
-                lambda merged: self.forwarder.forward(cluster, method, target, headers, merged, unsure),
+                lambda merged: self.forwarder.forward(cluster, method, path, target, headers, merged),
             )
         else:
-            answer = await self.forwarder.forward(cluster, method, target, headers, body, unsure)
+            answer = await self.forwarder.forward(cluster, method, path, target, headers, body)
         if answer is LOCAL:  # this instance is the writer now
             await self.app(scope, _replay(body, receive), send)
             return

@@ -30,7 +30,7 @@ from .deps import access_of, check_access
 from .planned import Fallback, Plan, plan_of
 from .validation import field_error
 
-__all__ = ["JSONRoute", "SURROGATE", "parse_json", "surrogate_path"]
+__all__ = ["JSONRoute", "SURROGATE", "media_type", "parse_json", "surrogate_path"]
 
 SURROGATE = "Strings must be valid Unicode (no lone UTF-16 surrogates)"
 
@@ -171,18 +171,22 @@ class JSONRoute(APIRoute):
         return parse_with_pydantic_core
 
 
+def media_type(content_type: str | None) -> str:
+    """The media type of a ``Content-Type`` header, lower case, its parameters left out
+    (``""`` for none): ``"Application/JSON; charset=utf-8"`` is ``"application/json"``."""
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
 def _is_json(content_type: str | None) -> bool:
     """Whether a ``Content-Type`` names JSON, as FastAPI tells it (``application/json`` or
     ``application/<anything>+json``, parameters aside)."""
-    kind = (content_type or "").partition(";")[0].strip().lower()
-    main, _, sub = kind.partition("/")
+    main, _, sub = media_type(content_type).partition("/")
     return main == "application" and (sub == "json" or sub.endswith("+json"))
 
 
 async def _planned(plan: Plan, request: _JSONRequest) -> Response:
     """The route's answer through its plan (:mod:`app.planned`), for a JSON object body."""
-    content_type = request.headers.get("content-type", "")
-    if content_type.partition(";")[0].strip().lower() != "application/json":
+    if media_type(request.headers.get("content-type")) != "application/json":
         raise Fallback
     if not await request.body():
         raise Fallback

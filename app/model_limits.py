@@ -18,7 +18,8 @@ parameter           setting                   bound (default)
 ==================  ========================  ===============================================
 
 A model's arrays are then bounded by about ``2 x max_trees x max_tree_bytes``: each tree of a
-forest has the budget, and so has the background tree a tree grows while a drift is compared. A forest's member parameters are its ``tree`` config's (``loc``
+forest has the budget, and so has the background tree a tree grows while a drift is
+compared. A forest's member parameters are its ``tree`` config's (``loc``
 ``("body", "tree", name)``). Models created before a bound was lowered keep serving; the
 bounds apply to new configs.
 """

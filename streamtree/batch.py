@@ -23,16 +23,14 @@ __all__ = ["make_smoother", "smooth"]
 def clone_smoother(smoother: Smoother) -> Smoother:
     """An unfitted copy of a smoother (its constructor parameters, no fitted state)."""
     import copy
+    import inspect
 
-    fresh = copy.deepcopy(smoother)
     cls = type(smoother)
     try:
-        import inspect
-
         names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
         return cls(**{n: getattr(smoother, n) for n in names if hasattr(smoother, n)})
     except TypeError:  # a constructor that does not store its arguments under their names
-        return fresh
+        return copy.deepcopy(smoother)
 
 
 def make_smoother(smoothing: str | Smoother, params: Mapping[str, Any] | None = None) -> Smoother:

@@ -54,6 +54,16 @@ def _rows(X: Any, start: int, stop: int) -> Any:
     return X.iloc[start:stop] if isinstance(X, pd.DataFrame) else X[start:stop]
 
 
+def _joined(bounds: list[int], parts: list[FloatArray]) -> FloatArray:
+    """The prequential predictions of the parts of a batch (part ``i`` its rows from
+    ``bounds[i]``) as one array, in the columns of the last part's classes (0 for a class not
+    seen yet at a row)."""
+    out = np.zeros((bounds[-1], parts[-1].shape[1]))
+    for a, part in zip(bounds, parts):
+        out[a : a + part.shape[0], : part.shape[1]] = part
+    return out
+
+
 def check_labels(y: Any) -> list[ClassLabel]:
     """:func:`check_label` of each label of a batch: one label per row, in row order (a
     sequence, a 1-D numpy array or a pandas Series); a batch of plain labels (the common case)
@@ -136,6 +146,11 @@ class Classifier(base.MiniBatchClassifier):
         codes), would pass its memory budget even with growth stopped. A model with a budget
         implements it."""
 
+    def _check_new_class(self) -> None:
+        """:meth:`_check_budget` of one more class, the features and values as they are."""
+        reg = self.registry
+        self._check_budget((len(self.classes_) + 1, reg.n_numeric, reg.n_nominal, reg.max_values))
+
     @property
     def _multiclass(self) -> bool:
         return True
@@ -157,13 +172,13 @@ class Classifier(base.MiniBatchClassifier):
         if last is not None and last[0] is x and last[1] is reg.plan and last[1].unchanged(x, last[2]):
             read = last[2]
             if y not in self.class_index:  # a new class: within the memory budget?
-                self._check_budget((len(self.classes_) + 1, reg.n_numeric, reg.n_nominal, reg.max_values))
+                self._check_new_class()
             self._learn_one(read[2], read[3], y)
             return
         row = reg.encode_known_row(x)  # the steady state: nothing new to validate or register
         if row is not None:
             if y not in self.class_index:
-                self._check_budget((len(self.classes_) + 1, reg.n_numeric, reg.n_nominal, reg.max_values))
+                self._check_new_class()
             self._learn_one(row[0], row[1], y)
             return
         k = len(self.classes_) + (y not in self.class_index)
@@ -251,10 +266,7 @@ class Classifier(base.MiniBatchClassifier):
                 proba[0] = 0.0
                 proba[0, : before.shape[0]] = before
             parts.append(proba)
-        out = np.zeros((len(labels), parts[-1].shape[1]))
-        for a, part in zip(bounds, parts):
-            out[a : a + part.shape[0], : part.shape[1]] = part
-        return out
+        return _joined(bounds, parts)
 
     def check_batch(self, X: Any, y: Any) -> None:
         """Raise :class:`InputError` where :meth:`learn_many` would refuse ``(X, y)`` (its
@@ -299,12 +311,7 @@ class Classifier(base.MiniBatchClassifier):
             self.learn_many(_rows(X, a, b), labels[a:b], return_proba=want_proba)  # type: ignore[call-overload]
             for a, b in zip(bounds, bounds[1:])
         ]
-        if not want_proba:
-            return None
-        proba = np.zeros((len(labels), parts[-1].shape[1]))
-        for a, part in zip(bounds, parts):
-            proba[a : a + part.shape[0], : part.shape[1]] = part
-        return proba
+        return _joined(bounds, parts) if want_proba else None
 
     # -- prediction ---------------------------------------------------------------------
     def predict_proba_one(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[ClassLabel, float]:

@@ -19,9 +19,9 @@ leaves the nodes out so that it depends on the sizes alone, not on how many node
 an example refused one at a time is refused in any batch, and a log of accepted examples is
 accepted again whatever batches it is replayed in (a service's restart). Nodes grown before
 new classes came keep a count per class each: those counts are what the budget does not
-bound (nodes grow only within it, at the classes of their time). A batch is learned in parts cut where the capacities
-of its rows' sizes grow (:func:`capacity_cuts`), so it fits, and stops, at the rows one
-example at a time does.
+bound (nodes grow only within it, at the classes of their time). A batch is learned in parts
+cut where the capacities of its rows' sizes grow (:func:`capacity_cuts`), so it fits, and
+stops, at the rows one example at a time does.
 
 So that the same rows give the same tree whatever the batch boundaries, ``K, F, C, V`` are not
 the arrays' own (a batch makes room for all its rows' classes and values before its first
@@ -169,7 +169,7 @@ def budget_error(t: TreeArrays, max_bytes: int, shapes: tuple[int, ...]) -> str 
     if need <= max_bytes:
         return None
     _, _, k, f, c, v = capacities(t)
-    k2, f2, c2, v2 = grown_capacities(t, classes=shapes[0], numeric=shapes[1], nominal=shapes[2], values=shapes[3])[2:]
+    k2, f2, c2, v2 = caps[2:]
     what = [
         w for w, grows in (("a new class", k2 > k), ("new features", f2 > f or c2 > c), ("new values", v2 > v)) if grows
     ]

@@ -17,8 +17,8 @@ A client is its address, an IPv6 client its /64 network (what one host is usuall
 whole). Behind a reverse proxy every client has the proxy's address and shares one bucket
 (wrong keys from anyone then delay everyone's sign-in, never the API, whose keys are not
 throttled), unless the proxy's address is in the ``forwarded_allow_ips`` setting: then its
-``X-Forwarded-For`` names the client, which no other client can do. The table of clients is bounded (``max_clients``); when it is full the client
-seen least recently is forgotten.
+``X-Forwarded-For`` names the client, which no other client can do. The table of clients is
+bounded (``max_clients``); when it is full the client seen least recently is forgotten.
 """
 
 from __future__ import annotations

@@ -25,13 +25,14 @@ from ..dashboard.session import cookie_header
 from ..dashboard.throttle import LoginThrottle, client_key
 from ..deps import check_access
 from ..errors import INVALID_KEY
+from ..json_route import media_type
 from ..settings import Settings
 from ..validation import field_error
 
 __all__ = ["ASSET_NOT_FOUND", "SECURITY_HEADERS", "TOO_MANY_SIGN_INS", "router"]
 
 ASSET_NOT_FOUND = "Asset not found."
-TOO_MANY_SIGN_INS = "Too many wrong keys from this client; retry after the time in Retry-After (seconds)."
+TOO_MANY_SIGN_INS = "Too many wrong keys from this address: try again in {} s."
 #: The files the sign-in form itself loads: served without a key (they hold no data).
 PUBLIC_ASSETS = frozenset({"dashboard.css", "favicon.svg"})
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -63,10 +64,13 @@ async def dashboard(request: Request) -> Response:
     return HTMLResponse(page("index.html"), headers=SECURITY_HEADERS)
 
 
-def _check_wait(throttle: LoginThrottle, client: str) -> None:
-    """429 with ``Retry-After`` while ``client`` must wait before its next key."""
-    if (wait := throttle.wait(client)) > 0:
-        raise HTTPException(status_code=429, detail=TOO_MANY_SIGN_INS, headers={"Retry-After": str(math.ceil(wait))})
+def _wait_page(throttle: LoginThrottle, client: str) -> Response | None:
+    """While ``client`` must wait before its next key: 429 with ``Retry-After``, as the form
+    saying how long (a browser shows the page, not JSON); None otherwise."""
+    if (wait := throttle.wait(client)) <= 0:
+        return None
+    seconds = str(math.ceil(wait))
+    return _login_page(429, TOO_MANY_SIGN_INS.format(seconds), {"Retry-After": seconds})
 
 
 @router.post("/login")
@@ -80,13 +84,9 @@ async def login(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     throttle: LoginThrottle = request.app.state.login_throttle
     client = client_key(request.client.host if request.client else None)
-    try:
-        _check_wait(throttle, client)
-    except HTTPException as exc:  # a browser shows the form saying how long to wait, not JSON
-        wait = (exc.headers or {}).get("Retry-After", "?")
-        return _login_page(429, f"Too many wrong keys from this address: try again in {wait} s.", exc.headers)
-    content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if content_type != FORM_TYPE:
+    if (waiting := _wait_page(throttle, client)) is not None:
+        return waiting
+    if media_type(request.headers.get("content-type")) != FORM_TYPE:
         raise field_error(("body",), f"Expected a form ({FORM_TYPE})", "content_type")
     try:
         fields = parse_qs((await request.body()).decode(), max_num_fields=10)
@@ -97,7 +97,8 @@ async def login(request: Request) -> Response:
         raise field_error(("body", "token"), "Field required", "missing")
     if not settings.api_keys:  # no keys: nothing to sign in to
         return RedirectResponse("/dashboard", status_code=303)
-    _check_wait(throttle, client)  # again, after the await: guesses sent at once are each counted
+    if (waiting := _wait_page(throttle, client)) is not None:  # again, after the await: guesses sent at once each count
+        return waiting
     key = next((k for k in settings.api_keys if hmac.compare_digest(token.encode(), k.encode())), None)
     if key is None:
         throttle.failed(client)

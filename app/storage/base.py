@@ -107,11 +107,16 @@ class Snapshot:
 _SEAL = "crc32:"
 
 
+def _state_crc(seq: int, text: str) -> str:
+    """CRC-32 of a snapshot's seq and state text, in 8 hex digits."""
+    return f"{zlib.crc32(f'{seq}:{text}'.encode()):08x}"
+
+
 def seal_state(seq: int, text: str) -> str:
     """The service-side state ``text`` of the snapshot at ``seq``, as stored: after a CRC-32 of
     the seq and the text, so that a flipped bit in either (a metric's count, the seq the
     replay resumes after) is found out as a damaged piece of the model's bytes is."""
-    return f"{_SEAL}{zlib.crc32(f'{seq}:{text}'.encode()):08x}:{text}"
+    return f"{_SEAL}{_state_crc(seq, text)}:{text}"
 
 
 def open_state(name: str, seq: int, stored: str) -> str:
@@ -126,7 +131,7 @@ def open_state(name: str, seq: int, stored: str) -> str:
     if not stored.startswith(_SEAL):
         return stored
     crc, text = stored[len(_SEAL) : len(_SEAL) + 8], stored[len(_SEAL) + 9 :]
-    if f"{zlib.crc32(f'{seq}:{text}'.encode()):08x}" != crc:
+    if _state_crc(seq, text) != crc:
         raise StorageError(f"model {name!r}: the state of the snapshot at seq {seq} is damaged (checksum mismatch)")
     return text
 

@@ -27,28 +27,31 @@ log = logging.getLogger("streamtree.app")
 #: every call): a stat of the WAL under steady commits cost a quarter of the commit rate.
 WAL_CHECK_EVERY = 1.0
 
+#: How the message of a file removed, replaced or written by another program ends.
+_STOPPED = "nothing more can be stored or read; restore it, or restart the server"
+
 #: The first four bytes of a WAL file SQLite wrote (big- and little-endian checksums).
 WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """``(device, inode)`` of the file at ``path``, None if there is none."""
+def _stat(path: str) -> os.stat_result | None:
+    """The file at ``path``, None if there is none."""
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except FileNotFoundError:
         return None
-    return st.st_dev, st.st_ino
 
 
-def _written(path: str) -> tuple[int, int] | None:
-    """``(size, mtime)`` (nanoseconds) of the file at ``path``, None if there is none: what
-    changes when anything writes into it (not its ctime, which a chmod or a hard link moves
-    too; ``cp -p`` sets the mtime to the copy's, another time)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_size, st.st_mtime_ns
+def _identity(st: os.stat_result | None) -> tuple[int, int] | None:
+    """``(device, inode)``: which file is at a path."""
+    return None if st is None else (st.st_dev, st.st_ino)
+
+
+def _written(st: os.stat_result | None) -> tuple[int, int] | None:
+    """``(size, mtime)`` (nanoseconds): what changes when anything writes into a file (not its
+    ctime, which a chmod or a hard link moves too; ``cp -p`` sets the mtime to the copy's,
+    another time)."""
+    return None if st is None else (st.st_size, st.st_mtime_ns)
 
 
 def _wal_size(path: str) -> int | None:
@@ -86,9 +89,10 @@ class FileWatch:
 
     def __init__(self, path: str) -> None:
         self.lost: str | None = None  # why nothing more can be stored, once something happened
-        self._database = (path, _identity(path))
-        self._wal = (f"{path}-wal", _identity(f"{path}-wal"))  # None until SQLite creates it
-        self._left = _written(path)
+        st = _stat(path)
+        self._database = (path, _identity(st))
+        self._wal = (f"{path}-wal", _identity(_stat(f"{path}-wal")))  # None until SQLite creates it
+        self._left = _written(st)
         self._wal_checked = -math.inf
         # SQLite never shrinks the WAL while this connection is open (no journal_size_limit; the
         # truncating checkpoint only at close): a WAL found smaller than before was cut
@@ -96,7 +100,7 @@ class FileWatch:
 
     def wrote(self) -> None:
         """The store's transaction ended: the database file is as it left it."""
-        self._left = _written(self._database[0])
+        self._left = _written(_stat(self._database[0]))
 
     def check(self) -> None:
         """Raise :class:`StorageError` once the database (or its WAL: checked every
@@ -107,34 +111,38 @@ class FileWatch:
         finds malformed, and SQLite does not notice (in WAL mode commits touch only the WAL).
         From then on every call fails: the models are served as unavailable until a restart."""
         if self.lost is None:
-            now = time.monotonic()
-            wal_due = now - self._wal_checked >= WAL_CHECK_EVERY
-            if wal_due:
-                self._wal_checked = now
-                if self._wal[1] is None:  # created by SQLite after the open: its first identity
-                    self._wal = (self._wal[0], _identity(self._wal[0]))
-            for name, known in [self._database, self._wal] if wal_due else [self._database]:
-                if self.lost is None and known is not None and _identity(name) != known:
-                    self.lost = (
-                        f"{name} was removed or replaced while this server ran: nothing more can be "
-                        "stored or read; restore it, or restart the server"
-                    )
-            if self.lost is None and _written(self._database[0]) != self._left:
-                self.lost = (
-                    f"{self._database[0]} was written by another program while this server ran (a copy "
-                    "over it?): nothing more can be stored or read; restore it, or restart the server"
-                )
-            if self.lost is None and wal_due and self._wal[1] is not None:
-                size = _wal_size(self._wal[0])
-                if size is None or size < self._wal_size:
-                    self.lost = (
-                        f"{self._wal[0]} was cut short while this server ran: what it held since the "
-                        "last checkpoint is lost from the disk; restore the database, or restart the server"
-                    )
-                else:
-                    self._wal_size = size
+            self.lost = self._trouble()
             if self.lost is not None:
                 log.error("%s", self.lost)
-                raise StorageError(self.lost)
-            return
-        raise StorageError(self.lost)
+        if self.lost is not None:
+            raise StorageError(self.lost)
+
+    def _trouble(self) -> str | None:
+        """What happened to the files since the last call, or None (one stat of the database,
+        and of the WAL when its check is due)."""
+        path, known = self._database
+        st = _stat(path)
+        if _identity(st) != known:
+            return f"{path} was removed or replaced while this server ran: {_STOPPED}"
+        if _written(st) != self._left:
+            return f"{path} was written by another program while this server ran (a copy over it?): {_STOPPED}"
+        now = time.monotonic()
+        if now - self._wal_checked < WAL_CHECK_EVERY:
+            return None
+        self._wal_checked = now
+        wal, known = self._wal
+        st = _stat(wal)
+        if known is None:  # created by SQLite after the open: its first identity
+            self._wal = (wal, known := _identity(st))
+            if known is None:
+                return None
+        if _identity(st) != known:
+            return f"{wal} was removed or replaced while this server ran: {_STOPPED}"
+        size = _wal_size(wal)
+        if size is None or size < self._wal_size:
+            return (
+                f"{wal} was cut short while this server ran: what it held since the last checkpoint is lost "
+                "from the disk; restore the database, or restart the server"
+            )
+        self._wal_size = size
+        return None

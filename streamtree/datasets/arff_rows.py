@@ -15,6 +15,13 @@ __all__ = ["ESCAPES", "parse_sparse", "quoted_value", "split_row", "take_weight"
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "%": "%"}
 
 
+def _blanks_end(line: str, i: int) -> int:
+    """The index of the first character at or after ``i`` that is not a space or a tab."""
+    while i < len(line) and line[i] in " \t":
+        i += 1
+    return i
+
+
 def split_row(line: str, lineno: int) -> list[tuple[str, bool]]:
     """Fields of a dense data row as ``(text, quoted)``, whitespace around fields removed.
 
@@ -26,13 +33,11 @@ def split_row(line: str, lineno: int) -> list[tuple[str, bool]]:
     fields: list[tuple[str, bool]] = []
     i, n = 0, len(line)
     while True:
-        while i < n and line[i] in " \t":
-            i += 1
+        i = _blanks_end(line, i)
         if i < n and line[i] in "'\"":
             text, j = quoted_value(line, i, lineno)
             fields.append((text, True))
-            while j < n and line[j] in " \t":
-                j += 1
+            j = _blanks_end(line, j)
             if j < n and line[j] == "%":
                 return fields
             if j < n and line[j] != ",":
@@ -77,16 +82,14 @@ def parse_sparse(
     row: list[tuple[str, bool]] = list(omitted)
     i, n = line.index("{") + 1, len(line)
     while True:
-        while i < n and line[i] in " \t":
-            i += 1
+        i = _blanks_end(line, i)
         if i < n and line[i] == "}":
             break
         j = i
         while j < n and line[j] not in " \t,}":
             j += 1
         index_text, i = line[i:j], j
-        while i < n and line[i] in " \t":
-            i += 1
+        i = _blanks_end(line, i)
         if i < n and line[i] in "'\"":
             value, i = quoted_value(line, i, lineno)
             quoted = True
@@ -102,8 +105,7 @@ def parse_sparse(
         if not 0 <= idx < n_attr:
             raise FormatError(f"line {lineno}: sparse index {idx} outside 0..{n_attr - 1}")
         row[idx] = (value, quoted)
-        while i < n and line[i] in " \t":
-            i += 1
+        i = _blanks_end(line, i)
         if i < n and line[i] == ",":
             i += 1
         elif i >= n or line[i] != "}":

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.forwarding import Forwarder, _has_id, _is_write, _unsure
+from app.forwarding import Forwarder, _has_id, _is_write
 from tests.app.test_http_client import read_request, serve
 
 
@@ -98,7 +98,7 @@ def _forward_to(
         server, url = await serve(writer)
         forwarder = Forwarder(2.0)
         try:
-            return await forwarder.forward(_Replica(url), method, path, [], b"{}", _unsure(method, path))  # type: ignore[arg-type]
+            return await forwarder.forward(_Replica(url), method, path, path, [], b"{}")  # type: ignore[arg-type]
         finally:
             forwarder.close()
             server.close()

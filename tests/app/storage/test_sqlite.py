@@ -100,6 +100,14 @@ def test_a_database_of_another_program_is_refused_untouched(tmp_path: Path) -> N
     assert not (tmp_path / "theirs.sqlite3-wal").exists()
 
 
+def fails_every_call(s: SQLiteStore, seq: int, match: str) -> None:
+    """Every call of ``s`` (an append of event ``seq``, a read, the list of models) raises
+    :class:`StorageError` matching ``match``."""
+    for call in (lambda: s.append("m", seq, [f"e{seq}"]), lambda: s.read_events("m", 0, 10), s.models):
+        with pytest.raises(StorageError, match=match):
+            call()
+
+
 @pytest.mark.parametrize("removed", ["database", "wal", "directory"])
 def test_a_database_removed_under_a_running_store_fails_every_call_after(
     tmp_path: Path, removed: str, monkeypatch: pytest.MonkeyPatch
@@ -124,9 +132,7 @@ def test_a_database_removed_under_a_running_store_fails_every_call_after(
         Path(f"{path}-wal").unlink()
     else:
         shutil.rmtree(path.parent)
-    for call in (lambda: s.append("m", 2, ["e2"]), lambda: s.read_events("m", 0, 10), s.models):
-        with pytest.raises(StorageError, match="was removed or replaced while this server ran"):
-            call()
+    fails_every_call(s, 2, "was removed or replaced while this server ran")
     s.close()
     if removed == "database":  # the lock shows a database was there: not a first start
         with pytest.raises(StorageError, match="is missing, but .*lock shows that a server used it"):
@@ -192,9 +198,7 @@ def test_a_wal_cut_short_under_a_running_store_fails_every_call_after(
     if written_past:
         s.append("m", 4, ["e4"])
         monkeypatch.setattr(app.storage.sqlite_files, "WAL_CHECK_EVERY", 0.0)
-    for call in (lambda: s.append("m", 5, ["e5"]), lambda: s.read_events("m", 0, 10), s.models):
-        with pytest.raises(StorageError, match="-wal was cut short while this server ran"):
-            call()
+    fails_every_call(s, 5, "-wal was cut short while this server ran")
     s.close()
 
 
@@ -222,9 +226,7 @@ def test_a_copy_over_the_running_database_fails_every_call_after(checked: tuple[
         live.backup(copy)
     with open(path, "r+b") as f:  # as cp writes: same inode
         f.write(backup.read_bytes())
-    for call in (lambda: s.append("m", 401, ["e"]), lambda: s.read_events("m", 0, 10), s.models):
-        with pytest.raises(StorageError, match="was written by another program while this server ran"):
-            call()
+    fails_every_call(s, 401, "was written by another program while this server ran")
     s.close()
 
 
