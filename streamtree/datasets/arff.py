@@ -15,6 +15,8 @@ specification, because that is what the files were written for:
   nominal value (Weka reads it that way, and some files declare ``'?'`` as a category);
   whitespace around fields is ignored; a line holding only commas is blank; sparse rows ``{index value, ...}`` are supported, and
   an instance weight ``,{w}`` after a dense row is read and returned.
+- a number is written in decimal (``1``, ``-.5``, ``2E3``) and finite, as is a weight (also 0
+  or more); attribute names are unique. Anything else is a :class:`FormatError` naming the line.
 
 Values are encoded as floats: numeric attributes as their value, nominal (and string)
 attributes as the index of the value in the attribute's value list, NaN for missing, dates as
@@ -240,6 +242,23 @@ def _java_to_strptime(fmt: str) -> str:
     return out
 
 
+# decimal numbers as Weka reads them (less its NaN and Infinity); Python's float() also takes "nan", "inf",
+# "1_000" and non-ASCII digits, which are not numbers in an ARFF file
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NUMBER_CHARS = re.compile(r"[0-9eE.+-]*")
+
+
+def _number(text: str, what: str, lineno: int) -> float:
+    """``text`` read as a finite decimal number, or a :class:`FormatError` naming the line."""
+    value = float(text) if _NUMBER.fullmatch(text) else None
+    if value is None or not np.isfinite(value):
+        raise FormatError(
+            f"line {lineno}: {what} {text!r}; expected a finite decimal number such as 1.5 or -2e3 "
+            f"(a missing value is written ?)"
+        )
+    return value
+
+
 def _encode_column(
     attr: Attribute, raw: Sequence[tuple[str, bool]], first_line: Sequence[int]
 ) -> tuple[FloatArray, Attribute]:
@@ -249,18 +268,16 @@ def _encode_column(
     if attr.kind == "numeric":
         texts = [t for t, q in raw]
         present = [i for i, (t, q) in enumerate(raw) if not (t == "?" and not q)]
-        if len(present) == n:
+        if len(present) == n and _NUMBER_CHARS.fullmatch("".join(texts)):
             try:
-                return np.array(texts, dtype=np.float64), attr
+                values = np.array(texts, dtype=np.float64)
             except ValueError:
                 pass
+            else:
+                if np.isfinite(values).all():
+                    return values, attr
         for i in present:
-            try:
-                out[i] = float(texts[i])
-            except ValueError:
-                raise FormatError(
-                    f"line {first_line[i]}: attribute {attr.name!r} is numeric but the value is {texts[i]!r}"
-                ) from None
+            out[i] = _number(texts[i], f"attribute {attr.name!r} is numeric but the value is", first_line[i])
         return out, attr
     if attr.kind == "date":
         from datetime import datetime
@@ -348,6 +365,7 @@ def parse_arff(
     text = text.removeprefix("\ufeff")
     relation: str | None = None
     attributes: list[Attribute] = []
+    declared: dict[str, int] = {}
     lines = _lines(text)
     for lineno, line in lines:
         stripped = line.strip()
@@ -360,7 +378,13 @@ def parse_arff(
         if keyword == "@relation":
             relation = tokens[1][0] if len(tokens) > 1 else ""
         elif keyword == "@attribute":
-            attributes.append(_parse_attribute(tokens, lineno))
+            attribute = _parse_attribute(tokens, lineno)
+            if attribute.name in declared:  # Weka refuses it; dict(zip(names, row)) would drop a column
+                raise FormatError(
+                    f"line {lineno}: attribute name {attribute.name!r} repeats line {declared[attribute.name]}"
+                )
+            declared[attribute.name] = lineno
+            attributes.append(attribute)
         elif keyword == "@data":
             if len(tokens) > 1:  # a row on the @data line itself was dropped without a word
                 raise FormatError(f"line {lineno}: text after @data (rows start on the next line): {stripped[:60]!r}")
@@ -398,10 +422,13 @@ def parse_arff(
         for col, value in zip(columns, fields):
             col.append(value)
         row_line.append(lineno)
-        try:
-            weights.append(1.0 if weight is None else float(weight))
-        except ValueError:
-            raise FormatError(f"line {lineno}: instance weight {weight!r} is not a number") from None
+        if weight is None:
+            weights.append(1.0)
+        else:
+            w = _number(weight, "the instance weight is", lineno)
+            if w < 0:
+                raise FormatError(f"line {lineno}: the instance weight is {weight!r}; expected a weight of 0 or more")
+            weights.append(w)
 
     encoded: list[FloatArray] = []
     for j, attr in enumerate(attributes):

@@ -218,3 +218,30 @@ def test_a_sparse_rows_values_are_read_as_a_dense_rows() -> None:
     assert ds.weights is not None and ds.weights.tolist() == [1.0, 1.0, 1.0, 2.5, 1.0]
     with pytest.raises(FormatError, match="line 5: sparse row without its closing"):
         parse_arff(header + "{0 x, 1 a\n")
+
+
+@pytest.mark.parametrize("spelling", ["nan", "NaN", "inf", "-Infinity", "1e400", "1_000", "١٢", "0x1p3", "1.5d", ""])
+def test_a_number_is_a_finite_decimal_as_weka_reads_it(spelling: str) -> None:
+    # Python's float() read these (nan as a missing value the file never wrote as ?, 1_000 as
+    # 1000, Arabic-Indic digits as 12); a number in an ARFF file is a Java decimal literal
+    header = "@relation r\n@attribute x numeric\n@attribute c {a}\n@data\n"
+    with pytest.raises(
+        FormatError, match=rf"line 6: attribute 'x' is numeric but the value is {re.escape(repr(spelling))}"
+    ):
+        parse_arff(header + f"1,a\n'{spelling}',a\n")
+    ds = parse_arff(header + "+1.,a\n.5,a\n-2E-3,a\n?,a\n7,a\n")
+    assert ds.X[:, 0].tolist()[:3] == [1.0, 0.5, -0.002] and math.isnan(ds.X[3, 0]) and ds.X[4, 0] == 7.0
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf", "-2", "1_0"])
+def test_an_instance_weight_is_a_finite_number_of_zero_or_more(weight: str) -> None:
+    header = "@relation r\n@attribute x numeric\n@attribute c {a}\n@data\n"
+    with pytest.raises(FormatError, match=rf"line 5: the instance weight is '{re.escape(weight)}'"):
+        parse_arff(header + f"1,a,{{{weight}}}\n")
+    assert parse_arff(header + "1,a,{0}\n{0 2},{1.5}\n").weights.tolist() == [0.0, 1.5]
+
+
+def test_an_attribute_name_declared_twice_is_refused() -> None:
+    # Weka refuses it; the names zipped with a row would drop one column
+    with pytest.raises(FormatError, match=r"line 4: attribute name 'a' repeats line 2"):
+        parse_arff("@relation r\n@attribute a numeric\n@attribute c {x}\n@attribute a {p,q}\n@data\n")
