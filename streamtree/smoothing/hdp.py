@@ -140,6 +140,11 @@ def _check_number(name: str, value: object, low: float, *, integer: bool = False
         raise ConfigError(f"The {name!r} parameter of HDP must be {kind} {bound} {low:g}. Got {value!r} instead.")
 
 
+MAX_CUSTOMERS = 10_000_000
+"""The most customers (examples, rounded) :meth:`HDP.refit` seats: each sweep draws one
+Bernoulli per customer, so its time and memory grow linearly with them."""
+
+
 class _Plan:
     """Index arrays of one tree, computed once per refit and reused by every sweep."""
 
@@ -303,10 +308,18 @@ class HDP(Smoother):
             self._base, self._conc = np.zeros((s, k)), np.zeros(s)
             return
         rng = np.random.default_rng(self.seed)
-        whole = np.rint(data).astype(np.int64)
+        whole = np.rint(data)
         child_sum = np.zeros_like(whole)
         np.add.at(child_sum, topology.parent[1:], whole[1:])
-        own = np.maximum(whole - child_sum, 0)
+        own_f = np.maximum(whole - child_sum, 0)
+        if own_f.sum() > MAX_CUSTOMERS:  # checked in floats: past 2**63 the integers wrap
+            raise InputError(
+                f"HDP seats one customer per unit of count, and its time and memory grow with them: "
+                f"the counts seat {own_f.sum():.4g} customers, over the {MAX_CUSTOMERS:,} it takes. "
+                f"Scale the counts (or sample weights) down, or use another smoother.",
+                field="counts",
+            )
+        own = own_f.astype(np.int64)
         plan = _Plan(topology, own, self.tying)
         burn_in = self.iterations // 2 if self.burn_in is None else self.burn_in
         kept = self.iterations - burn_in

@@ -256,3 +256,15 @@ def test_bad_parameters_name_themselves(kwargs: dict[str, object], name: str) ->
 def test_negative_counts_are_an_input_error() -> None:
     with pytest.raises(InputError):
         HDP(iterations=5).refit(_tree([-1, 0]), np.array([[1.0, 0.0], [-1.0, 0.0]]))
+
+
+@pytest.mark.parametrize("scale", [2e7, 1e12, 1e19])
+def test_counts_past_the_customer_cap_are_an_input_error_naming_counts(scale: float) -> None:
+    # one customer per unit of count: 1e12 was a MemoryError of 4 PiB, 1e19 wrapped past int64
+    # and dropped the examples from the posterior without a word
+    counts = np.array([[0.5, 0.5], [0.5, 0.0], [0.0, 0.5]]) * scale
+    with pytest.raises(InputError, match=r"seat 2e\+07 customers|seat 1e\+1[29] customers") as caught:
+        HDP(iterations=2).refit(_tree([-1, 0, 0]), counts)
+    assert caught.value.field == "counts"
+    if scale == 2e7:
+        HDP(iterations=2).refit(_tree([-1, 0, 0]), counts / 2)  # at the cap: seated
