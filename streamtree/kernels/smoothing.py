@@ -16,7 +16,7 @@ from numba import njit
 
 from streamtree.state import ALPHA
 
-__all__ = ["HGS", "LAPLACE", "MBRANCH", "MESTIMATE", "MLE", "path_proba"]
+__all__ = ["HGS", "LAPLACE", "MBRANCH", "MESTIMATE", "MLE", "every_node_proba", "path_proba"]
 
 #: smoother codes accepted by :func:`path_proba`
 MLE, LAPLACE, MESTIMATE, MBRANCH, HGS = 0, 1, 2, 3, 4
@@ -154,3 +154,33 @@ def path_proba(
                 out[k] = uniform
     else:
         raise ValueError("unknown smoother code")
+
+
+@njit(cache=True)
+def every_node_proba(
+    smoother: int,
+    m: float,
+    counts: np.ndarray,
+    hgs: np.ndarray,
+    theta0: float,
+    order: np.ndarray,
+    depth: np.ndarray,
+    n_classes: int,
+    out: np.ndarray,
+) -> None:
+    """:func:`path_proba` at every node, written into row ``out[v]`` of node ``v``.
+
+    ``order`` lists the nodes in preorder (a parent before its subtree) and ``depth[v]`` is
+    node ``v``'s depth (the root's is 0), so the path of the node being visited is the
+    first ``depth[v] + 1`` entries of one buffer kept across nodes: the whole table costs
+    ``O(sum of path lengths)`` arithmetic, in one call.
+    """
+    n = order.shape[0]
+    if n == 0:
+        return
+    path = np.empty(depth.max() + 1, dtype=np.int64)
+    for j in range(n):
+        v = order[j]
+        d = depth[v]
+        path[d] = v
+        path_proba(smoother, m, counts, hgs, theta0, path, d + 1, n_classes, out[v])

@@ -52,3 +52,25 @@ def test_laplace_and_mestimate_by_hand() -> None:
     np.testing.assert_allclose(
         SMOOTHERS["mestimate"]().node_proba(topology, counts), [[(3 + 1 / 3) / 5, (1 + 1 / 3) / 5, (1 / 3) / 5]]
     )
+
+
+def test_mbranch_on_a_deep_caterpillar_matches_each_branch() -> None:
+    # scikit-learn grows such trees from alternating labels on one feature: the table was one
+    # numpy pass per (target depth, level), minutes at depth 2,000; now one walk in preorder
+    depth = 400
+    parent = np.r_[-1, np.repeat(np.arange(0, 2 * depth - 1, 2), 2)]  # node 2i+1 a leaf, 2i+2 goes on
+    n = parent.size
+    counts = np.zeros((n, 2))
+    counts[1::2, 0] = 1.0
+    counts[-1] = [0.0, 1.0]
+    for i in range(n - 1, 0, -1):
+        counts[parent[i]] += counts[i]
+    topology = Topology.from_parent(parent)
+    assert int(topology.depth.max()) == depth
+    smoother = SMOOTHERS["mbranch"]()
+    table = smoother.node_proba(topology, counts)
+    for node in (0, 1, n // 2, n - 2, n - 1):
+        path = [node]
+        while parent[path[0]] >= 0:
+            path.insert(0, int(parent[path[0]]))
+        np.testing.assert_allclose(smoother.path_proba(parent, counts, path), table[node], rtol=1e-12)
