@@ -87,6 +87,7 @@ def test_health_answers_while_a_100_tree_forest_learns_a_large_batch(tmp_path: P
             answer.append(conn.getresponse().status)
 
         learner = threading.Thread(target=learn)
+        started = time.monotonic()
         learner.start()
         waits = []
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -99,9 +100,12 @@ def test_health_answers_while_a_100_tree_forest_learns_a_large_batch(tmp_path: P
             waits.append(time.monotonic() - t0)
             time.sleep(0.02)
         learner.join()
+        took = time.monotonic() - started
         assert answer == [200]
         assert len(waits) >= 5, waits  # the learn took a while, and /health answered all along
-        assert max(waits) < 1.0, sorted(waits)[-5:]  # a generous bound: a stretch is about 35 ms
+        # a loop blocked by the learn would make one wait about as long as the learn; against
+        # the learn's own duration, the bound holds on a loaded machine too (a stretch: ~35 ms)
+        assert max(waits) < took / 4, (took, sorted(waits)[-5:])
         assert stretch_events(type("F", (), {"n_trees": 100})(), 1_000) == 100
     finally:
         proc.kill()
