@@ -63,6 +63,7 @@ from river import compose, forest, linear_model, multiclass, preprocessing, tree
 from river.datasets import synth
 
 from bench import moa
+from bench.reliability import panel_plot
 from bench.scoring import EPS, Score
 from bench.streams import STREAMS, Stream, _switching
 from streamtree import ProbabilityForest, ProbabilityTree, decide, warm_up
@@ -268,44 +269,6 @@ def run_one(
     return out
 
 
-def reliability_plot(stream: str, scores: dict[str, Score], path: Path) -> None:
-    """Top-label reliability diagrams, one panel per model, with the count per bin."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(scores)
-    cols = min(n, 4)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
-    for ax, (label, score) in zip(axes.flat, scores.items()):
-        conf = np.array(score.top_p)
-        hit = np.array(score.top_hit, dtype=float)
-        bins = np.minimum((conf * 10).astype(int), 9)
-        xs, ys, ns = [], [], []
-        for b in range(10):
-            mask = bins == b
-            if mask.sum():
-                xs.append(conf[mask].mean())
-                ys.append(hit[mask].mean())
-                ns.append(int(mask.sum()))
-        ece = sum(abs(x - y) * k for x, y, k in zip(xs, ys, ns)) / max(sum(ns), 1)
-        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
-        ax.scatter(xs, ys, s=[10 + 200 * k / max(sum(ns), 1) for k in ns])
-        ax.plot(xs, ys, linewidth=1)
-        ax.set_title(f"{label}\nECE {ece:.3f}", fontsize=8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.suptitle(f"Reliability (top label, prequential), {stream}; marker area: examples in the bin", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def summarise(rows: list[dict[str, Any]]) -> list[str]:
     """The issue's targets, as sentences with counts."""
     by = {(r["stream"], r["model"]): r for r in rows}
@@ -471,7 +434,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
         if args.plots:
-            reliability_plot(stream, scores, RESULTS / f"forest_reliability_{stream}.png")
+            panel_plot(stream, scores, RESULTS / f"forest_reliability_{stream}.png")
     meta = {
         "python": platform.python_version(),
         "machine": platform.machine(),

@@ -36,6 +36,7 @@ from river import forest, tree
 
 from bench import drift_report
 from bench.drift_report import DRIFT_MODELS, NB, STATIC, STATIONARY_MODELS
+from bench.reliability import overlay_plot
 from bench.scoring import Score
 from bench.streams import STREAMS, N
 from streamtree import ProbabilityTree, warm_up
@@ -76,43 +77,6 @@ def run_one(model: Any, data: list[tuple[dict, object]]) -> tuple[Score, float]:
         elapsed += clock() - start
         score.update(y, proba)
     return score, elapsed
-
-
-def reliability_plot(name: str, scores: dict[str, Score], path: Path) -> None:
-    """Top-label reliability diagram: mean confidence against accuracy in 10 bins."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect")
-    for label, score in scores.items():
-        conf = np.array(score.top_p)
-        hit = np.array(score.top_hit, dtype=float)
-        bins = np.minimum((conf * 10).astype(int), 9)
-        xs, ys = [], []
-        for b in range(10):
-            mask = bins == b
-            if mask.sum() >= 20:
-                xs.append(conf[mask].mean())
-                ys.append(hit[mask].mean())
-        ece = sum(
-            abs(conf[bins == b].mean() - hit[bins == b].mean()) * (bins == b).mean()
-            for b in range(10)
-            if (bins == b).any()
-        )
-        ax.plot(xs, ys, marker="o", label=f"{label} (ECE {ece:.3f})")
-    ax.set_xlabel("predicted probability of the top class")
-    ax.set_ylabel("observed frequency it was right")
-    ax.set_title(f"Reliability, {name} (prequential)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def drift_curves(stream: str, scores: dict[str, Score], plot: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -291,7 +255,7 @@ def main() -> None:
             if model_name in DRIFT_MODELS:
                 scores[model_name] = score
         if plotted:
-            reliability_plot(stream_name, plotted, RESULTS / f"reliability_{stream_name}.png")
+            overlay_plot(stream_name, plotted, RESULTS / f"reliability_{stream_name}.png")
         stream_recovery, stream_plot = drift_curves(stream_name, scores, args.drift_plots)
         recovery += stream_recovery
         drift_plots |= stream_plot
