@@ -9,6 +9,7 @@ encoded rows.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Hashable, Mapping
 from collections.abc import Set as AbstractSet
@@ -21,7 +22,7 @@ from river import base
 from streamtree import decision, growth
 from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row, unseen_rows
-from streamtree.exceptions import InputError
+from streamtree.exceptions import ConfigError, InputError
 from streamtree.features import FeatureRegistry, check_mapping
 from streamtree.row_plan import Read, RowPlan, one_row
 from streamtree.typing import ClassLabel, FloatArray
@@ -156,10 +157,15 @@ class Classifier(base.MiniBatchClassifier):
         return True
 
     # -- learning -----------------------------------------------------------------------
-    def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel) -> None:
+    def learn_one(self, x: Mapping[Hashable, Any], y: ClassLabel, w: float = 1) -> None:
         """Learn one labelled example. Raises :class:`InputError` and changes nothing when the
         label or a feature value cannot be used, or when its new class, features or values
-        would take the model's arrays past ``max_bytes`` even with growth stopped."""
+        would take the model's arrays past ``max_bytes`` even with growth stopped.
+
+        ``w`` is river's sample weight: only 1 is taken (examples are not weighted), and
+        being in the signature, a river pipeline hands it over rather than dropping it."""
+        if w.__class__ is not int or w != 1:
+            _check_unit_weight(w)
         t = type(y)
         if not (t is str or t is int or t is bool):  # check_label's common case, without its call
             y = check_label(y)
@@ -188,6 +194,21 @@ class Classifier(base.MiniBatchClassifier):
         num, nom = encode_row(reg, encoded)
         first_values = {c: v for c, v in zip(encoded.num_cols, encoded.num_vals) if c >= n_numeric}
         self._learn(num, nom, [y], first_values, want_proba=False)
+
+    def clone(self, new_params: dict[str, Any] | None = None, include_attributes: bool = False) -> Any:
+        """A new model of the same parameters (river's ``clone``); with ``include_attributes``,
+        a copy of this one as it has learned (:func:`copy.deepcopy`: one copy keeps what the
+        model shares within itself, a forest's one registry and classes for all members)."""
+        if not include_attributes:
+            return super().clone(new_params)
+        if new_params:
+            raise ConfigError(
+                "A learned model's state was built under its own parameters: clone(new_params) "
+                "starts a new model, clone(include_attributes=True) copies this one. "
+                f"Got both (new_params={sorted(new_params)}).",
+                param="new_params",
+            )
+        return copy.deepcopy(self)
 
     def _learn_one(self, num: np.ndarray, nom: np.ndarray, y: ClassLabel) -> None:
         """Learn one event of registered features (its ``(1, n)`` values and codes, built by
@@ -373,3 +394,13 @@ class Classifier(base.MiniBatchClassifier):
         """:meth:`decide_one` for each row of ``X``, in one vectorised pass
         (:func:`streamtree.decide_many` on :meth:`predict_proba`)."""
         return decision.decide_many(self.predict_proba(X), costs, classes=self.classes_, check_input=False)
+
+
+def _check_unit_weight(w: object) -> None:
+    """Refuse a sample weight other than 1 (:class:`InputError` naming ``w``)."""
+    if isinstance(w, numbers.Real) and not isinstance(w, bool) and float(w) == 1.0:
+        return
+    raise InputError(
+        f"Sample weights are not supported: the 'w' parameter of learn_one must be 1. Got {w!r} instead.",
+        field="w",
+    )

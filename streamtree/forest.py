@@ -59,6 +59,7 @@ arrays or start, adopt or drop a background tree) is handled as a tree handles i
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from collections.abc import Hashable, Mapping
@@ -207,10 +208,13 @@ class ProbabilityForest(Classifier):
         self.n_trees = n_trees
         self.method = method
         self.seed = seed
-        self.tree = tree
+        # copies: a caller's dict edited later (one config reused in a sweep) would change
+        # get_config() and clone() under members built from the old one, and a save
+        # written then would not load
+        self.tree = copy.deepcopy(tree)
         self.weighted = weighted
         self.poisson_rate = poisson_rate
-        self.variants = variants
+        self.variants = copy.deepcopy(variants)
         validate_forest_config(n_trees, method, seed, weighted, tree, variants, poisson_rate)
         self._rate = float(METHOD_POISSON_RATE.get(method, 1.0) if poisson_rate is None else poisson_rate)
         splitter, self._sampling = METHODS[method]

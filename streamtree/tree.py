@@ -264,7 +264,8 @@ class ProbabilityTree(Classifier):
         self.max_bytes = max_bytes
         self.n_split_points = n_split_points
         self.min_branch_fraction = min_branch_fraction
-        self.nominal_features = nominal_features
+        # a copy of a list: the caller's may change later, under the registry made from this one
+        self.nominal_features = list(nominal_features) if isinstance(nominal_features, list) else nominal_features
         self.leaf_init = leaf_init
         self.loocv_counts = loocv_counts
         self.refit_every = refit_every
