@@ -12,12 +12,18 @@ from typing import Any, Literal
 
 import numpy as np
 from scipy import sparse
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
-from sklearn.tree import DecisionTreeClassifier
-from sklearn.utils import get_tags
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin, clone
+    from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
+    from sklearn.tree import DecisionTreeClassifier
+    from sklearn.utils import get_tags
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+except ImportError as exc:  # not installed, or older than 1.6 (no validate_data, get_tags)
+    raise ImportError(
+        f'streamtree.sklearn needs scikit-learn 1.6 or later: pip install "streamtree[sklearn]" ({exc})'
+    ) from exc
 
 from streamtree.batch import clone_smoother, make_smoother
 from streamtree.exceptions import ConfigError
