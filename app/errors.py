@@ -30,6 +30,7 @@ from .exceptions import (
     SeqNotReached,
     StorageFailure,
     StoreUnavailable,
+    TooManyHeld,
     TooManyModels,
 )
 
@@ -137,6 +138,11 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(exc, Conflict)
         return FastJSON({"detail": exc.detail, **exc.extra}, status_code=409)
 
+    async def too_many_held(_: Request, exc: Exception) -> Response:
+        response = _detail(429, str(exc))  # names the limit and what to do
+        response.headers["Retry-After"] = "1"
+        return response
+
     async def not_writer(_: Request, exc: Exception) -> Response:
         response = _detail(503, NOT_WRITER)
         response.headers[NOT_WRITER_HEADER] = "1"
@@ -151,6 +157,7 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SeqNotReached, not_reached)
     app.add_exception_handler(ModelUnavailable, not_reached)  # 503 naming the model and why it is out
     app.add_exception_handler(NotWriter, not_writer)
+    app.add_exception_handler(TooManyHeld, too_many_held)
     app.add_exception_handler(Conflict, conflict)  # 409 saying why, with the fields that tell it
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(InvalidInput, invalid)

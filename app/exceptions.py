@@ -26,6 +26,7 @@ __all__ = [
     "ServiceError",
     "SourceGone",
     "StorageFailure",
+    "TooManyHeld",
     "TooManyModels",
 ]
 
@@ -136,6 +137,17 @@ class Conflict(ServiceError):
 
 class TooManyModels(ServiceError):
     """The ``max_models`` limit is reached."""
+
+
+class TooManyHeld(ServiceError):
+    """A learn would be held for the request it follows (``Idempotency-After``) while the
+    writer holds its most such requests already."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"{limit:,} learn requests already wait for the requests they follow (Idempotency-After); "
+            "send those first, then this one again"
+        )
 
 
 class PendingIdTaken(ServiceError):

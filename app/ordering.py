@@ -21,7 +21,8 @@ asks :meth:`Ordering.place` what to do with the request:
   headers form a cycle, and this request is refused the same way (then ``A`` in turn).
 
 A refused request is not learned and records nothing, so it can be sent again once ``A`` is
-learned. When the model closes (deleted, or the service stopping) held requests get what a learn
+learned. A writer holds at most :data:`MAX_HELD` requests: one more is refused, 429
+(:class:`~app.exceptions.TooManyHeld`), as are those that follow it. When the model closes (deleted, or the service stopping) held requests get what a learn
 arriving then gets (:class:`~app.exceptions.NotAvailable`, 404).
 """
 
@@ -32,15 +33,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from .admission import LearnRequest
-from .exceptions import Conflict
+from .exceptions import Conflict, TooManyHeld
 from .learned_group import answer_error
 
-__all__ = ["AFTER_NOT_LEARNED", "AFTER_WAIT_SECONDS", "SEEN_KEYS", "Ordering", "after_not_learned"]
+__all__ = ["AFTER_NOT_LEARNED", "AFTER_WAIT_SECONDS", "MAX_HELD", "SEEN_KEYS", "Ordering", "after_not_learned"]
 
 #: How long a request waits for the request it follows to reach the writer.
 AFTER_WAIT_SECONDS = 10.0
 #: Keys of submitted requests remembered (to tell a settled request from one not arrived yet).
 SEEN_KEYS = 10_000
+#: The most requests one writer holds for the requests they follow; one more is refused (429).
+MAX_HELD = 1_000
 #: The ``type`` of the 409 refusing a request whose predecessor was not learned.
 AFTER_NOT_LEARNED = "after_not_learned"
 
@@ -56,6 +59,10 @@ def after_not_learned(why: str) -> Conflict:
 class Ordering:
     """The requests of one writer held for the request they follow.
 
+    Held requests are indexed both by the key they follow and by their own key, so placing
+    one costs the length of its chain of held predecessors, not a scan of all held requests
+    (which made N requests following keys that never come cost N**2 on the event loop).
+
     Parameters
     ----------
     requeue
@@ -65,8 +72,16 @@ class Ordering:
 
     def __init__(self, requeue: Callable[[list[LearnRequest]], None]) -> None:
         self._requeue = requeue
-        self._held: dict[str, list[LearnRequest]] = {}  # by the key each request follows
+        # by the key each request follows, then by identity (in the order they were held)
+        self._held: dict[str, dict[int, LearnRequest]] = {}
+        self._keyed: dict[str, list[LearnRequest]] = {}  # the held requests with each own key
+        self._n_held = 0
         self._seen: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def n_held(self) -> int:
+        """Requests held now."""
+        return self._n_held
 
     def saw(self, key: str) -> None:
         """Remember that a request with this key was submitted (the newest :data:`SEEN_KEYS`)."""
@@ -94,12 +109,10 @@ class Ordering:
         if self._waits_for(after, request.key):
             # the request it follows waits, directly or through others, for this one: none of
             # them would ever be learned
-            answer_error(
+            self._refuse(
                 request, after_not_learned("it waits for this request: their Idempotency-After headers form a cycle")
             )
-            if request.key is not None:
-                self._release([request.key])  # those that follow this one are refused in turn
-        elif pending or self._is_held(after):
+        elif pending or after in self._keyed:
             self._hold(request, None)
         elif after in self._seen:
             answer_error(request, after_not_learned("it was refused or failed"))
@@ -115,48 +128,66 @@ class Ordering:
     def _release(self, keys: Iterable[str]) -> None:
         out: list[LearnRequest] = []
         for key in keys:
-            out.extend(self._held.pop(key, ()))
+            for request in self._held.pop(key, {}).values():
+                self._unkey(request)
+                out.append(request)
         if out:
             self._requeue(out)
 
     def close(self, error: Exception) -> None:
         """Answer every held request with ``error`` (the writer is closing)."""
-        held, self._held = self._held, {}
+        held, self._held, self._keyed, self._n_held = self._held, {}, {}, 0
         for requests in held.values():
-            for request in requests:
+            for request in requests.values():
                 answer_error(request, error)
+
+    def _refuse(self, request: LearnRequest, error: Exception) -> None:
+        """Answer ``request`` with ``error``; the requests that follow it are refused in turn."""
+        answer_error(request, error)
+        if request.key is not None:
+            self._release([request.key])
 
     def _waits_for(self, after: str, key: str | None) -> bool:
         """Whether the held request with key ``after`` follows, through held requests, the one with ``key``."""
-        follows = {r.key: r.after for requests in self._held.values() for r in requests if r.key is not None}
         seen = set()
-        while after in follows and after not in seen:
+        while after in self._keyed and after not in seen:
             seen.add(after)
-            after = follows[after]  # type: ignore[assignment]
+            after = self._keyed[after][-1].after  # type: ignore[assignment]
             if after == key:
                 return True
         return False
 
-    def _is_held(self, key: str) -> bool:
-        return any(r.key == key for requests in self._held.values() for r in requests)
-
     def _hold(self, request: LearnRequest, wait: float | None) -> None:
+        if self._n_held >= MAX_HELD:
+            self._refuse(request, TooManyHeld(MAX_HELD))
+            return
         after = request.after
         assert after is not None
-        self._held.setdefault(after, []).append(request)
+        self._held.setdefault(after, {})[id(request)] = request
+        if request.key is not None:
+            self._keyed.setdefault(request.key, []).append(request)
+        self._n_held += 1
         if wait is not None:
             asyncio.get_running_loop().call_later(wait, self._expire, request)
+
+    def _unkey(self, request: LearnRequest) -> None:
+        """Forget ``request``'s own key (it is no longer held)."""
+        self._n_held -= 1
+        if request.key is not None:
+            same = self._keyed[request.key]
+            same[:] = [r for r in same if r is not request]  # one request per key, but for retries
+            if not same:
+                del self._keyed[request.key]
 
     def _expire(self, request: LearnRequest) -> None:
         """Refuse ``request`` if what it follows has still not arrived."""
         after = request.after
         assert after is not None
-        held = self._held.get(after, [])
-        if after in self._seen or not any(r is request for r in held):
+        held = self._held.get(after)
+        if after in self._seen or held is None or held.get(id(request)) is not request:
             return  # it arrived (the request goes back to the queue with its group), or was released
-        held[:] = [r for r in held if r is not request]
+        del held[id(request)]
         if not held:
             del self._held[after]
-        answer_error(request, after_not_learned(f"it did not reach the writer within {AFTER_WAIT_SECONDS:g} s"))
-        if request.key is not None:
-            self._release([request.key])  # those that follow this one are refused in turn
+        self._unkey(request)
+        self._refuse(request, after_not_learned(f"it did not reach the writer within {AFTER_WAIT_SECONDS:g} s"))

@@ -217,3 +217,26 @@ def test_a_held_request_is_answered_when_the_service_stops(  # type: ignore[no-u
     r = held.wait()
     assert r.status_code == 404  # what a learn arriving while the model closes gets
     assert r.json() == {"detail": "Model not found."}
+
+
+def test_past_the_most_held_requests_one_more_is_429_and_its_followers_are_refused(  # type: ignore[no-untyped-def]
+    client, stream, monkeypatch
+) -> None:
+    # held requests had no bound (each kept its parsed body and connection for 10 s), and each
+    # placement scanned them all: 8,000 held made /health wait 26 s
+    monkeypatch.setattr(app.ordering, "MAX_HELD", 3)
+    learn_all(client, stream[:10])
+    held = [Sent(client, batch(stream[10 + i : 11 + i]), headers(f"k{i}", after=f"never{i}")) for i in range(2)]
+    time.sleep(0.3)
+    follower = Sent(client, batch(stream[20:21]), headers("f", after="over"))  # the third held
+    time.sleep(0.3)
+    assert not any(h.done() for h in [*held, follower])
+    r = client.post("/learn", json=batch(stream[21:22]), headers=headers("over", after="never9"))
+    assert r.status_code == 429 and "3 learn requests already wait" in r.json()["detail"], r.text
+    assert r.headers["Retry-After"] == "1"
+    r = follower.wait()
+    assert r.status_code == 409 and r.json()["type"] == app.ordering.AFTER_NOT_LEARNED, r.text
+    first = client.post("/learn", json=batch(stream[30:31]), headers=headers("never0"))
+    assert first.status_code == 200, first.text
+    assert held[0].wait().status_code == 200  # learned after never0
+    assert client.get("/models/default").json()["seq"] == 12
