@@ -352,7 +352,7 @@ class GroupCommit:
         try:
             if xs:  # in stretches that leave the loop free in between (app.pacing)
                 await learn_in_stretches(
-                    host.model, host.prequential, xs, ys, now, stretch_events(host.model, APPLY_EVENTS)
+                    host.model, host.prequential, xs, ys, now, stretch_events(host.model, APPLY_EVENTS, ys)
                 )
         except InputError as exc:  # nothing was learned
             if len(chunk) > 1:

@@ -4,8 +4,9 @@ The writer learns on the event loop (:mod:`app.group_commit`), and a library cal
 loop for as long as it learns: its cost grows with events times trees (how long, measured:
 ``docs/decisions/learning-stretches.md``). So the events of a request are learned in library
 calls of at most :func:`stretch_events` events, at most :data:`STRETCH_COST` events x trees
-each (a tree keeps its 1,000 events a call, a forest of 10 trees too, one of 100 trees learns
-100 at a time), and the loop serves whatever waits
+each, a tree counting once per 16 of the model's classes (a tree keeps its 1,000 events a
+call, a forest of 10 trees too, one of 100 trees learns 100 at a time, a 10-tree forest of
+1,000 classes 16), and the loop serves whatever waits
 between two calls (predictions and ``/health`` included; they may then see a model that
 learned part of a request, not yet acknowledged).
 
@@ -21,7 +22,7 @@ request was learned.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from streamtree.typing import ClassLabel
@@ -29,23 +30,36 @@ from streamtree.typing import ClassLabel
 from .learning import learn_scored
 from .prequential import Prequential
 
-__all__ = ["STRETCH_COST", "learn_in_stretches", "stretch_events"]
+__all__ = ["CLASSES_PER_UNIT", "STRETCH_COST", "learn_in_stretches", "stretch_events"]
 
 #: Most events x trees one library call learns (a tree's or a 10-tree forest's 1,000 events a
 #: call; how long that holds the loop: ``docs/decisions/learning-stretches.md``).
 STRETCH_COST = 10_000
+#: Classes that cost an event as much as one more tree's worth of it (:func:`stretch_events`).
+CLASSES_PER_UNIT = 16
 
 
-def stretch_events(model: Any, max_events: int) -> int:
-    """Most events one library call learns on ``model``: ``STRETCH_COST / trees``, at most
-    ``max_events``, at least one.
+def stretch_events(model: Any, max_events: int, labels: Iterable[ClassLabel] = ()) -> int:
+    """Most events one library call learns on ``model``: ``STRETCH_COST / (trees x
+    max(1, classes / 16))``, at most ``max_events``, at least one; ``classes`` counts the
+    model's and the new ones among ``labels`` (those about to be learned).
+
+    An event's cost grows with the model's classes as well as its trees (its counts, HGS
+    refits and linear component are per class; measured: ``docs/decisions/learning-stretches.md``).
 
     >>> from types import SimpleNamespace
     >>> [stretch_events(SimpleNamespace(n_trees=n), 1_000) for n in (1, 10, 100, 1_000, 20_000)]
     [1000, 1000, 100, 10, 1]
+    >>> [stretch_events(SimpleNamespace(n_trees=10, classes_=range(k)), 1_000) for k in (2, 16, 100, 1_000)]
+    [1000, 1000, 160, 16]
+    >>> stretch_events(SimpleNamespace(n_trees=10, classes_=[]), 1_000, [f"l{i}" for i in range(1_000)])
+    16
     """
-    trees = getattr(model, "n_trees", 1)
-    return max(1, min(max_events, STRETCH_COST // max(trees, 1)))
+    trees = max(getattr(model, "n_trees", 1), 1)
+    known = getattr(model, "class_index", None) or {c: None for c in getattr(model, "classes_", ())}
+    classes = len(known) + len({y for y in labels if y not in known})
+    per_tree = max(1.0, classes / CLASSES_PER_UNIT)
+    return max(1, min(max_events, int(STRETCH_COST / (trees * per_tree))))
 
 
 async def learn_in_stretches(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .background import LoopTask
 from .learning import REPLAY_PAGE
+from .pacing import stretch_events
 from .storage import StorageError
 from .storage.thread import StoreThread
 
@@ -120,8 +121,9 @@ class Follower(LoopTask):
                 if not page:
                     break
                 try:
-                    for i in range(0, len(page), APPLY_SLICE):
-                        host.apply_logged(page[i : i + APPLY_SLICE])
+                    size = stretch_events(host.model, APPLY_SLICE)  # fewer for a forest, or many classes
+                    for i in range(0, len(page), size):
+                        host.apply_logged(page[i : i + size])
                         await asyncio.sleep(0)  # forwarded writes and predictions between two slices
                 except RuntimeError:
                     log.exception("model %r: applying the log failed; rebuilding it from the store", host.name)
