@@ -1,14 +1,20 @@
-"""Refuse request bodies over the size limit with 413 before they are parsed."""
+"""Refuse request bodies over the size limit with 413 before they are parsed; a client that
+leaves in the middle of its body is let go without a traceback."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import logging
+
 from fastapi import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["BodyLimitMiddleware", "TOO_LARGE"]
+
+log = logging.getLogger("streamtree.app")
 
 TOO_LARGE = "Request body is too large."
 
@@ -71,6 +77,10 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, receive_limited, send_watched)
+        except ClientDisconnect:
+            # the client closed its connection before its body was in: nobody to answer, and no
+            # error of ours (as a traceback, a loop of such clients filled the log, 4 KiB each)
+            log.debug("%s %s: the client left before sending its whole body", scope["method"], scope["path"])
         except BodyTooLarge:
             if started:  # too late for another answer: the server closes the connection
                 raise

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
+from pathlib import Path
+
+from tests.app.test_process import free_port, request, start
 
 
 def test_declared_length_over_limit(running) -> None:  # type: ignore[no-untyped-def]
@@ -59,3 +64,22 @@ def test_a_layer_that_reads_the_body_itself_gets_the_same_413_json() -> None:
     assert r.status_code == 413 and r.json() == {"detail": "Request body is too large."}
     r = client.post("/learn", content=iter([b"x" * 2048]))
     assert r.status_code == 200 and r.json() == {"read": 2048}
+
+
+def test_a_client_leaving_in_the_middle_of_its_body_logs_no_traceback(tmp_path: Path) -> None:
+    # each such client logged "Exception in ASGI application" with a ClientDisconnect
+    # traceback, 4 KiB of log: a loop of tiny connections filled the log and buried real errors
+    port = free_port()
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = start(tmp_path / "data", port, stderr=log)
+        try:
+            for _ in range(20):
+                with socket.create_connection(("127.0.0.1", port)) as s:
+                    s.sendall(b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+                    s.sendall(b"Content-Length: 100\r\n\r\n{")
+            assert request(port, "GET", "/models/default")[1]["seq"] == 0
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    text = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in text and "ClientDisconnect" not in text, text[-3000:]
