@@ -3,9 +3,8 @@ leaves in the middle of its body is let go without a traceback."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import logging
+from collections.abc import Callable
 
 from fastapi import HTTPException
 from starlette.requests import ClientDisconnect
