@@ -34,7 +34,7 @@ from .base import (
     read_pieces,
 )
 from .records import expand, records, seq_range, within
-from .sqlite_files import FileWatch, why_not_writable
+from .sqlite_files import FileWatch, refused_access, why_not_writable
 
 __all__ = ["SQLiteStore"]
 
@@ -147,7 +147,11 @@ class SQLiteStore(EventStore):
         self.piece_bytes = piece_bytes
         self._owner: IO[str] | None = None
         self._released = False  # closed by a refused own()
-        if str(path) != ":memory:" and not Path(path).exists() and Path(f"{path}.lock").exists():
+        try:
+            removed = str(path) != ":memory:" and not Path(path).exists() and Path(f"{path}.lock").exists()
+        except OSError as exc:  # a directory this user cannot enter (a private one mounted in)
+            raise StorageError(refused_access(Path(path).parent, exc)) from None
+        if removed:
             # the lock a server takes (own) outlives the database: it was removed, not never made
             raise StorageError(
                 f"{path} is missing, but {path}.lock shows that a server used it: restore the "
@@ -226,7 +230,12 @@ class SQLiteStore(EventStore):
         if str(self.path) == ":memory:" or self._owner is not None:
             return
         lock = Path(f"{self.path}.lock")
-        owner = open(lock, "a+")  # noqa: SIM115 - held open until close()
+        try:
+            owner = open(lock, "a+")  # noqa: SIM115 - held open until close()
+        except OSError as exc:  # a volume whose files another user made
+            self._db.close()
+            self._released = True
+            raise StorageError(refused_access(lock, exc)) from None
         try:
             fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

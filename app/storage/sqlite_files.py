@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .base import StorageError
 
-__all__ = ["WAL_CHECK_EVERY", "WAL_MAGIC", "FileWatch", "why_not_writable"]
+__all__ = ["WAL_CHECK_EVERY", "WAL_MAGIC", "FileWatch", "refused_access", "why_not_writable"]
 
 log = logging.getLogger("streamtree.app")
 
@@ -63,6 +63,23 @@ def _wal_size(path: str) -> int | None:
             return size if size == 0 or wal.read(4) in WAL_MAGIC else None
     except FileNotFoundError:
         return None
+
+
+def refused_access(path: Path | str, exc: OSError) -> str:
+    """One line for a file or directory this process may not use: what, why, and whose it is
+    against who we are (a volume left by another user, a private directory mounted in)."""
+    try:
+        owner = f"owned by uid {os.stat(path).st_uid}"
+    except OSError:
+        owner = f"in {Path(path).parent}, owned by uid {_owner(Path(path).parent)}"
+    return f"cannot use {path}: {exc.strerror or exc} (this process runs as uid {os.getuid()}; {owner})"
+
+
+def _owner(path: Path) -> str:
+    try:
+        return str(os.stat(path).st_uid)
+    except OSError:
+        return "?"
 
 
 def why_not_writable(directory: Path) -> str | None:

@@ -271,3 +271,47 @@ def test_a_directory_that_cannot_take_the_database_is_named_as_the_reason(
         == f"{expected}{' (SQLite makes its -wal and -shm files there)' if why == 'read-only' else ''} (OperationalError: unable to open database file)"
     )
     assert os.path.isdir(tmp_path)
+
+
+def test_a_lock_file_another_user_made_is_one_line_naming_it_and_the_uids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a volume first used by a root container: the image's user got a PermissionError traceback
+    import os
+
+    import app.storage.sqlite
+
+    def refused(file: object, *args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied")
+
+    store = SQLiteStore(tmp_path / "streamtree.sqlite3")
+    monkeypatch.setattr(app.storage.sqlite, "open", refused, raising=False)
+    with pytest.raises(StorageError) as refusal:
+        store.own()
+    assert str(refusal.value) == (
+        f"cannot use {tmp_path}/streamtree.sqlite3.lock: Permission denied (this process runs as uid "
+        f"{os.getuid()}; in {tmp_path}, owned by uid {os.stat(tmp_path).st_uid})"
+    )
+
+
+def test_a_data_directory_this_user_cannot_enter_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a private host directory (mode 700, another owner) bind-mounted as /data: a traceback
+    # from Path.exists() before the store's own checks
+    import os
+
+    real = Path.exists
+
+    def exists(self: Path, *args: object, **kwargs: object) -> bool:
+        if self.parent == tmp_path:
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    with pytest.raises(StorageError) as refusal:
+        SQLiteStore(tmp_path / "streamtree.sqlite3")
+    assert str(refusal.value) == (
+        f"cannot use {tmp_path}: Permission denied (this process runs as uid {os.getuid()}; "
+        f"owned by uid {os.stat(tmp_path).st_uid})"
+    )
