@@ -188,6 +188,26 @@ AFTER=$(state)
 echo "$AFTER" | grep -q '"seq": 2200' || fail "seq after SIGKILL restart"
 log "model survived both restarts on the same volume: seq 2200, predictions identical"
 
+# A read-only root filesystem (a tmpfs on /tmp), and another user (OpenShift's random uids):
+# numba caches only where it can write, so the image's kernels are used from a private copy
+# in /tmp; it recompiled every kernel (minutes, unhealthy), into the data volume.
+docker stop -t 60 "$NAME" >/dev/null
+docker rm "$NAME" >/dev/null
+docker run -d --name "$NAME" --network host --health-interval 1s --health-start-period 60s --read-only \
+    --tmpfs /tmp -e STREAMTREE_HOST=127.0.0.1 -e STREAMTREE_PORT="$PORT" -v "$VOLUME:/data" "$IMAGE" >/dev/null
+START=$SECONDS
+wait_healthy
+[ $((SECONDS - START)) -lt 60 ] || fail "a read-only container took $((SECONDS - START)) s to be healthy: kernels compiled"
+[ "$(state)" = "$AFTER" ] || fail "model changed in the read-only container"
+docker exec "$NAME" test ! -e /data/.cache || fail "kernels compiled into the data volume"
+docker rm -f "$NAME" >/dev/null
+docker run -d --name "$NAME" --network host --health-interval 1s --health-start-period 60s --user 12345:0 \
+    --tmpfs /data:mode=1777 -e STREAMTREE_HOST=127.0.0.1 -e STREAMTREE_PORT="$PORT" "$IMAGE" >/dev/null
+START=$SECONDS
+wait_healthy
+[ $((SECONDS - START)) -lt 60 ] || fail "a container of another uid took $((SECONDS - START)) s to be healthy"
+log "read-only root filesystem and another uid: healthy from the image's kernels"
+
 # 6. The compose deployment's topology with this image: a writer and two replicas on one
 # PostgreSQL behind docker/haproxy.cfg, learns through the balancer, the writer killed
 # (docker/test-cluster.py; PostgreSQL and HAProxy from the host's packages, as no registry

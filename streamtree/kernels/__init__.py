@@ -36,7 +36,9 @@ Numba invalidates a cached function when *its own* source file changes, not when
 calls (in another module) does; a stale caller can then crash the process. So the kernels'
 cache lives in a directory named by a hash of every kernel source file and of the numba and
 numpy versions: any change compiles afresh. The base directory is ``$STREAMTREE_KERNEL_CACHE``
-(the Docker image sets it), else ``$NUMBA_CACHE_DIR``, else ``~/.cache/streamtree``. Numba's
+(the Docker image sets it), else ``$NUMBA_CACHE_DIR``, else ``~/.cache/streamtree``; when this
+process cannot write there (a read-only filesystem, another user's directory), the compiled
+kernels found there are copied to a private temporary directory and used from it. Numba's
 own setting is restored after the kernels are defined, so other numba code in the process
 keeps its cache where it was. Every kernel module is imported here, under that setting: numba
 reads it when a function is defined, and a module imported later would cache in-tree
@@ -45,14 +47,17 @@ reads it when a function is defined, and a module imported later would cache in-
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numba
 import numpy as np
 
-__all__ = ["CACHE_DIR"]
+__all__ = ["CACHE_DIR", "usable"]
 
 
 def _cache_dir() -> str:
@@ -64,7 +69,32 @@ def _cache_dir() -> str:
     digest.update((here.parent / "state.py").read_bytes())  # the layout constants kernels compile in
     base = os.environ.get("STREAMTREE_KERNEL_CACHE") or os.environ.get("NUMBA_CACHE_DIR")
     root = Path(base) if base else Path.home() / ".cache" / "streamtree"
-    return str(root / f"kernels-{digest.hexdigest()[:16]}")
+    return str(usable(root / f"kernels-{digest.hexdigest()[:16]}"))
+
+
+def usable(chosen: Path) -> Path:
+    """``chosen`` if this process can cache kernels there, else a private copy of it."""
+    if _writable(chosen):
+        return chosen
+    # numba uses only a cache directory it can write to, and would fall back to one of its own
+    # (recompiling everything, outside the directory named by the sources): a read-only root
+    # filesystem, or a user other than the one that compiled them (a container's --user). The
+    # compiled kernels are copied to a fresh private directory instead, removed at exit.
+    scratch = Path(tempfile.mkdtemp(prefix="streamtree-kernels-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    if chosen.is_dir():
+        shutil.copytree(chosen, scratch / chosen.name, dirs_exist_ok=True)
+    return scratch / chosen.name
+
+
+def _writable(directory: Path) -> bool:
+    """Whether ``directory`` exists or can be made, and takes a new file (as numba checks)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
 
 
 CACHE_DIR = _cache_dir()

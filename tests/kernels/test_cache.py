@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import streamtree
 
 PACKAGE = Path(streamtree.__file__).resolve().parent
@@ -82,3 +84,25 @@ def test_the_package_imports_every_kernel_module_under_the_hashed_directory() ->
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=300)
     assert result.stdout.strip() == "[]"
+
+
+def test_a_cache_this_process_cannot_write_is_used_from_a_private_copy(tmp_path: Path) -> None:
+    # numba caches only where it can write: under a read-only root filesystem (or as another
+    # user than the one that compiled them) it recompiled every kernel into a directory of its
+    # own, $HOME/.cache/numba (a container's data volume), outside the hashed directory
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    shutil.copytree(PACKAGE, root / "streamtree", ignore=shutil.ignore_patterns("__pycache__"))
+    first = _run(root, cache)
+    hashed = Path(str(first["cache_dir"]))
+    before = _numba_files(hashed)
+    # immutable: refused to root too (a mode would not be), as a read-only mount refuses
+    if subprocess.run(["chattr", "-R", "+i", str(hashed)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available on this filesystem")
+    try:
+        second = _run(root, cache)
+    finally:
+        subprocess.run(["chattr", "-R", "-i", str(hashed)], check=True)
+    assert Path(str(second["cache_dir"])).name == hashed.name and Path(str(second["cache_dir"])) != hashed
+    assert second["hits"] > 0 and second["misses"] == 0  # loaded from the copy: nothing compiled
+    assert _numba_files(hashed) == before
+    assert not Path(str(second["cache_dir"])).exists()  # the copy is removed at exit
