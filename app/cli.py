@@ -156,7 +156,13 @@ def serve(app: Any, settings: Any) -> None:
         workers=1,  # one process owns each model's state: more workers would split it
         loop=loop,
         # httptools, with bounded request heads and JSON answers to malformed requests
-        http=limited_protocol(settings.max_header_bytes, settings.max_head_bytes, settings.max_headers),
+        http=limited_protocol(
+            settings.max_header_bytes,
+            settings.max_head_bytes,
+            settings.max_headers,
+            settings.request_read_seconds,
+            settings.max_connections,
+        ),
         log_level=settings.log_level,
         access_log=False,
         server_header=False,  # per-request logging costs more than the request; see /metrics

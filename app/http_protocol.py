@@ -13,6 +13,14 @@ setting:
 - one header, name and value (``max_header_bytes``), and the request target (the same limit);
 - the number of headers (``max_headers``).
 
+A request must also arrive whole, head and body, within ``request_read_seconds`` of its first
+byte (for a new connection: of the connection), else it is answered ``408 Request Timeout``
+(JSON naming the setting) and the connection is closed: a client that stops half-way through
+its body, or opens a connection and sends nothing, no longer holds memory and a socket for as
+long as it likes. Between requests, uvicorn's keep-alive timeout closes an idle connection.
+A request on a connection past the first ``max_connections`` open is answered ``503`` (JSON
+naming the setting) and its connection closed.
+
 A head over a limit is answered ``431 Request Header Fields Too Large`` (``414 URI Too Long``
 for the target) with a JSON body naming the limit, and the connection is closed. A request the
 parser cannot read (a malformed request line or header) is answered 400 with a JSON body too,
@@ -23,6 +31,7 @@ is closed without one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -50,12 +59,23 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     max_header_bytes: int = 8 * 1024
     max_head_bytes: int = 64 * 1024
     max_headers: int = 100
+    request_read_seconds: float = 60.0
+    max_connections: int = 1_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_head = True  # between two requests, or in a head: bytes received count against its limit
         self._head_bytes = 0
         self._refusal: tuple[int, str] | None = None
+        self._deadline: asyncio.TimerHandle | None = None  # the request being read must be in by then
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()  # a connection that sends nothing is a request that never arrives
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if not self._in_head:
@@ -85,6 +105,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
+        self._arm()
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -103,11 +124,32 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
+        if len(self.connections) > self.max_connections:  # this one's included
+            self._stop(503, f"The server has {self.max_connections} connections open (max_connections); retry shortly.")
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_head = True
+        self._disarm()
+
+    # the read deadline
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_read_seconds, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self._refuse(
+                408,
+                f"The request did not arrive whole within {self.request_read_seconds:g} s (request_read_seconds).",
+            )
 
     # refusals
     def _stop(self, status: int, detail: str) -> None:
@@ -143,10 +185,22 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def limited_protocol(max_header_bytes: int, max_head_bytes: int, max_headers: int) -> type[LimitedHttpToolsProtocol]:
+def limited_protocol(
+    max_header_bytes: int,
+    max_head_bytes: int,
+    max_headers: int,
+    request_read_seconds: float = 60.0,
+    max_connections: int = 1_000,
+) -> type[LimitedHttpToolsProtocol]:
     """The protocol class (``uvicorn.run(http=...)``) with these limits (module docstring)."""
     return type(
         "LimitedHttpToolsProtocol",
         (LimitedHttpToolsProtocol,),
-        {"max_header_bytes": max_header_bytes, "max_head_bytes": max_head_bytes, "max_headers": max_headers},
+        {
+            "max_header_bytes": max_header_bytes,
+            "max_head_bytes": max_head_bytes,
+            "max_headers": max_headers,
+            "request_read_seconds": request_read_seconds,
+            "max_connections": max_connections,
+        },
     )

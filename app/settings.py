@@ -55,6 +55,12 @@ class Settings(BaseSettings):
         request target, the longest head (request line and every header) and the most
         headers. Beyond one: 431 (414 for the target), JSON naming the setting; an unfinished
         head is never held beyond ``max_head_bytes``.
+    request_read_seconds
+        A request's head and body must arrive within this time of its first byte (of the
+        connection, for its first request); else 408 and the connection is closed.
+    max_connections
+        Most connections open at once; a request on one past it gets 503 (JSON naming the
+        setting) and its connection is closed.
     max_batch
         Most events (learn) or instances (predict) in one request.
     max_features
@@ -140,6 +146,8 @@ class Settings(BaseSettings):
     max_header_bytes: int = Field(default=8 * KiB, ge=1 * KiB, le=1 * MiB)
     max_head_bytes: int = Field(default=64 * KiB, ge=4 * KiB, le=16 * MiB)
     max_headers: int = Field(default=100, ge=10, le=10_000)
+    request_read_seconds: float = Field(default=60.0, gt=0, le=3600)
+    max_connections: int = Field(default=1_000, ge=10, le=1_000_000)
     max_batch: int = Field(default=10_000, ge=1)
     max_features: int = Field(default=1_000, ge=1)
     max_string_length: int = Field(default=256, ge=1)

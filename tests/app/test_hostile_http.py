@@ -8,6 +8,7 @@ is answered 400 JSON. Each refusal closes its connection, and the service goes o
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -136,3 +137,54 @@ def test_an_unfinished_huge_header_is_not_held(server: tuple[int, int]) -> None:
     time.sleep(0.5)
     assert rss(pid) - before < 64 * 1024 * 1024, (before, rss(pid))
     assert request(port, "GET", "/health")[0] == 200
+
+
+def test_a_request_that_does_not_arrive_whole_in_time_is_408_and_its_connection_closed(tmp_path: Path) -> None:
+    # a half-sent body or a connection that never sends held memory and a socket forever
+    port = free_port()
+    proc = start(tmp_path / "data", port, request_read_seconds="1")
+    try:
+        body_cut = b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        for raw in (b"", b"GET /heal", body_cut):
+            started = time.monotonic()
+            status, headers, body = exchange(port, raw, timeout=10)
+            assert 0.9 < time.monotonic() - started < 8
+            assert status == 408 and headers["content-type"] == "application/json", body
+            assert json.loads(body)["detail"] == "The request did not arrive whole within 1 s (request_read_seconds)."
+        # a connection whose requests each arrive in time stays served past the deadline
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        sockets = []
+        for _ in range(3):
+            conn.request("GET", "/health")
+            answer = conn.getresponse()
+            assert answer.status == 200 and answer.read()
+            sockets.append(conn.sock)
+            time.sleep(0.6)
+        conn.close()
+        assert sockets[0] is sockets[1] is sockets[2]  # one connection, not reopened
+        assert request(port, "GET", "/models/default")[1]["seq"] == 0
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_a_request_past_max_connections_is_503_json_naming_it(tmp_path: Path) -> None:
+    # no bound: idle connections took every descriptor, and no other client was served
+    port = free_port()
+    proc = start(tmp_path / "data", port, max_connections="10")
+    idle = []
+    try:
+        for _ in range(10):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        time.sleep(0.3)
+        status, headers, body = exchange(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 503 and "max_connections" in json.loads(body)["detail"], body
+        for s in idle:
+            s.close()
+        time.sleep(0.3)
+        assert request(port, "GET", "/health")[0] == 200
+    finally:
+        for s in idle:
+            s.close()
+        proc.kill()
+        proc.wait(timeout=30)
