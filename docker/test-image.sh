@@ -11,6 +11,8 @@
 # removes everything it started on exit. Network: loopback only (--network host, 127.0.0.1).
 # Needs root, the PostgreSQL server binaries and haproxy (.ci/run installs both).
 set -euo pipefail
+# (output is matched with grep on a captured string, never `cmd | grep -q`: under pipefail,
+# grep -q leaving at its first match makes the writer's SIGPIPE the pipeline's failure)
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${STREAMTREE_CACHE:-/var/cache/streamtree}
@@ -101,7 +103,7 @@ log "building $IMAGE"
 docker build --network=host -t "$IMAGE" -f "$ROOT/docker/Dockerfile" "$ROOT" >"$WORK/build.log" 2>&1 \
     || { tail -30 "$WORK/build.log"; fail "docker build"; }
 [ "$(docker image inspect --format '{{.Config.User}}' "$IMAGE")" = 10001:10001 ] || fail "image does not run as the non-root user"
-docker image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE" | grep -q /health || fail "no HEALTHCHECK on /health"
+grep -q /health <<<"$(docker image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE")" || fail "no HEALTHCHECK on /health"
 
 # 5. Run, learn, restart, compare.
 wait_healthy() {  # up to 180 s; says how long it took, and shows the health log if it never came
@@ -158,24 +160,24 @@ docker run -d --name "$NAME" --network host --health-interval 1s --health-start-
     -e STREAMTREE_HOST=127.0.0.1 -e STREAMTREE_PORT="$PORT" -v "$VOLUME:/data" "$IMAGE" >/dev/null
 wait_healthy
 # warm start: the image's kernel cache served the first start, which compiled (and wrote) nothing
-if docker diff "$NAME" | grep -q kernel-cache; then
+if grep -q kernel-cache <<<"$(docker diff "$NAME")"; then
     docker diff "$NAME" | grep kernel-cache | head -5
     fail "the first container compiled kernels the image should have cached"
 fi
 [ "$(docker exec "$NAME" id -u)" != 0 ] || fail "process runs as root"
-curl -fsS "$URL/health" | grep -q '"ok"' || fail "/health"
+PAGE=$(curl -fsS "$URL/health") && grep -q '"ok"' <<<"$PAGE" || fail "/health"
 # the dashboard's page and vendored assets are package data: check the image has them
-curl -fsS "$URL/dashboard" | grep -q 'id="loss-chart"' || fail "/dashboard"
+PAGE=$(curl -fsS "$URL/dashboard") && grep -q 'id="loss-chart"' <<<"$PAGE" || fail "/dashboard"
 curl -fsS -o /dev/null "$URL/dashboard/assets/vendor/uplot/uPlot.iife.min.js" || fail "dashboard assets missing from the image"
 learn 1500 1
 BEFORE=$(state)
-echo "$BEFORE" | grep -q '"seq": 1500' || fail "seq after learning: $(echo "$BEFORE" | head -c 200)"
+grep -q '"seq": 1500' <<<"$BEFORE" || fail "seq after learning: $(echo "$BEFORE" | head -c 200)"
 log "learned 1500 events; restarting the container (SIGTERM, snapshot)"
 docker restart -t 60 "$NAME" >/dev/null
 wait_healthy
 AFTER=$(state)
 [ "$AFTER" = "$BEFORE" ] || fail "model changed across a graceful restart"
-docker logs "$NAME" 2>&1 | grep -q Traceback && fail "traceback in the container log"
+grep -q Traceback <<<"$(docker logs "$NAME" 2>&1)" && fail "traceback in the container log"
 
 learn 700 2
 BEFORE=$(state)
@@ -185,7 +187,7 @@ docker start "$NAME" >/dev/null
 wait_healthy
 AFTER=$(state)
 [ "$AFTER" = "$BEFORE" ] || fail "model changed across SIGKILL + start"
-echo "$AFTER" | grep -q '"seq": 2200' || fail "seq after SIGKILL restart"
+grep -q '"seq": 2200' <<<"$AFTER" || fail "seq after SIGKILL restart"
 log "model survived both restarts on the same volume: seq 2200, predictions identical"
 
 # A read-only root filesystem (a tmpfs on /tmp), and another user (OpenShift's random uids):
@@ -202,7 +204,7 @@ wait_healthy
 docker exec "$NAME" test ! -e /data/.cache || fail "kernels compiled into the data volume"
 docker rm -f "$NAME" >/dev/null
 docker run -d --name "$NAME" --network host --health-interval 1s --health-start-period 60s --user 12345:0 \
-    --tmpfs /data:mode=1777 -e STREAMTREE_HOST=127.0.0.1 -e STREAMTREE_PORT="$PORT" "$IMAGE" >/dev/null
+    -e STREAMTREE_DATA_DIR=/tmp/data -e STREAMTREE_HOST=127.0.0.1 -e STREAMTREE_PORT="$PORT" "$IMAGE" >/dev/null
 START=$SECONDS
 wait_healthy
 [ $((SECONDS - START)) -lt 60 ] || fail "a container of another uid took $((SECONDS - START)) s to be healthy"
