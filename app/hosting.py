@@ -29,8 +29,19 @@ from .admission import LearnEvent, LearnRequest
 from .exceptions import LogUnavailable, ModelUnavailable, NotAvailable, Recovering, SeqNotReached
 from .group_commit import GroupCommit
 from .learning import Restored, apply_logged, logged_events, restore
+from .pacing import stretch_events
 from .pending import IdTaken, NoRoom, PendingIds
-from .reads import check_learnable, decisions, explanation, labels_for, proba_matrix, proba_one, proba_rows
+from .reads import (
+    check_learnable,
+    decisions,
+    explanation,
+    labels_for,
+    paced_proba_matrix,
+    proba_matrix,
+    proba_one,
+    proba_rows,
+    rows_by_label,
+)
 from .recovery import reason_of
 from .settings import Settings
 from .storage import StorageError
@@ -156,6 +167,44 @@ class ModelHost:
             self.remember(xs, keys, trusted)
         self._predicted.inc(len(xs))
         return out
+
+    async def predict_many_paced(
+        self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]] = (), trusted: bool = True
+    ) -> tuple[list[dict[str, float]], int]:
+        """:meth:`predict_many`, and the seq it answered at. A batch that costs more than one
+        of the writer's stretches (:func:`app.pacing.stretch_events`) is predicted in such
+        stretches, the event loop free between two, under :attr:`apply_lock`, so that no
+        learn changes the model in between: one model, at one seq, answers every row."""
+        size = stretch_events(self.model, len(xs))
+        if len(xs) <= size:
+            return self.predict_many(xs, keys, trusted), self.seq
+        async with self.apply_lock:
+            self._check_readable()  # the model may have gone while this waited
+            out = rows_by_label(self.model, await paced_proba_matrix(self.model, xs, size))
+            if keys:
+                self.remember(xs, keys, trusted)
+            self._predicted.inc(len(xs))
+            return out, self.seq
+
+    async def decide_many_paced(
+        self,
+        xs: list[dict[str, Any]],
+        costs: CostMatrix,
+        keys: Sequence[tuple[int, str | int]] = (),
+        trusted: bool = True,
+    ) -> dict[str, Any]:
+        """:meth:`decide_many` with its ``seq``, paced as :meth:`predict_many_paced`."""
+        size = stretch_events(self.model, len(xs))
+        if len(xs) <= size:
+            return self.decide_many(xs, costs, keys, trusted) | {"seq": self.seq}
+        async with self.apply_lock:
+            self._check_readable()
+            labels = labels_for(self.model, costs)
+            result = decisions(await paced_proba_matrix(self.model, xs, size), costs, labels)
+            if keys:
+                self.remember(xs, keys, trusted)
+            self._predicted.inc(len(xs))
+            return result | {"seq": self.seq}
 
     def remember(self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]], trusted: bool) -> None:
         """Keep ``xs[i]`` under ``id`` for each ``(i, id)`` of ``keys``, all or none, in one

@@ -8,7 +8,10 @@ and the library's :class:`~streamtree.exceptions.InputError` becomes a 422 namin
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import numpy as np
 
 from streamtree.decision import CostMatrix, decide_many
 from streamtree.exceptions import DecisionError, InputError
@@ -25,9 +28,11 @@ __all__ = [
     "explanation",
     "input_error",
     "labels_for",
+    "paced_proba_matrix",
     "proba_matrix",
     "proba_one",
     "proba_rows",
+    "rows_by_label",
 ]
 
 
@@ -88,14 +93,32 @@ def proba_matrix(model: Any, xs: list[dict[str, Any]]) -> FloatArray:
     return proba
 
 
+async def paced_proba_matrix(model: Any, xs: list[dict[str, Any]], size: int) -> FloatArray:
+    """:func:`proba_matrix` in slices of ``size`` rows, the event loop free between two (the
+    caller keeps the model from changing meanwhile: one model answers every row). Each row's
+    probabilities are those of the whole batch; a refusal is the whole batch's."""
+    parts: list[FloatArray] = []
+    try:
+        for start in range(0, len(xs), size):
+            if start:
+                await asyncio.sleep(0)
+            parts.append(model.predict_proba(xs[start : start + size]))
+    except InputError:
+        return proba_matrix(model, xs)  # the refusal as the whole batch gives it
+    return np.vstack(parts) if parts else proba_matrix(model, xs)
+
+
 def proba_rows(model: Any, xs: list[dict[str, Any]]) -> list[dict[str, float]]:
     """Class probabilities for each instance, by label key (``{}`` for each before any label)."""
-    classes = list(model.classes_)
-    if not classes or not xs:
+    if not model.classes_ or not xs:
         return [{} for _ in xs]
-    rows = proba_matrix(model, xs).tolist()
-    keys = [label_key(c) for c in classes]
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return rows_by_label(model, proba_matrix(model, xs))
+
+
+def rows_by_label(model: Any, proba: FloatArray) -> list[dict[str, float]]:
+    """Each row of ``proba`` (columns in the model's class order) as ``{label key: p}``."""
+    keys = [label_key(c) for c in model.classes_]
+    return [dict(zip(keys, row, strict=True)) for row in proba.tolist()]
 
 
 def labels_for(model: Any, costs: CostMatrix) -> list[str]:

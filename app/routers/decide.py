@@ -44,16 +44,14 @@ _RESPONSES: dict[int | str, dict[str, Any]] = ID_RESPONSES | {
 }
 
 
-def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
+async def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
     """Check the request's limits and the costs, then decide."""
     limits = host.limits
     costs = check_costs(body.costs, ("body", "costs"), limits)
     if body.instances is not None:
         xs, keys = check_instances(body.instances, ("body", "instances"), limits)
-        if not keys:
-            return FastJSON(host.decide_many(xs, costs) | {"seq": host.seq})
         try:
-            return FastJSON(host.decide_many(xs, costs, keys, has_key(request)) | {"seq": host.seq})
+            return FastJSON(await host.decide_many_paced(xs, costs, keys, has_key(request)))
         except (IdTaken, NoRoom) as exc:
             return id_refused(exc, batch=True)
     assert body.features is not None
@@ -75,7 +73,7 @@ def decide(host: ModelHost, body: DecideBody, request: Request) -> FastJSON:
     description=_DOC,
 )
 async def decide_default(body: DecideBody, host: ReadDefaultModel, request: Request) -> FastJSON:
-    return decide(host, body, request)
+    return await decide(host, body, request)
 
 
 @router.post(
@@ -86,4 +84,4 @@ async def decide_default(body: DecideBody, host: ReadDefaultModel, request: Requ
     description=_DOC,
 )
 async def decide_named(body: DecideBody, host: ReadModel, request: Request) -> FastJSON:
-    return decide(host, body, request)
+    return await decide(host, body, request)

@@ -55,8 +55,9 @@ def id_refused(exc: IdTaken | NoRoom, batch: bool) -> FastJSON:
 
 
 async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJSON:
-    """Check the request's limits, wait for ``min_seq``, then predict (synchronously: a
-    consistent model state, and the seq it is at)."""
+    """Check the request's limits, wait for ``min_seq``, then predict (one model state, and
+    the seq it is at, answers every instance: a large batch is paced under the model's
+    apply lock, :meth:`app.hosting.ModelHost.predict_many_paced`)."""
     limits = host.limits
     if body.instances is not None:
         xs, keys = check_instances(body.instances, ("body", "instances"), limits)
@@ -68,12 +69,11 @@ async def predict(host: ModelHost, body: PredictBody, request: Request) -> FastJ
     if body.min_seq is not None:
         await host.wait_applied(body.min_seq, request.app.state.settings.min_seq_timeout_seconds)
     if body.instances is not None:
-        if not keys:
-            return FastJSON({"probabilities": host.predict_many(xs), "seq": host.seq})
         try:
-            return FastJSON({"probabilities": host.predict_many(xs, keys, has_key(request)), "seq": host.seq})
+            rows, seq = await host.predict_many_paced(xs, keys, has_key(request))
         except (IdTaken, NoRoom) as exc:
             return id_refused(exc, batch=True)
+        return FastJSON({"probabilities": rows, "seq": seq})
     assert body.features is not None
     if body.id is None:
         return FastJSON({"probabilities": host.predict_one(body.features), "seq": host.seq})

@@ -123,3 +123,60 @@ def test_health_answers_while_a_forest_learns_a_large_batch(
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_large_prediction_is_paced_and_answered_by_one_model_while_it_learns(tmp_path: Path) -> None:
+    # a read was one library call: 10,000 instances on a 100-tree forest held the loop (and
+    # /health) for seconds. Paced, it must still be one model's answer: a learn going on
+    # meanwhile may not change the model between two of its stretches
+    config = {"estimator": "forest", "n_trees": 100, "seed": 3}
+    events = make_stream(4_000, seed=11)
+    instances = [x for x, _ in make_stream(3_000, seed=12)]
+    port = free_port()
+    proc = start(tmp_path / "data", port)
+    try:
+        assert request(port, "PUT", "/models/f", config)[0] == 201
+        body = {"events": [{"features": x, "label": y} for x, y in events[:1_000]]}
+        assert request(port, "POST", "/models/f/learn", body)[0] == 200
+        learning: list[int] = []
+
+        def learn_more() -> None:
+            more = {"events": [{"features": x, "label": y} for x, y in events[1_000:]]}
+            learning.append(request(port, "POST", "/models/f/learn", more)[0])
+
+        learner = threading.Thread(target=learn_more)
+        answers: list[tuple[int, Any]] = []
+
+        def predict() -> None:
+            answers.append(request(port, "POST", "/models/f/predict_proba", {"instances": instances}))
+
+        predictor = threading.Thread(target=predict)
+        learner.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        predictor.start()
+        waits = []
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while predictor.is_alive():
+            t0 = time.monotonic()
+            assert request(port, "GET", "/health", conn=conn)[0] == 200
+            waits.append(time.monotonic() - t0)
+            time.sleep(0.02)
+        took = time.monotonic() - started
+        learner.join()
+        assert learning == [200]
+        ((status, answer),) = answers
+        assert status == 200, answer
+        assert len(waits) >= 3 and max(waits) < took / 3, (took, sorted(waits)[-5:])
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    seq = answer["seq"]
+    assert 1_000 <= seq <= 4_000
+    model, _ = fresh(config)  # the model at that seq, in the library: every row is its answer
+    model.learn_many([x for x, _ in events[:seq]], [y for _, y in events[:seq]])
+    expected = model.predict_proba(instances)
+    keys = list(answer["probabilities"][0])
+    got = [[row[k] for k in keys] for row in answer["probabilities"]]
+    assert got == expected[:, [model.classes_.index(k) for k in keys]].tolist()
