@@ -69,6 +69,22 @@ def test_a_refused_event_of_a_large_batch_on_a_forest_is_422_and_learns_nothing(
         assert client.get("/models/f/events").json() == {"events": []}
 
 
+def health_waits_while(work: threading.Thread, port: int) -> tuple[list[float], float]:
+    """Start ``work`` and ask ``/health`` every 20 ms until it is done: each answer's wait, and
+    how long the work took."""
+    started = time.monotonic()
+    work.start()
+    waits = []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    while work.is_alive():
+        t0 = time.monotonic()
+        assert request(port, "GET", "/health", conn=conn)[0] == 200
+        waits.append(time.monotonic() - t0)
+        time.sleep(0.02)
+    work.join()
+    return waits, time.monotonic() - started
+
+
 def many_labels(n: int) -> list[tuple[dict[str, Any], str]]:
     """``n`` events of 1,000 labels (``max_labels``), each label first seen in the first 1,000."""
     return [(x, f"label-{i % 1_000}") for i, (x, _) in enumerate(make_stream(n, seed=7))]
@@ -101,20 +117,7 @@ def test_health_answers_while_a_forest_learns_a_large_batch(
             answer.append(conn.getresponse().status)
 
         learner = threading.Thread(target=learn)
-        started = time.monotonic()
-        learner.start()
-        waits = []
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        while learner.is_alive():
-            t0 = time.monotonic()
-            conn.request("GET", "/health")
-            r = conn.getresponse()
-            r.read()
-            assert r.status == 200
-            waits.append(time.monotonic() - t0)
-            time.sleep(0.02)
-        learner.join()
-        took = time.monotonic() - started
+        waits, took = health_waits_while(learner, port)
         assert answer == [200]
         assert len(waits) >= 5, waits  # the learn took a while, and /health answered all along
         # a loop blocked by the learn would make one wait about as long as the learn; against
@@ -154,16 +157,7 @@ def test_a_large_prediction_is_paced_and_answered_by_one_model_while_it_learns(t
         predictor = threading.Thread(target=predict)
         learner.start()
         time.sleep(0.2)
-        started = time.monotonic()
-        predictor.start()
-        waits = []
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        while predictor.is_alive():
-            t0 = time.monotonic()
-            assert request(port, "GET", "/health", conn=conn)[0] == 200
-            waits.append(time.monotonic() - t0)
-            time.sleep(0.02)
-        took = time.monotonic() - started
+        waits, took = health_waits_while(predictor, port)
         learner.join()
         assert learning == [200]
         ((status, answer),) = answers
