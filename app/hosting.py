@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from streamtree.decision import CostMatrix, decide
 from streamtree.inspection import limit_gauges
+from streamtree.typing import FloatArray
 
 from .admission import LearnEvent, LearnRequest
 from .exceptions import LogUnavailable, ModelUnavailable, NotAvailable, Recovering, SeqNotReached
@@ -50,6 +51,8 @@ from .telemetry import Telemetry
 from .validation import Limits
 
 __all__ = ["ModelHost"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("streamtree.app")
 
@@ -171,20 +174,10 @@ class ModelHost:
     async def predict_many_paced(
         self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]] = (), trusted: bool = True
     ) -> tuple[list[dict[str, float]], int]:
-        """:meth:`predict_many`, and the seq it answered at. A batch that costs more than one
-        of the writer's stretches (:func:`app.pacing.stretch_events`) is predicted in such
-        stretches, the event loop free between two, under :attr:`apply_lock`, so that no
-        learn changes the model in between: one model, at one seq, answers every row."""
-        size = stretch_events(self.model, len(xs))
-        if len(xs) <= size:
-            return self.predict_many(xs, keys, trusted), self.seq
-        async with self.apply_lock:
-            self._check_readable()  # the model may have gone while this waited
-            out = rows_by_label(self.model, await paced_proba_matrix(self.model, xs, size))
-            if keys:
-                self.remember(xs, keys, trusted)
-            self._predicted.inc(len(xs))
-            return out, self.seq
+        """:meth:`predict_many`, and the seq it answered at, paced (:meth:`_paced`)."""
+        return await self._paced(
+            xs, keys, trusted, lambda: self.predict_many(xs, keys, trusted), lambda p: rows_by_label(self.model, p)
+        )
 
     async def decide_many_paced(
         self,
@@ -193,18 +186,39 @@ class ModelHost:
         keys: Sequence[tuple[int, str | int]] = (),
         trusted: bool = True,
     ) -> dict[str, Any]:
-        """:meth:`decide_many` with its ``seq``, paced as :meth:`predict_many_paced`."""
+        """:meth:`decide_many` with its ``seq``, paced (:meth:`_paced`)."""
+        result, seq = await self._paced(
+            xs,
+            keys,
+            trusted,
+            lambda: self.decide_many(xs, costs, keys, trusted),
+            lambda p: decisions(p, costs, labels_for(self.model, costs)),
+        )
+        return result | {"seq": seq}
+
+    async def _paced(
+        self,
+        xs: list[dict[str, Any]],
+        keys: Sequence[tuple[int, str | int]],
+        trusted: bool,
+        whole: Callable[[], T],
+        answer: Callable[[FloatArray], T],
+    ) -> tuple[T, int]:
+        """``whole()`` for a batch that costs at most one of the writer's stretches
+        (:func:`app.pacing.stretch_events`); a larger one is predicted in such stretches, the
+        event loop free between two, under :attr:`apply_lock`, so that no learn changes the
+        model in between, and ``answer`` is made of its probabilities: one model, at one seq,
+        answers every row. With the seq it answered at."""
         size = stretch_events(self.model, len(xs))
         if len(xs) <= size:
-            return self.decide_many(xs, costs, keys, trusted) | {"seq": self.seq}
+            return whole(), self.seq
         async with self.apply_lock:
-            self._check_readable()
-            labels = labels_for(self.model, costs)
-            result = decisions(await paced_proba_matrix(self.model, xs, size), costs, labels)
+            self._check_readable()  # the model may have gone while this waited
+            out = answer(await paced_proba_matrix(self.model, xs, size))
             if keys:
                 self.remember(xs, keys, trusted)
             self._predicted.inc(len(xs))
-            return result | {"seq": self.seq}
+            return out, self.seq
 
     def remember(self, xs: list[dict[str, Any]], keys: Sequence[tuple[int, str | int]], trusted: bool) -> None:
         """Keep ``xs[i]`` under ``id`` for each ``(i, id)`` of ``keys``, all or none, in one

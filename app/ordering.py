@@ -78,11 +78,6 @@ class Ordering:
         self._n_held = 0
         self._seen: OrderedDict[str, None] = OrderedDict()
 
-    @property
-    def n_held(self) -> int:
-        """Requests held now."""
-        return self._n_held
-
     def saw(self, key: str) -> None:
         """Remember that a request with this key was submitted (the newest :data:`SEEN_KEYS`)."""
         self._seen[key] = None

@@ -56,9 +56,8 @@ def stretch_events(model: Any, max_events: int, labels: Iterable[ClassLabel] = (
     16
     """
     trees = max(getattr(model, "n_trees", 1), 1)
-    known = getattr(model, "class_index", None) or {c: None for c in getattr(model, "classes_", ())}
-    classes = len(known) + len({y for y in labels if y not in known})
-    per_tree = max(1.0, classes / CLASSES_PER_UNIT)
+    classes = {*getattr(model, "classes_", ()), *labels}
+    per_tree = max(1.0, len(classes) / CLASSES_PER_UNIT)
     return max(1, min(max_events, int(STRETCH_COST / (trees * per_tree))))
 
 
