@@ -162,6 +162,7 @@ def serve(app: Any, settings: Any) -> None:
             settings.max_headers,
             settings.request_read_seconds,
             settings.max_connections,
+            settings.send_stall_seconds,
         ),
         log_level=settings.log_level,
         access_log=False,

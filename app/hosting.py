@@ -33,6 +33,7 @@ from .learning import Restored, apply_logged, logged_events, restore
 from .pacing import stretch_events
 from .pending import IdTaken, NoRoom, PendingIds
 from .reads import (
+    check_answer_fits,
     check_learnable,
     decisions,
     explanation,
@@ -176,7 +177,7 @@ class ModelHost:
     ) -> tuple[list[dict[str, float]], int]:
         """:meth:`predict_many`, and the seq it answered at, paced (:meth:`_paced`)."""
         return await self._paced(
-            xs, keys, trusted, lambda: self.predict_many(xs, keys, trusted), lambda p: rows_by_label(self.model, p)
+            xs, keys, trusted, lambda: self.predict_many(xs, keys, trusted), lambda p: rows_by_label(self.model, p), 0
         )
 
     async def decide_many_paced(
@@ -193,6 +194,7 @@ class ModelHost:
             trusted,
             lambda: self.decide_many(xs, costs, keys, trusted),
             lambda p: decisions(p, costs, labels_for(self.model, costs)),
+            len(costs.decisions),
         )
         return result | {"seq": seq}
 
@@ -203,17 +205,28 @@ class ModelHost:
         trusted: bool,
         whole: Callable[[], T],
         answer: Callable[[FloatArray], T],
+        decisions: int,
     ) -> tuple[T, int]:
         """``whole()`` for a batch that costs at most one of the writer's stretches
         (:func:`app.pacing.stretch_events`); a larger one is predicted in such stretches, the
         event loop free between two, under :attr:`apply_lock`, so that no learn changes the
         model in between, and ``answer`` is made of its probabilities: one model, at one seq,
-        answers every row. With the seq it answered at."""
+        answers every row. With the seq it answered at.
+
+        Raises
+        ------
+        InvalidInput
+            At ``("body", "instances")``: the answer, a value per label (and per one of the
+            ``decisions``) for each instance, would be over ``max_answer_values``
+            (:func:`~app.reads.check_answer_fits`).
+        """
         size = stretch_events(self.model, len(xs))
         if len(xs) <= size:
+            check_answer_fits(self.model, len(xs), decisions, self.limits)
             return whole(), self.seq
         async with self.apply_lock:
             self._check_readable()  # the model may have gone while this waited
+            check_answer_fits(self.model, len(xs), decisions, self.limits)
             out = answer(await paced_proba_matrix(self.model, xs, size))
             if keys:
                 self.remember(xs, keys, trusted)

@@ -21,6 +21,14 @@ long as it likes. Between requests, uvicorn's keep-alive timeout closes an idle 
 A request on a connection past the first ``max_connections`` open is answered ``503`` (JSON
 naming the setting) and its connection closed.
 
+An answer is written whole to the connection's send buffer, and the transport keeps what the
+client has not taken: a client that asks for a large answer and reads none of it held it in
+the server's memory until its connection closed, which it need never do. While the send
+buffer is over its high-water mark (from the transport's ``pause_writing`` to its
+``resume_writing``), a client that takes none of it for ``send_stall_seconds`` is cut off:
+the connection aborted, its unsent bytes dropped, with a warning naming the setting. A slow
+client that takes some within each such period is served to the end.
+
 A head over a limit is answered ``431 Request Header Fields Too Large`` (``414 URI Too Long``
 for the target) with a JSON body naming the limit, and the connection is closed. A request the
 parser cannot read (a malformed request line or header) is answered 400 with a JSON body too,
@@ -32,7 +40,10 @@ is closed without one.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import sys
+import termios
 from typing import Any
 
 import orjson
@@ -41,6 +52,9 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 __all__ = ["MALFORMED", "LimitedHttpToolsProtocol", "limited_protocol"]
 
 log = logging.getLogger("streamtree.app")
+
+#: The ioctl that reads a socket's unsent bytes (``SIOCOUTQ``, equal to ``TIOCOUTQ``): Linux only.
+_SIOCOUTQ: int | None = termios.TIOCOUTQ if sys.platform.startswith("linux") else None
 
 MALFORMED = "Malformed HTTP request: the request line or a header could not be parsed."
 
@@ -61,6 +75,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     max_headers: int = 100
     request_read_seconds: float = 60.0
     max_connections: int = 1_000
+    send_stall_seconds: float = 60.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -68,6 +83,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._refusal: tuple[int, str] | None = None
         self._deadline: asyncio.TimerHandle | None = None  # the request being read must be in by then
+        self._stall: asyncio.TimerHandle | None = None  # the client must take some of the answer by then
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -75,7 +91,57 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._unstall()
         super().connection_lost(exc)
+
+    # the send-side stall
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._watch_send(self._unsent())
+
+    def resume_writing(self) -> None:
+        self._unstall()
+        super().resume_writing()
+
+    def _watch_send(self, unsent: int) -> None:
+        """Check in ``send_stall_seconds`` that the client took some of the ``unsent`` bytes
+        (while writing is paused the application adds none: uvicorn's ``send`` waits)."""
+        self._unstall()
+        self._stall = self.loop.call_later(self.send_stall_seconds, self._check_send, unsent)
+
+    def _unsent(self) -> int:
+        """Bytes written and not yet taken by the client: the transport's buffer, and the
+        kernel's send queue where it tells (Linux ``SIOCOUTQ``). The transport refills the
+        kernel's queue only once a third of it is free (about 1 MiB on loopback), so its own
+        buffer alone stands still while a slow client reads."""
+        unsent = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and _SIOCOUTQ is not None:
+            try:
+                queued = fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0\0\0\0")
+                unsent += int.from_bytes(queued, sys.byteorder, signed=True)
+            except OSError:
+                pass
+        return unsent
+
+    def _unstall(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+
+    def _check_send(self, unsent: int) -> None:
+        self._stall = None
+        now = self._unsent()
+        if now < unsent:  # a slow client, but one that reads: watch on
+            self._watch_send(now)
+            return
+        log.warning(
+            "connection cut off: the client took nothing of its answer for %g s (send_stall_seconds); "
+            "%d bytes unsent dropped",
+            self.send_stall_seconds,
+            now,
+        )
+        self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if not self._in_head:
@@ -191,6 +257,7 @@ def limited_protocol(
     max_headers: int,
     request_read_seconds: float = 60.0,
     max_connections: int = 1_000,
+    send_stall_seconds: float = 60.0,
 ) -> type[LimitedHttpToolsProtocol]:
     """The protocol class (``uvicorn.run(http=...)``) with these limits (module docstring)."""
     return type(
@@ -202,5 +269,6 @@ def limited_protocol(
             "max_headers": max_headers,
             "request_read_seconds": request_read_seconds,
             "max_connections": max_connections,
+            "send_stall_seconds": send_stall_seconds,
         },
     )

@@ -128,6 +128,11 @@ def create_app(settings: Settings | None = None, model_cls: Any = None, store: E
         return node.cluster if node is not None and node.ready else None
 
     app.add_middleware(ForwardingMiddleware, forwarder=forwarder, cluster_of=cluster)  # innermost: bodies are limited
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, refused=learn.report_refused)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        max_held=settings.max_held_body_bytes,
+        refused=learn.report_refused,
+    )
     app.add_middleware(InstrumentMiddleware, telemetry=telemetry)
     return app

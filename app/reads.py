@@ -20,9 +20,10 @@ from streamtree.values import NUMERIC
 
 from .exceptions import InvalidInput, Loc, NoLabels
 from .schemas import label_key
-from .validation import field_error
+from .validation import Limits, check_answer_size, field_error
 
 __all__ = [
+    "check_answer_fits",
     "check_learnable",
     "decisions",
     "explanation",
@@ -72,6 +73,18 @@ def check_learnable(model: Any, x: dict[str, Any], loc: Loc) -> None:
                 f"label cannot hold {value!r}",
                 "invalid_input",
             )
+
+
+def check_answer_fits(model: Any, n: int, decisions: int, limits: Limits) -> None:
+    """Refuse (422 at ``("body", "instances")``) a batch of ``n`` instances whose answer, a
+    probability per label the model has (and an expected cost per one of the ``decisions``)
+    for each, would hold more than ``max_answer_values`` values
+    (:func:`~app.validation.check_answer_size`). Before any label the answer is ``{}`` per
+    instance: nothing to refuse."""
+    labels = len(model.classes_)
+    if labels:
+        what = f"{labels:,} labels" + (f" + {decisions:,} decisions" if decisions else "")
+        check_answer_size(n, labels + decisions, what, ("body", "instances"), limits)
 
 
 def proba_one(model: Any, x: dict[str, Any]) -> dict[str, float]:

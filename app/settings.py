@@ -50,6 +50,11 @@ class Settings(BaseSettings):
         another address.
     max_body_bytes
         Largest accepted request body; larger ones get 413 before they are parsed.
+    max_held_body_bytes
+        Most bytes of request bodies the server holds at once, summed over the requests being
+        read, parsed or waiting their turn (each until it is answered): a request that would
+        take the sum past it gets 503 with ``Retry-After`` (JSON naming the setting), unread.
+        At least ``max_body_bytes``.
     max_header_bytes, max_head_bytes, max_headers
         Request heads (:mod:`app.http_protocol`): the longest header (name and value) or
         request target, the longest head (request line and every header) and the most
@@ -61,8 +66,16 @@ class Settings(BaseSettings):
     max_connections
         Most connections open at once; a request on one past it gets 503 (JSON naming the
         setting) and its connection is closed.
+    send_stall_seconds
+        A connection whose client takes none of an answer for this long (the server's send
+        buffer full all that time) is cut off, its unsent bytes dropped: an answer a client
+        does not read is not held for as long as the client likes.
     max_batch
         Most events (learn) or instances (predict) in one request.
+    max_answer_values
+        Most values in one answer of a batch: instances x labels for a prediction, instances
+        x (labels + decisions) for a decision; a batch over it gets 422 at
+        ``["body", "instances"]`` naming how many instances fit.
     max_features
         Most features in one event or instance.
     max_string_length
@@ -148,7 +161,10 @@ class Settings(BaseSettings):
     max_headers: int = Field(default=100, ge=10, le=10_000)
     request_read_seconds: float = Field(default=60.0, gt=0, le=3600)
     max_connections: int = Field(default=1_000, ge=10, le=1_000_000)
+    max_held_body_bytes: int = Field(default=64 * MiB, ge=1024)
+    send_stall_seconds: float = Field(default=60.0, gt=0, le=3_600)
     max_batch: int = Field(default=10_000, ge=1)
+    max_answer_values: int = Field(default=2_000_000, ge=1_000)
     max_features: int = Field(default=1_000, ge=1)
     max_string_length: int = Field(default=256, ge=1)
     max_labels: int = Field(default=1_000, ge=2)
@@ -219,6 +235,17 @@ class Settings(BaseSettings):
         operator believes them protected."""
         if self.protect_reads and not self.api_keys:
             raise ValueError("protect_reads needs api_keys: without a key every read would stay open")
+        return self
+
+    @model_validator(mode="after")
+    def _held_fits_a_body(self) -> Settings:
+        """Refuse ``max_held_body_bytes`` under ``max_body_bytes``: a body allowed in size
+        could never be held."""
+        if self.max_held_body_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_held_body_bytes ({self.max_held_body_bytes}) must be at least max_body_bytes "
+                f"({self.max_body_bytes}), or a body of that size could never be accepted"
+            )
         return self
 
     @field_validator("database_url")

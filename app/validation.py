@@ -48,11 +48,18 @@ class Limits:
     max_features: int
     max_string_length: int
     max_labels: int
+    max_answer_values: int = 2_000_000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
         """Pick the limits out of the settings."""
-        return cls(settings.max_batch, settings.max_features, settings.max_string_length, settings.max_labels)
+        return cls(
+            settings.max_batch,
+            settings.max_features,
+            settings.max_string_length,
+            settings.max_labels,
+            settings.max_answer_values,
+        )
 
 
 def field_error(loc: Loc, msg: str, kind: str = "value_error") -> InvalidInput:
@@ -69,6 +76,21 @@ def check_length(items: Sequence[Any], loc: Loc, limits: Limits) -> None:
     """Refuse a batch with more than ``max_batch`` items."""
     if len(items) > limits.max_batch:
         raise field_error(loc, f"List should have at most {limits.max_batch} items, not {len(items)}", "too_long")
+
+
+def check_answer_size(n: int, per_instance: int, what: str, loc: Loc, limits: Limits) -> None:
+    """Refuse a batch of ``n`` instances whose answer holds ``per_instance`` values each
+    (``what`` says which) when that is over ``max_answer_values`` in all: the answer is built
+    whole, in memory, before its first byte is sent."""
+    if n * per_instance > limits.max_answer_values:
+        fit = limits.max_answer_values // per_instance
+        raise field_error(
+            loc,
+            f"The answer would hold {n:,} instances x {per_instance:,} values ({what}) = "
+            f"{n * per_instance:,} values, over {limits.max_answer_values:,} on this service "
+            f"(setting max_answer_values): send at most {fit:,} instances a request",
+            "too_long",
+        )
 
 
 def _check_int(v: int, loc: Loc) -> None:

@@ -240,8 +240,11 @@ def start_server(
         ],
         env=env,
     )
-    deadline = time.monotonic() + 60
+    # the first start on a machine compiles the kernels (minutes): the port opens once they are in
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with status {proc.returncode} before it was healthy")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
                 if r.status == 200:

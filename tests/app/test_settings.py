@@ -56,6 +56,8 @@ def test_protect_reads_without_keys_is_refused() -> None:
         ("port", 70000),
         ("sync", "off"),
         ("max_body_bytes", 10),
+        ("max_answer_values", 10),
+        ("send_stall_seconds", 0),
         ("pending_ttl_seconds", 0),
         ("metrics_window", 10**10),  # allocated per model at start: 298 GiB
         ("snapshots_kept", 10**20),  # beyond SQLite's integers: every snapshot failed
@@ -80,3 +82,10 @@ def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     f.write_text("x")
     with pytest.raises(ValidationError, match="not a directory"):
         Settings(data_dir=f)
+
+
+def test_held_bodies_must_hold_the_largest_body() -> None:
+    # a budget under one body: a body of the allowed size would always be refused 503
+    with pytest.raises(ValidationError, match="max_held_body_bytes .* must be at least max_body_bytes"):
+        Settings(max_held_body_bytes=2 * 1024 * 1024)
+    assert Settings(max_body_bytes=1024, max_held_body_bytes=1024).max_held_body_bytes == 1024

@@ -1,0 +1,214 @@
+"""What one request may make the server hold: an answer's values (``max_answer_values``), an
+answer its client does not read (``send_stall_seconds``), and the bodies of the requests in
+the server together (``max_held_body_bytes``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.body_limit import BodyLimitMiddleware
+from tests.app.test_process import free_port, request, start
+
+LABELS = [f"l{i}" for i in range(10)]
+COSTS = {"a": dict.fromkeys(LABELS, 1.0), "b": dict.fromkeys(LABELS, 2.0)}
+
+
+def learn_labels(client: Any, path: str, labels: list[str]) -> None:
+    events = [{"features": {"x": float(i)}, "label": y} for i, y in enumerate(labels)]
+    assert client.post(path, json={"events": events}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "config", [None, {"estimator": "forest", "n_trees": 100, "seed": 1}], ids=["tree", "forest-paced"]
+)
+def test_an_answer_over_max_answer_values_is_422_naming_how_many_instances_fit(running, config) -> None:  # type: ignore[no-untyped-def]
+    # 10,000 instances of a 1,000-label model were answered whole: 113 MiB, 745 MiB more at its
+    # peak. A forest of 100 trees predicts 150 instances in stretches (the check under the lock)
+    with running(max_answer_values=1_000) as client:
+        base = "/models/m" if config else ""
+        if config:
+            assert client.put("/models/m", json=config).status_code == 201
+        assert client.post(f"{base}/predict_proba", json={"instances": [{"x": 1.0}] * 150}).status_code == 200
+        learn_labels(client, f"{base}/learn", LABELS)
+        instances = [{"x": float(i)} for i in range(150)]
+        r = client.post(f"{base}/predict_proba", json={"instances": instances})
+        assert r.status_code == 422, r.text
+        (error,) = r.json()["detail"]
+        assert error["loc"] == ["body", "instances"] and error["type"] == "too_long"
+        assert error["msg"] == (
+            "The answer would hold 150 instances x 10 values (10 labels) = 1,500 values, over 1,000 on "
+            "this service (setting max_answer_values): send at most 100 instances a request"
+        )
+        r = client.post(f"{base}/predict_proba", json={"instances": instances[:100]})
+        assert r.status_code == 200 and len(r.json()["probabilities"]) == 100
+        # a decision's answer also holds an expected cost per decision: 12 values an instance
+        r = client.post(f"{base}/decide", json={"instances": instances[:84], "costs": COSTS})
+        assert r.status_code == 422 and "at most 83 instances" in r.json()["detail"][0]["msg"], r.text
+        r = client.post(f"{base}/decide", json={"instances": instances[:83], "costs": COSTS})
+        assert r.status_code == 200 and len(r.json()["decisions"]) == 83
+        assert client.post(f"{base}/predict_proba", json={"features": {"x": 1.0}}).status_code == 200
+
+
+@pytest.mark.slow
+def test_an_answer_its_client_does_not_read_is_cut_off_after_send_stall_seconds(tmp_path: Path) -> None:
+    # a client that asked for megabytes and read none of them held them in the server's
+    # memory until it closed its connection, which it need never do
+    port = free_port()
+    log = tmp_path / "server.log"
+    with open(log, "wb") as stderr:
+        proc = start(tmp_path / "data", port, stderr=stderr, send_stall_seconds="1")
+    try:
+        labels = [f"label-{i}" for i in range(60)]
+        events = [{"features": {"x": float(i)}, "label": y} for i, y in enumerate(labels)]
+        assert request(port, "POST", "/learn", {"events": events})[0] == 200
+        body = json.dumps({"instances": [{"x": float(i % 60)} for i in range(10_000)]}).encode()
+        head = f"POST /predict_proba HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+
+        def ask() -> socket.socket:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)  # set before connect to count
+            s.settimeout(30)
+            s.connect(("127.0.0.1", port))
+            s.sendall(head.encode() + body)
+            return s
+
+        def read_all(s: socket.socket, pause: float = 0.0, until: float = 0.0) -> tuple[bytes, bool]:
+            """The answer's body as far as it came, and whether it came whole; ``pause``
+            between reads until ``until`` (a slow reader), then at full speed."""
+            data, length = b"", None
+            try:
+                while length is None or len(data) < length:
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        break
+                    data += chunk
+                    if length is None and b"\r\n\r\n" in data:
+                        head, _, data = data.partition(b"\r\n\r\n")
+                        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                    if time.monotonic() < until:
+                        time.sleep(pause)
+            except ConnectionResetError:
+                pass
+            return data, length is not None and len(data) == length
+
+        stalled = ask()
+        time.sleep(3)  # takes nothing for 3 s: cut off after 1
+        data, whole = read_all(stalled)
+        stalled.close()
+        assert not whole, len(data)
+        text = log.read_text()
+        assert "took nothing of its answer for 1 s (send_stall_seconds)" in text, text[-2000:]
+        # a slow client that keeps taking some is served to the end, however long that lasts
+        slow = ask()
+        data, whole = read_all(slow, pause=0.3, until=time.monotonic() + 3)
+        slow.close()
+        assert whole, len(data)
+        answer = json.loads(data)
+        assert len(answer["probabilities"]) == 10_000
+        assert request(port, "GET", "/health")[0] == 200
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_requests_past_max_held_body_bytes_get_503_with_retry_after() -> None:
+    """The middleware alone: bodies counted from their Content-Length, or as a chunked one
+    arrives, until the answer is sent; one that would pass the budget is refused unread."""
+    release = asyncio.Event()
+    seen: list[int] = []
+
+    async def slow_app(scope, receive, send):  # type: ignore[no-untyped-def]
+        size = 0
+        while True:
+            message = await receive()
+            size += len(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        seen.append(size)
+        await release.wait()  # held, as a learn waiting for the writer
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    limited = BodyLimitMiddleware(slow_app, max_bytes=1_000, max_held=2_500)
+
+    async def call(size: int, chunked: bool = False, pieces: int = 1) -> tuple[int, dict[bytes, bytes], bytes]:
+        headers = [] if chunked else [(b"content-length", str(size).encode())]
+        scope = {"type": "http", "method": "POST", "path": "/learn", "headers": headers}
+        parts = [b"x" * (size // pieces)] * pieces
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if parts:
+                return {"type": "http.request", "body": parts.pop(0), "more_body": bool(parts)}
+            await asyncio.sleep(3600)
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await limited(scope, receive, send)
+        start_msg, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
+        return start_msg["status"], dict(start_msg["headers"]), body
+
+    async def scenario() -> None:
+        first = [asyncio.create_task(call(1_000)), asyncio.create_task(call(1_000))]
+        await asyncio.sleep(0.01)
+        assert limited.held == 2_000 and seen == [1_000, 1_000]
+        status, headers, body = await call(1_000)  # 3,000 > 2,500: refused unread
+        assert status == 503 and headers[b"retry-after"] == b"1"
+        assert json.loads(body)["detail"] == (
+            "The server holds 2,500 bytes of request bodies already (max_held_body_bytes), "
+            "the most it takes at once; retry shortly."
+        )
+        status, _, _ = await call(900, chunked=True, pieces=3)  # cut off at its second piece
+        assert status == 503 and limited.held == 2_000
+        fits = asyncio.create_task(call(400, chunked=True, pieces=2))
+        await asyncio.sleep(0.01)
+        assert limited.held == 2_400 and seen[-1] == 400
+        release.set()
+        assert [(await t)[0] for t in (*first, fits)] == [200, 200, 200]
+        assert limited.held == 0
+        assert (await call(1_000))[0] == 200
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.slow
+def test_a_learn_past_max_held_body_bytes_is_503_and_learned_when_retried(tmp_path: Path) -> None:
+    # 40 batches of 3.5 MiB queued for a busy 100-tree forest held 894 MiB more, none refused
+    port = free_port()
+    proc = start(tmp_path / "data", port, max_body_bytes="65536", max_held_body_bytes="131072")
+    held: list[socket.socket] = []
+    try:
+        events = [{"features": {"x": float(i % 97)}, "label": f"y{i % 3}"} for i in range(2_800)]
+        bodies = [json.dumps({"events": events[i : i + 1_400]}).encode() for i in (0, 1_400)]
+        assert all(40_000 < len(b) < 65_536 for b in bodies), [len(b) for b in bodies]
+        for b in bodies:  # two learns whose bodies are on their way: held at their declared length
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(
+                b"POST /learn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(b)}\r\n\r\n".encode()
+                + b[:100]
+            )
+            held.append(s)
+        time.sleep(0.3)
+        third = {"events": events[:1_400]}
+        status, answer = request(port, "POST", "/learn", third)
+        assert status == 503 and "max_held_body_bytes" in answer["detail"], answer
+        assert request(port, "GET", "/models/default")[1]["seq"] == 0  # nothing learned
+        for s, b in zip(held, bodies, strict=True):
+            s.sendall(b[100:])
+            assert s.recv(65536).startswith(b"HTTP/1.1 200"), "a held learn was not learned"
+        assert request(port, "POST", "/learn", third) == (200, {"learned": 1_400, "seq": 4_200})
+    finally:
+        for s in held:
+            s.close()
+        proc.kill()
+        proc.wait(timeout=30)
