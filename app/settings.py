@@ -161,7 +161,7 @@ class Settings(BaseSettings):
     max_headers: int = Field(default=100, ge=10, le=10_000)
     request_read_seconds: float = Field(default=60.0, gt=0, le=3600)
     max_connections: int = Field(default=1_000, ge=10, le=1_000_000)
-    max_held_body_bytes: int = Field(default=64 * MiB, ge=1024)
+    max_held_body_bytes: int = Field(default=16 * MiB, ge=1024)
     send_stall_seconds: float = Field(default=60.0, gt=0, le=3_600)
     max_batch: int = Field(default=10_000, ge=1)
     max_answer_values: int = Field(default=2_000_000, ge=1_000)
