@@ -43,6 +43,7 @@ from .reads import (
     proba_one,
     proba_rows,
     rows_by_label,
+    tree_data,
 )
 from .recovery import reason_of
 from .settings import Settings
@@ -302,11 +303,11 @@ class ModelHost:
         self._check_readable()
         return explanation(self.model, x)
 
-    def tree(self) -> dict[str, Any]:
-        """The tree as plain data."""
+    def tree(self, member: int | None = None) -> dict[str, Any]:
+        """The tree (or a forest's ``member``) as plain data, within ``max_answer_values``
+        (:func:`~app.reads.tree_data`)."""
         self._check_readable()
-        tree: dict[str, Any] = self.model.tree_
-        return tree
+        return tree_data(self.model, member, self.limits)
 
     def summary(self) -> dict[str, Any]:
         """The library's summary of the model."""

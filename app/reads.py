@@ -34,7 +34,11 @@ __all__ = [
     "proba_one",
     "proba_rows",
     "rows_by_label",
+    "tree_data",
 ]
+
+#: Values a node takes in ``tree_`` besides its class counts: parent, left, right, depth, split, alpha.
+TREE_VALUES_PER_NODE = 6
 
 
 def input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> InvalidInput:
@@ -169,6 +173,44 @@ def decisions(proba: FloatArray, costs: CostMatrix, keys: list[str]) -> dict[str
         "expected_costs": [dict(zip(options, row, strict=True)) for row in result.expected_costs.tolist()],
         "probabilities": [dict(zip(keys, row, strict=True)) for row in proba.tolist()],
     }
+
+
+def tree_data(model: Any, member: int | None, limits: Limits) -> dict[str, Any]:
+    """The library's ``tree_`` of the model, or of one member of a forest, once its size (a
+    value per class and :data:`TREE_VALUES_PER_NODE` more per node) is known to be within
+    ``max_answer_values``: it is built whole, on the event loop.
+
+    Raises
+    ------
+    InvalidInput
+        At ``("query", "member")``: a member of a single tree, a member out of range, or a
+        tree over the bound (for a forest, the message says to ask one member at a time).
+    """
+    loc = ("query", "member")
+    members = getattr(model, "members", None)
+    shown = model
+    if member is not None:
+        if members is None:
+            raise field_error(loc, "This model is a single tree: ask for its tree without 'member'", "no_members")
+        if not 0 <= member < len(members):
+            raise field_error(loc, f"member must be from 0 to {len(members) - 1} (the forest's trees); got {member}")
+        shown = members[member]
+    values = shown.n_nodes * (len(model.classes_) + TREE_VALUES_PER_NODE)
+    if values > limits.max_answer_values:
+        what = f"The forest's {len(members)} trees hold" if members is not None and member is None else "The tree holds"
+        hint = (
+            f": ask for one tree at a time (?member=0 to ?member={len(members) - 1})"
+            if members is not None and member is None
+            else ""
+        )
+        raise field_error(
+            loc,
+            f"{what} {shown.n_nodes:,} nodes of {len(model.classes_):,} classes: {values:,} values, over "
+            f"{limits.max_answer_values:,} on this service (setting max_answer_values){hint}",
+            "too_long",
+        )
+    tree: dict[str, Any] = shown.tree_
+    return tree if member is None else {"member": member, **tree}
 
 
 def explanation(model: Any, x: dict[str, Any]) -> dict[str, Any]:

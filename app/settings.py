@@ -74,8 +74,9 @@ class Settings(BaseSettings):
         Most events (learn) or instances (predict) in one request.
     max_answer_values
         Most values in one answer of a batch: instances x labels for a prediction, instances
-        x (labels + decisions) for a decision; a batch over it gets 422 at
-        ``["body", "instances"]`` naming how many instances fit.
+        x (labels + decisions) for a decision, nodes x (classes + 6) for a model's tree; a
+        batch over it gets 422 at ``["body", "instances"]`` naming how many instances fit, a
+        tree at ``["query", "member"]``.
     max_features
         Most features in one event or instance.
     max_string_length

@@ -39,9 +39,17 @@ async def model_metrics_history(
 
 
 @router.get("/tree", summary="The tree as data", response_model=dict[str, Any])
-async def model_tree(host: ReadModel) -> FastJSON:
-    """The model's tree as plain data (the library's ``tree_``)."""
-    return FastJSON(host.tree())
+async def model_tree(
+    host: ReadModel,
+    member: Annotated[
+        int | None, Query(ge=0, description='A forest\'s tree (from 0): that tree alone, as `{"member", ...}`.')
+    ] = None,
+) -> FastJSON:
+    """The model's tree as plain data (the library's ``tree_``: a forest's is
+    `{"members": [...]}`), or one tree of a forest (`member`). An answer of more than
+    `max_answer_values` values (a value per class and six more per node) is refused: 422 at
+    `["query", "member"]`, for a forest saying to ask for one tree at a time."""
+    return FastJSON(host.tree(member))
 
 
 @router.post("/explain", summary="Explain a prediction", response_model=dict[str, Any])

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from app.body_limit import BodyLimitMiddleware
+from streamtree.estimators import ESTIMATORS
 from tests.app.test_process import free_port, request, start
 
 LABELS = [f"l{i}" for i in range(10)]
@@ -212,3 +213,34 @@ def test_a_learn_past_max_held_body_bytes_is_503_and_learned_when_retried(tmp_pa
             s.close()
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_tree_over_max_answer_values_is_refused_and_a_forest_is_read_a_tree_at_a_time(running) -> None:  # type: ignore[no-untyped-def]
+    # /tree was built whole on the event loop: a 100-tree forest of a million nodes each, at once
+    events = [{"features": {"x": float(i % 200)}, "label": LABELS[i % 10]} for i in range(500)]
+    config = {"estimator": "forest", "n_trees": 3, "seed": 2}
+    twin = ESTIMATORS(**config)  # the same events and config: the same trees, bit for bit
+    twin.learn_many([e["features"] for e in events], [e["label"] for e in events])
+    nodes = [m.n_nodes for m in twin.members]
+    bound = max(nodes) * 16  # 10 classes and 6 values more a node: the largest tree just fits
+    assert bound >= 1_000 and sum(nodes) * 16 > bound, nodes
+    with running(max_answer_values=bound) as client:
+        assert client.put("/models/f", json=config).status_code == 201
+        assert client.post("/models/f/learn", json={"events": events}).status_code == 200
+        assert [len(client.get(f"/models/f/tree?member={i}").json()["parent"]) for i in range(3)] == nodes
+        r = client.get("/models/f/tree")
+        assert r.status_code == 422, r.text
+        (error,) = r.json()["detail"]
+        assert error["loc"] == ["query", "member"] and error["type"] == "too_long"
+        assert error["msg"] == (
+            f"The forest's 3 trees hold {sum(nodes):,} nodes of 10 classes: {sum(nodes) * 16:,} values, over "
+            f"{bound:,} on this service (setting max_answer_values): ask for one tree at a time (?member=0 to ?member=2)"
+        )
+        answer = client.get("/models/f/tree?member=1").json()
+        assert answer["member"] == 1 and answer["classes"] == LABELS
+        for member, why in ((3, "member must be from 0 to 2"), (-1, "greater than or equal to 0")):
+            r = client.get(f"/models/f/tree?member={member}")
+            assert r.status_code == 422 and why in r.json()["detail"][0]["msg"], r.text
+        r = client.get("/models/default/tree?member=0")
+        assert r.status_code == 422 and "single tree" in r.json()["detail"][0]["msg"]
+        assert client.get("/models/default/tree").status_code == 200
