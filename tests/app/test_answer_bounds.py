@@ -1,10 +1,9 @@
 """What one request may make the server hold: an answer's values (``max_answer_values``), an
 answer its client does not read (``send_stall_seconds``), and the bodies of the requests in
-the server together (``max_held_body_bytes``)."""
+the server together (``max_held_body_bytes``; the middleware alone: ``test_body_limit.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import time
@@ -13,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from app.body_limit import BodyLimitMiddleware
 from streamtree.estimators import ESTIMATORS
 from tests.app.test_process import free_port, request, start
 
@@ -117,68 +115,6 @@ def test_an_answer_its_client_does_not_read_is_cut_off_after_send_stall_seconds(
     finally:
         proc.kill()
         proc.wait(timeout=30)
-
-
-def test_requests_past_max_held_body_bytes_get_503_with_retry_after() -> None:
-    """The middleware alone: bodies counted from their Content-Length, or as a chunked one
-    arrives, until the answer is sent; one that would pass the budget is refused unread."""
-    release = asyncio.Event()
-    seen: list[int] = []
-
-    async def slow_app(scope, receive, send):  # type: ignore[no-untyped-def]
-        size = 0
-        while True:
-            message = await receive()
-            size += len(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        seen.append(size)
-        await release.wait()  # held, as a learn waiting for the writer
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"{}"})
-
-    limited = BodyLimitMiddleware(slow_app, max_bytes=1_000, max_held=2_500)
-
-    async def call(size: int, chunked: bool = False, pieces: int = 1) -> tuple[int, dict[bytes, bytes], bytes]:
-        headers = [] if chunked else [(b"content-length", str(size).encode())]
-        scope = {"type": "http", "method": "POST", "path": "/learn", "headers": headers}
-        parts = [b"x" * (size // pieces)] * pieces
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            if parts:
-                return {"type": "http.request", "body": parts.pop(0), "more_body": bool(parts)}
-            await asyncio.sleep(3600)
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        await limited(scope, receive, send)
-        start_msg, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
-        return start_msg["status"], dict(start_msg["headers"]), body
-
-    async def scenario() -> None:
-        first = [asyncio.create_task(call(1_000)), asyncio.create_task(call(1_000))]
-        await asyncio.sleep(0.01)
-        assert limited.held == 2_000 and seen == [1_000, 1_000]
-        status, headers, body = await call(1_000)  # 3,000 > 2,500: refused unread
-        assert status == 503 and headers[b"retry-after"] == b"1"
-        assert json.loads(body)["detail"] == (
-            "The server holds 2,500 bytes of request bodies already (max_held_body_bytes), "
-            "the most it takes at once; retry shortly."
-        )
-        status, _, _ = await call(900, chunked=True, pieces=3)  # cut off at its second piece
-        assert status == 503 and limited.held == 2_000
-        fits = asyncio.create_task(call(400, chunked=True, pieces=2))
-        await asyncio.sleep(0.01)
-        assert limited.held == 2_400 and seen[-1] == 400
-        release.set()
-        assert [(await t)[0] for t in (*first, fits)] == [200, 200, 200]
-        assert limited.held == 0
-        assert (await call(1_000))[0] == 200
-
-    asyncio.run(scenario())
 
 
 @pytest.mark.slow
