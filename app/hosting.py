@@ -46,6 +46,7 @@ from .reads import (
     tree_data,
 )
 from .recovery import reason_of
+from .schemas import label_key
 from .settings import Settings
 from .storage import StorageError
 from .storage.thread import StoreThread
@@ -314,6 +315,11 @@ class ModelHost:
         self._check_readable()
         summary: dict[str, Any] = self.model.summary()
         return summary
+
+    def labels(self) -> list[str]:
+        """The model's labels as JSON keys (:func:`app.schemas.label_key`)."""
+        self._check_readable()
+        return [label_key(c) for c in self.model.classes_]
 
     def metrics(self) -> dict[str, Any]:
         """Prequential metrics over all events and the recent window."""

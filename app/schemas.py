@@ -317,6 +317,11 @@ class ModelInfo(BaseModel):
     config: dict[str, Any]
     summary: dict[str, Any]
     seq: int = Field(description="Number of events learned and logged (last sequence number).")
+    labels: list[str] = Field(
+        default_factory=list,
+        description="The model's labels as the keys of its probabilities (booleans as "
+        '`"true"`/`"false"`, integers in decimal, exact however large), in the order of `summary.classes`.',
+    )
 
 
 class ModelList(BaseModel):

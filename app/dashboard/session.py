@@ -15,7 +15,7 @@ import hmac
 import time
 from collections.abc import Sequence
 
-__all__ = ["COOKIE", "SESSION_SECONDS", "cookie_header", "session_value", "valid_session"]
+__all__ = ["COOKIE", "SESSION_SECONDS", "cookie_header", "session_value", "sign_out_header", "valid_session"]
 
 COOKIE = "streamtree_session"
 _CONTEXT = b"streamtree dashboard session v2|"
@@ -48,8 +48,17 @@ def valid_session(value: str | None, keys: Sequence[str], now: float | None = No
 
 
 def cookie_header(key: str, secure: bool, now: float | None = None) -> str:
-    """The ``Set-Cookie`` value for a browser session of ``key``: it ends with the browser, and
-    its value after :data:`SESSION_SECONDS`."""
+    """The ``Set-Cookie`` value for a browser session of ``key``: a session cookie (no
+    ``Max-Age``, so the browser drops it when it closes), whose value the server refuses after
+    :data:`SESSION_SECONDS`."""
     issued = int(time.time() if now is None else now)
-    attributes = f"Path=/; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
-    return f"{COOKIE}={session_value(key, issued)}; {attributes}"
+    return f"{COOKIE}={session_value(key, issued)}; {_attributes(secure)}"
+
+
+def sign_out_header(secure: bool) -> str:
+    """The ``Set-Cookie`` value that makes the browser drop the session cookie at once."""
+    return f"{COOKIE}=; Max-Age=0; {_attributes(secure)}"
+
+
+def _attributes(secure: bool) -> str:
+    return "Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")

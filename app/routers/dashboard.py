@@ -21,7 +21,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..dashboard.assets import asset, page
-from ..dashboard.session import cookie_header
+from ..dashboard.session import COOKIE, cookie_header, sign_out_header
 from ..dashboard.throttle import LoginThrottle, client_key
 from ..deps import check_access
 from ..errors import INVALID_KEY
@@ -46,6 +46,11 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-cache",
 }
 
+#: The page's sign-out button, shown to a browser signed in with the session cookie.
+SIGN_OUT_FORM = (
+    '<form method="post" action="/dashboard/logout" class="sign-out"><button type="submit">Sign out</button></form>'
+)
+
 router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
 
 
@@ -61,7 +66,10 @@ async def dashboard(request: Request) -> Response:
         check_access(request, write=False)
     except HTTPException as exc:
         return _login_page(exc.status_code, str(exc.detail), exc.headers)
-    return HTMLResponse(page("index.html"), headers=SECURITY_HEADERS)
+    body = page("index.html")
+    if COOKIE in request.cookies:  # signed in from this browser: it can sign out
+        body = body.replace("<!--sign-out-->", SIGN_OUT_FORM)
+    return HTMLResponse(body, headers=SECURITY_HEADERS)
 
 
 def _wait_page(throttle: LoginThrottle, client: str) -> Response | None:
@@ -106,6 +114,15 @@ async def login(request: Request) -> Response:
     throttle.succeeded(client)
     response = RedirectResponse("/dashboard", status_code=303)
     response.headers["Set-Cookie"] = cookie_header(key, secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Drop the browser's session cookie and go back to the page (the sign-in form, when reads
+    need a key). Safe without a session: nothing else changes."""
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.headers["Set-Cookie"] = sign_out_header(secure=request.url.scheme == "https")
     return response
 
 

@@ -54,7 +54,12 @@ def _fork(host: ModelHost, registry: Registry) -> ForkProgress | None:
 def info(host: ModelHost, registry: Registry) -> ForkedModelInfo:
     """A model's name, complete config, summary and last sequence number (a fork's progress too)."""
     return ForkedModelInfo(
-        name=host.name, config=host.config, summary=host.summary(), seq=host.seq, fork=_fork(host, registry)
+        name=host.name,
+        config=host.config,
+        summary=host.summary(),
+        seq=host.seq,
+        labels=host.labels(),
+        fork=_fork(host, registry),
     )
 
 

@@ -331,7 +331,8 @@
     setText("nodes", fmtInt(s.n_nodes));
     setText("leaves", fmtInt(s.n_leaves));
     setText("depth", fmtInt(s.depth));
-    var classes = (s.classes || []).map(String);
+    // the service's label keys: exact where JSON numbers are not (integers beyond 2**53)
+    var classes = model.labels || (s.classes || []).map(String);
     if (classes.length) { setLabels("classes", classes.length + ": ", classes); } else { setLabels("classes", "none yet", []); }
     var driftText = fmtInt(drift.n_detections || 0) + " / " + fmtInt(drift.n_swaps || 0);
     if (drift.background) { driftText += " (comparing a background tree)"; }

@@ -3,7 +3,7 @@ constant time, revocable, valid for SESSION_SECONDS."""
 
 from __future__ import annotations
 
-from app.dashboard.session import COOKIE, SESSION_SECONDS, cookie_header, session_value, valid_session
+from app.dashboard.session import COOKIE, SESSION_SECONDS, cookie_header, session_value, sign_out_header, valid_session
 
 KEY = "k" * 20
 OTHER = "o" * 20
@@ -39,5 +39,12 @@ def test_the_cookie_is_http_only_and_same_site_strict() -> None:
     header = cookie_header(KEY, secure=False, now=NOW)
     assert header.startswith(f"{COOKIE}={session_value(KEY, NOW)}; ")
     assert "HttpOnly" in header and "SameSite=Strict" in header and "Path=/" in header
-    assert f"Max-Age={SESSION_SECONDS}" in header
+    # a session cookie: the browser drops it when it closes (the server refuses it after SESSION_SECONDS);
+    # with Max-Age it outlived the browser, as the sign-in page said it would not
+    assert "Max-Age" not in header and "Expires" not in header
     assert "Secure" not in header and "Secure" in cookie_header(KEY, secure=True, now=NOW)
+
+
+def test_signing_out_drops_the_cookie_with_its_attributes() -> None:
+    assert sign_out_header(secure=False) == f"{COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"
+    assert sign_out_header(secure=True).endswith("; Secure")

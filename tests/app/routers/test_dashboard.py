@@ -84,6 +84,21 @@ def test_signing_in_gives_a_read_only_cookie(protected) -> None:  # type: ignore
     assert protected.get("/models").status_code == 401
 
 
+def test_signing_out_drops_the_cookie(protected) -> None:  # type: ignore[no-untyped-def]
+    # there was no way to sign out: on a shared machine the session outlived its user
+    r = protected.get("/dashboard", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200 and "/dashboard/logout" not in r.text  # no cookie: nothing to sign out of
+    protected.post("/dashboard/login", data={"token": KEY})
+    r = protected.get("/dashboard")
+    assert r.status_code == 200 and '<form method="post" action="/dashboard/logout"' in r.text
+    r = protected.post("/dashboard/logout", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/dashboard"
+    assert r.headers["set-cookie"].startswith(f"{COOKIE}=; Max-Age=0; Path=/")
+    assert COOKIE not in protected.cookies
+    assert protected.get("/dashboard").status_code == 401
+    assert protected.get("/models").status_code == 401
+
+
 def test_a_wrong_key_is_refused_with_the_form_again(protected) -> None:  # type: ignore[no-untyped-def]
     r = protected.post("/dashboard/login", data={"token": "wrong-key-0123456789"}, follow_redirects=False)
     assert r.status_code == 403 and "Invalid API key." in r.text and "set-cookie" not in r.headers

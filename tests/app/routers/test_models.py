@@ -376,3 +376,15 @@ def test_a_fork_whose_source_is_deleted_during_its_put_names_the_source(client, 
     monkeypatch.setattr(registry, "get", lambda name: object() if name == "gone" else real_get(name))
     r = client.put("/models/f", json={"config": {}, "from": "gone"})
     assert (r.status_code, r.json()) == (404, {"detail": "Model 'gone' not found (body.from)."})
+
+
+def test_a_models_labels_are_its_probability_keys_exact_however_large(client) -> None:  # type: ignore[no-untyped-def]
+    # the dashboard showed summary.classes through JSON numbers: 2**53 and 2**53 + 1 as one label
+    labels = [2**53, 2**53 + 1, 2**63 - 1, -(2**63)]
+    events = [{"features": {"a": float(i)}, "label": y} for i, y in enumerate(labels)]
+    assert client.post("/learn", json={"events": events}).status_code == 200
+    info = client.get("/models/default").json()
+    assert info["labels"] == [str(y) for y in info["summary"]["classes"]] == [str(y) for y in labels]
+    keys = client.post("/predict_proba", json={"features": {"a": 1.0}}).json()["probabilities"]
+    assert sorted(keys) == sorted(info["labels"])
+    assert client.get("/models").json()["models"][0]["labels"] == info["labels"]
