@@ -17,6 +17,7 @@ from starlette.responses import Response
 from .exceptions import (
     ConfigConflict,
     Conflict,
+    DamagedRecord,
     InvalidInput,
     LearnFailure,
     LogUnavailable,
@@ -156,6 +157,7 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, internal)
     app.add_exception_handler(SeqNotReached, not_reached)
     app.add_exception_handler(ModelUnavailable, not_reached)  # 503 naming the model and why it is out
+    app.add_exception_handler(DamagedRecord, not_reached)  # 503 naming the record's seq
     app.add_exception_handler(NotWriter, not_writer)
     app.add_exception_handler(TooManyHeld, too_many_held)
     app.add_exception_handler(Conflict, conflict)  # 409 saying why, with the fields that tell it

@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "ConfigConflict",
     "Conflict",
+    "DamagedRecord",
     "InvalidInput",
     "LearnFailure",
     "Loc",
@@ -109,6 +110,20 @@ class StoreUnavailable(ServiceError):
 
 class LogUnavailable(ServiceError):
     """The event log could not be read (the store failed); nothing changed."""
+
+
+class DamagedRecord(LogUnavailable):
+    """A record of the event log is not an event the service logged (damaged on disk, or
+    edited by hand): a 503 naming its seq."""
+
+    def __init__(self, name: str, seq: int, why: str) -> None:
+        self.seq = seq
+        #: Why, as a clause (in a replay's reason: "its event log cannot be replayed (...)").
+        self.reason = (
+            f"event {seq} of model {name!r}'s log cannot be read: it is not an event the service "
+            f"logged ({why}); the events before it can be exported (GET /models/{name}/events, up to seq {seq - 1})"
+        )
+        super().__init__(self.reason[0].upper() + self.reason[1:] + ".")
 
 
 class LearnFailure(ServiceError):

@@ -32,7 +32,7 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from .exceptions import LogUnavailable, NotAvailable
+from .exceptions import DamagedRecord, LogUnavailable, NotAvailable
 from .hosting import ModelHost
 
 __all__ = ["EXPORTS_BUSY", "ExportSlots", "EventExport", "PAGE_BYTES", "PAGE_EVENTS"]
@@ -140,6 +140,11 @@ class EventExport(Response):
             del body
             try:
                 page = await self.host.events(last, min(PAGE_EVENTS, self.limit - sent), PAGE_BYTES)
+            except DamagedRecord as exc:
+                # the answer ends, whole, before it: the client's next page (after=last) names it
+                log.warning("model %r: export ends at seq %d: %s", self.host.name, last, exc)
+                await self._send(send, {"type": "http.response.body", "body": b"]}", "more_body": False})
+                return
             except (NotAvailable, LogUnavailable) as exc:
                 why = "the log could not be read" if isinstance(exc, LogUnavailable) else "the model is going away"
                 log.warning("model %r: export cut off after %d events: %s", self.host.name, sent, why)

@@ -9,7 +9,9 @@ background trees) with the sequence number at which each happened.
 
 Both lists are bounded (``max_points`` each, oldest dropped first). The state is plain data
 stored with each snapshot, and a point depends only on the scored events and their logged
-arrival times, so replaying the log after a restart rebuilds exactly the same history.
+arrival times, so replaying the log after a restart rebuilds exactly the same points. The
+drift events too, unless one tree had more than 20 within one request or one page of the
+replay (the library keeps each tree's last 20: :meth:`History.merge_drifts`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import orjson
 from streamtree.exceptions import InputError, StreamtreeError
 from streamtree.typing import ClassLabel
 
+from .exceptions import DamagedRecord
 from .history import History
 from .prequential import Prequential
 from .settings import Settings
@@ -80,19 +81,48 @@ def encode_events(xs: Sequence[dict[str, Any]], ys: Sequence[ClassLabel], t: flo
     return [dumps({"x": x, "y": y, "t": t}).decode() for x, y in zip(xs, ys, strict=True)]
 
 
+def decode_logged(name: str, seq: int, text: str) -> tuple[dict[str, Any], ClassLabel, float | None]:
+    """The features, label and arrival time (or None) of logged event ``seq`` (:func:`encode_event`'s text).
+
+    Raises
+    ------
+    DamagedRecord
+        The text is not such an event (a record damaged on disk or edited by hand).
+    """
+    try:
+        event = orjson.loads(text)
+        x, y, t = event["x"], event["y"], event.get("t")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not what the service logs
+        raise DamagedRecord(name, seq, repr(exc)) from None
+    if not isinstance(x, dict) or isinstance(y, (dict, list)) or y is None:
+        raise DamagedRecord(name, seq, "no features object and label")
+    return x, y, t
+
+
 def logged_events(
     store: EventStore, name: str, after: int, limit: int, max_bytes: int | None = None
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` of a model's logged events after seq ``after`` as ``{"seq", "features", "label"}``
-    (those of the log's records that start within ``max_bytes``: :meth:`EventStore.read_events`).
+    (those of the log's records that start within ``max_bytes``: :meth:`EventStore.read_events`),
+    ending before a damaged record (fewer, not the log's end).
 
     Runs on the store's thread; the features are those learned (a delayed label's are the
     features of its prediction).
+
+    Raises
+    ------
+    DamagedRecord
+        The first record after ``after`` is damaged.
     """
-    out = []
+    out: list[dict[str, Any]] = []
     for seq, text in store.read_events(name, after, limit, max_bytes):
-        event = orjson.loads(text)
-        out.append({"seq": seq, "features": event["x"], "label": event["y"]})
+        try:
+            x, y, _ = decode_logged(name, seq, text)
+        except DamagedRecord:
+            if out:
+                break  # the readable events before it; the next page names it
+            raise
+        out.append({"seq": seq, "features": x, "label": y})
     return out
 
 
@@ -244,10 +274,10 @@ def apply_logged(model: Any, prequential: Prequential, seq: int, name: str, page
         i, found = next((i, s) for i, (s, _) in enumerate(page) if s != seq + 1 + i)
         raise RuntimeError(f"model {name!r}: event log jumps from seq {seq + i} to {found}")
     try:
-        events = [orjson.loads(text) for _, text in page]
-        xs, ys, ts = [e["x"] for e in events], [e["y"] for e in events], [e.get("t") for e in events]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not what the service logs
-        raise RuntimeError(f"model {name!r}: logged events {first}..{last} are not events ({exc!r})") from None
+        events = [decode_logged(name, s, text) for s, text in page]
+    except DamagedRecord as exc:
+        raise RuntimeError(exc.reason) from None
+    xs, ys, ts = [e[0] for e in events], [e[1] for e in events], [e[2] for e in events]
     try:
         learn_scored(model, prequential, xs, ys, ts)
     except StreamtreeError as exc:

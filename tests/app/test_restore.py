@@ -186,3 +186,29 @@ def test_a_model_keeps_the_metrics_settings_it_was_created_with_before_its_first
         assert client.put("/models/new", json={}).status_code == 201
         learn_all(client, make_stream(50, seed=5), path="/models/new/learn")
         assert client.get("/models/new/metrics").json()["recent"]["window"] == 5  # a new model: the settings now
+
+
+def test_a_damaged_record_is_named_by_its_seq_and_the_events_before_it_export(
+    running: Running, db: tuple[dict[str, Any], Callable[..., Any]]
+) -> None:
+    # the export answered 500 (a traceback) for the model whose log an operator most needs to
+    # read, and the replay's reason named the whole page, not the record
+    settings, sql = db
+    stream = make_stream(100, seed=2)
+    with running(**settings) as client:
+        learn_all(client, stream)
+    sql("INSERT INTO {t}events (model, seq, event) VALUES ('default', 101, ?)", ('{"x": [1, "y": "a"}',))
+    with running(**settings) as client:
+        r = client.get("/models/default")
+        assert r.status_code == 503
+        assert (
+            "event 101 of model 'default''s log cannot be read: it is not an event the service logged"
+            in (r.json()["detail"])
+        )
+        r = client.get("/models/default/events")  # streamed: it ends, whole, before the damaged record
+        assert r.status_code == 200 and [e["seq"] for e in r.json()["events"]] == list(range(1, 101))
+        assert r.json()["events"][-1]["features"] == stream[-1][0]
+        r = client.get("/models/default/events?after=100")
+        assert r.status_code == 503 and r.headers["content-type"] == "application/json"
+        assert r.json()["detail"].startswith("Event 101 of model 'default''s log cannot be read")
+        assert r.json()["detail"].endswith("(GET /models/default/events, up to seq 100).")
