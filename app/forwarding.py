@@ -9,7 +9,8 @@ here, 422, as the writer would). A forwarded request keeps its method, its path 
 wrote it (percent-encoded), query, body and the headers that matter (``Content-Type``,
 ``Authorization``, ``Idempotency-Key``, ``Idempotency-After``); the writer's answer is returned
 as it is (with its ``Content-Type``, ``Retry-After`` and ``WWW-Authenticate``), so the writer
-checks the body and the key. What a streamtree writer never answers (a status outside
+checks the body and the key; a model's creation or deletion is answered once this replica's
+own list of models shows it. What a streamtree writer never answers (a status outside
 200-599, a body that is not JSON: another service at the writer's ``advertise_url``) is a
 502. Small learns forwarded at the same time are merged into one request
 (:mod:`app.coalescing`).
@@ -26,6 +27,7 @@ since it may have been learned: the client gets a 503 saying so and may retry wi
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable
 
@@ -40,6 +42,8 @@ from .json_route import parse_json
 from .schemas import MODEL_NAME
 
 __all__ = ["FORWARDED", "Forwarder", "ForwardingMiddleware"]
+
+log = logging.getLogger("streamtree.app")
 
 #: Marks a request a replica forwarded: the receiver does not forward it again.
 FORWARDED = "x-streamtree-forwarded"
@@ -118,6 +122,17 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+async def _sync_models(cluster: Cluster, path: str) -> None:
+    """Read the store's models on this replica before it answers a forwarded creation or
+    deletion, so that the client's next request here finds the model as the writer left it
+    (else the follower's next notice, up to a second later: a read right after the 201 was a
+    404). A store that fails here only delays that: the writer's answer stands."""
+    try:
+        await cluster.follower.sync_models()
+    except Exception:
+        log.warning("%s: this replica could not read the models after the writer's answer", path, exc_info=True)
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -277,4 +292,6 @@ class ForwardingMiddleware:
         if answer is LOCAL:  # this instance is the writer now
             await self.app(scope, _replay(body, receive), send)
             return
+        if method in ("PUT", "DELETE") and 200 <= answer[0] < 300:
+            await _sync_models(cluster, path)
         await _respond(send, *answer)

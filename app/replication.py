@@ -136,6 +136,11 @@ class Follower(LoopTask):
         else:
             self._behind_since[host.name] = time.monotonic()  # newer notices came in meanwhile
 
+    async def sync_models(self) -> None:
+        """Bring the set of hosted models to the store's now (a replica that forwarded a model's
+        creation or deletion answers once its own list shows it)."""
+        await self.models.sync_models()
+
     async def catch_up_all(self) -> None:
         """Bring the set of models and each model up to the log's end."""
         await self.models.sync_models()

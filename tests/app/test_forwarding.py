@@ -146,3 +146,57 @@ def test_the_writers_answer_headers_are_passed_on() -> None:
     )
     status, _, headers = _forward_to(answer)
     assert status == 401 and headers == {b"content-type": b"application/json", b"www-authenticate": b"Bearer"}
+
+
+@pytest.mark.parametrize(
+    "method, status, synced",
+    [("PUT", 201, True), ("PUT", 200, True), ("DELETE", 204, True), ("PUT", 409, False), ("POST", 200, False)],
+)
+def test_a_replica_reads_the_models_before_it_answers_a_creation_or_deletion(
+    method: str, status: int, synced: bool
+) -> None:
+    # it passed the writer's 201 on before its own list had the model: the client's next
+    # request here (a prediction with min_seq included) was 404 until the follower caught up
+    from types import SimpleNamespace
+
+    from app.forwarding import ForwardingMiddleware
+
+    order: list[str] = []
+    sent: list[dict[str, Any]] = []
+
+    class Follower:
+        def __init__(self, fails: bool) -> None:
+            self.fails = fails
+
+        async def sync_models(self) -> None:
+            order.append("sync")
+            if self.fails:
+                raise RuntimeError("the store failed")
+
+    class Writer:
+        async def forward(self, cluster, method, path, target, headers, body):  # type: ignore[no-untyped-def]
+            order.append("forwarded")
+            return status, b"{}", [(b"content-type", b"application/json")]
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        raise AssertionError("a write on a replica is forwarded, not served")
+
+    for fails in (False, True):  # a store failing here only delays the replica: the answer stands
+        order.clear()
+        sent.clear()
+        cluster = SimpleNamespace(is_writer=False, follower=Follower(fails))
+        middleware = ForwardingMiddleware(app, Writer(), lambda cluster=cluster: cluster)  # type: ignore[arg-type]
+        path = "/models/m/learn" if method == "POST" else "/models/m"
+        scope = {"type": "http", "method": method, "path": path, "headers": [(b"idempotency-key", b"k")]}
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                order.append("answered")
+            sent.append(message)
+
+        asyncio.run(middleware(scope, receive, send))
+        assert order == (["forwarded", "sync", "answered"] if synced else ["forwarded", "answered"])
+        assert sent[0]["status"] == status

@@ -103,3 +103,11 @@ def test_a_replica_answers_bad_model_names_and_keys_as_the_writer(tmp_path: Path
         assert raw(r, "POST", "/models/%76ictim/learn", key)[0] == 200  # an encoded letter is still the name
         status, headers, _ = raw(r, "POST", "/learn")  # no key: the writer's 401, with its challenge
         assert status == 401 and headers.get("www-authenticate") == "Bearer"
+
+        # a model created or deleted through the replica is so there when it answers (its
+        # follower's notice could come later: a read right after the 201 was 404)
+        for _ in range(3):
+            assert raw(r, "PUT", "/models/made", key)[0] == 201
+            assert raw(r, "GET", "/models/made", key)[0] == 200
+            assert raw(r, "DELETE", "/models/made", key)[0] == 204
+            assert raw(r, "GET", "/models/made", key)[0] == 404
