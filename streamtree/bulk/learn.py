@@ -181,7 +181,7 @@ class Learning:
             except (ServiceError, ConnectionFailed) as e:
                 raise self.fail(e, chunk) from None
 
-        made = pipelined(self.chunks())
+        made = pipelined(self.chunks(), stop_when=lambda: self.interrupts.requested)
         chunks = self.interrupts.until_requested(made)
         try:
             while True:

@@ -12,6 +12,7 @@ service.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -148,6 +149,15 @@ class Predicting:
             out.insert(0, self.args.id_column, pd.Series(ids, dtype=object))  # as given: 42 is no 42.0
         return out
 
+    def no_rows(self) -> pd.DataFrame:
+        """The output of an input without rows: no rows, the columns the model's answers would
+        give (its labels as they are now)."""
+        labels = self.model.info().get("labels") or []
+        answer: dict[str, Any] = {"probabilities": [], "decisions": [], "expected_costs": []}
+        self.classes = list(labels)
+        frame = self.frame(Chunk(1, records=[]), [] if self.args.id_column else None, answer)
+        return frame.astype({c: float for c in frame.columns if c.startswith(("p_", "cost_"))})
+
     def ask(self, chunk: Chunk, instances: list[dict[str, Any]]) -> dict[str, Any]:
         """The service's answer for one chunk's instances."""
         try:
@@ -172,15 +182,21 @@ class Predicting:
         started = time.perf_counter()
         complete = False
         try:
-            for chunk, instances, ids in self.interrupts.until_requested(pipelined(self.chunks())):
+            made = pipelined(self.chunks(), stop_when=lambda: self.interrupts.requested)
+            for chunk, instances, ids in self.interrupts.until_requested(made):
                 sink.write(self.frame(chunk, ids, self.ask(chunk, instances)))
                 progress.update(len(chunk))
             complete = not self.interrupts.stopped_early
-        except BulkError as e:
+            if complete and sink.rows == 0:  # the header (Parquet: the schema) alone: a file its readers open
+                sink.write(self.no_rows())
+        except BaseException as e:
             progress.close()
-            raise BulkError(f"{e} ({sink.rows:,} rows before it written to {sink.where}{_kept(sink)})") from None
-        finally:
-            sink.close(complete)
+            with contextlib.suppress(BulkError):  # the file stays partial; its own failure would hide this one
+                sink.close(complete=False)
+            if isinstance(e, BulkError):
+                raise BulkError(f"{e} ({sink.rows:,} rows before it written to {sink.where}{_kept(sink)})") from None
+            raise
+        sink.close(complete)
         progress.close()
         if self.interrupts.stopped_early:
             sys.stderr.write(

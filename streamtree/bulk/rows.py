@@ -169,6 +169,11 @@ def _frame_labels(frame: pd.DataFrame, chunk: Chunk, label: str) -> list[Any]:
         if i is not None:
             raise _bad_label(chunk, i, label, values[i])
         return values
+    if series.dtype.kind == "f":
+        # a column of integers with one fraction among them is read as floats: blame the
+        # fraction, not the first row (whose 1 was read as 1.0)
+        i = next((i for i, v in enumerate(values) if not float(v).is_integer()), 0)
+        raise _bad_label(chunk, i, label, values[i])
     for i, v in enumerate(values):
         if type(v) not in _LABEL_TYPES:
             if isinstance(v, np.generic) and type(v.item()) in _LABEL_TYPES:

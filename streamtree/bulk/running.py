@@ -151,16 +151,22 @@ class Progress:
 
 
 _END = object()
+#: Readers left blocked (on a pipe with no new line) when their run stopped: see run_command.
+_ABANDONED: list[threading.Thread] = []
 
 
-def pipelined(items: Iterator[T], depth: int = 1) -> Generator[T, None, None]:
+def pipelined(
+    items: Iterator[T], depth: int = 1, stop_when: Callable[[], bool] = lambda: False
+) -> Generator[T, None, None]:
     """``items`` made in a background thread, at most ``depth`` waiting beside the one in use.
 
     With ``depth=1`` the next chunk is read and encoded while the previous request is in
     flight: one chunk in flight, one ready, and the thread holding at most one more (the one
     it is reading, or one made and waiting for room), so memory stays bounded however large
     the file. An exception of ``items`` is raised here, after the items before it; a
-    consumer that stops early stops the thread.
+    consumer that stops early stops the thread. While it waits for the next item it ends
+    once ``stop_when()`` (a Ctrl-C): a pipe left open with no new rows would otherwise hold
+    the run until its next line.
     """
     ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -186,9 +192,16 @@ def pipelined(items: Iterator[T], depth: int = 1) -> Generator[T, None, None]:
 
     thread = threading.Thread(target=make, name="streamtree-bulk-reader", daemon=True)
     thread.start()
+    stopped = False
     try:
         while True:
-            item = ready.get()
+            try:
+                item = ready.get(timeout=0.1)
+            except queue.Empty:
+                if stop_when():
+                    stopped = True
+                    return
+                continue
             if item is _END:
                 return
             if isinstance(item, _Failure):
@@ -196,7 +209,10 @@ def pipelined(items: Iterator[T], depth: int = 1) -> Generator[T, None, None]:
             yield item
     finally:
         stop.set()
-        thread.join(timeout=5)
+        # a reader blocked on an open pipe cannot be stopped: it is a daemon, gone with the process
+        thread.join(timeout=0.1 if stopped else 5)
+        if thread.is_alive():
+            _ABANDONED.append(thread)
 
 
 class Interrupts:
@@ -242,6 +258,7 @@ class Interrupts:
             if self.requested:
                 self.stopped_early = True
                 return
+        self.stopped_early = self.requested  # items that stopped waiting for a Ctrl-C (pipelined)
 
     def _handle(self, signum: int, frame: Any) -> None:
         # os.write, not sys.stderr: the handler may run inside a write to sys.stderr
@@ -264,15 +281,34 @@ class _Failure:
 
 def run_command(command: str, body: Callable[[], None]) -> None:
     """Run ``body``; a :class:`BulkError` ends the command with its line (exit status 1), a
-    closed standard output (``| head``) quietly."""
+    closed standard output (``| head``) quietly.
+
+    A run stopped (Ctrl-C) while its reader waits on a pipe with no new line leaves that
+    reader blocked in ``stdin``'s lock, where the interpreter's shutdown would abort on it
+    ("Fatal Python error: could not acquire lock"): the command then ends with ``os._exit``
+    once its output is flushed.
+    """
+    code: int | str | None = None
     try:
         body()
     except BulkError as e:
-        raise SystemExit(f"streamtree {command}: {e}") from None
+        code = f"streamtree {command}: {e}"
     except BrokenPipeError:  # the output's reader stopped (``| head``): end quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(1) from None
+        code = 1
+    except SystemExit as e:
+        code = e.code
+    if any(t.is_alive() for t in _ABANDONED):
+        if isinstance(code, str):
+            sys.stderr.write(code + "\n")
+            code = 1
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
+    if code is not None:
+        raise SystemExit(code)
 
 
 @contextlib.contextmanager

@@ -51,6 +51,7 @@ class Sink:
         if compressed and self.format == "parquet":
             raise BulkError(f"--out: {path}: Parquet compresses itself; write {path[:-3]}")
         self.rows = 0
+        self._started = False  # a frame was written (a header, or a Parquet schema)
         self._writer: Any = None
         self._schema: Any = None
         self._file: IO[Any]
@@ -74,9 +75,32 @@ class Sink:
         return self.partial if self.partial is not None and os.path.exists(self.partial) else self.path
 
     def write(self, frame: pd.DataFrame) -> None:
-        """Append the rows of ``frame`` (its columns those of the first frame written)."""
+        """Append the rows of ``frame`` (its columns those of the first frame written; a frame
+        of no rows first writes the header, or Parquet's schema, alone).
+
+        Raises
+        ------
+        BulkError
+            The file cannot take them (a full disk, an I/O error), naming it.
+        """
+        try:
+            self._write(frame)
+        except OSError as e:
+            raise self._failed(e) from None
+        self.rows += len(frame)
+        self._started = True
+
+    def _failed(self, e: OSError) -> BulkError:
+        if self._file is sys.stdout:
+            # what stayed in the buffer would be flushed (and fail again) at exit
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the process's stdout from now on
+        where = "standard output" if self.partial is None else self.partial
+        return BulkError(f"--out: cannot write {where}: {e.strerror or e}")
+
+    def _write(self, frame: pd.DataFrame) -> None:
         if self.format in ("csv", "tsv"):
-            frame.to_csv(self._file, sep="\t" if self.format == "tsv" else ",", index=False, header=self.rows == 0)
+            sep = "\t" if self.format == "tsv" else ","
+            frame.to_csv(self._file, sep=sep, index=False, header=not self._started)
         elif self.format == "jsonl":
             # orjson: floats written exactly (pandas' to_json rounds to 10 digits), NaN as null
             records = frame.to_dict("records")
@@ -85,7 +109,6 @@ class Sink:
                 self._file.write(b"\n".join(lines).decode() + "\n")
         else:
             self._write_parquet(frame)
-        self.rows += len(frame)
 
     def _write_parquet(self, frame: pd.DataFrame) -> None:
         import pyarrow as pa
@@ -139,13 +162,22 @@ class Sink:
 
     def close(self, complete: bool) -> None:
         """Finish the file (Parquet's footer) and close it (not standard output); if the run is
-        ``complete``, put it in place of ``<out>`` (on the disk first), else leave it partial."""
-        if self._writer is not None:
-            self._writer.close()
-        if self._file is sys.stdout:
-            self._file.flush()
-            return
-        self._file.close()
+        ``complete``, put it in place of ``<out>`` (on the disk first), else leave it partial.
+
+        Raises
+        ------
+        BulkError
+            The file could not be finished (a full disk, an I/O error), naming it.
+        """
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            if self._file is sys.stdout:
+                self._file.flush()
+                return
+            self._file.close()
+        except OSError as e:
+            raise self._failed(e) from None
         if complete and self.partial is not None:
             try:
                 fd = os.open(self.partial, os.O_RDONLY)

@@ -47,8 +47,9 @@ FORMATS = ("csv", "tsv", "parquet", "jsonl")
 #: large is far over any service's body limit, and reading one without a bound (a gzip file of
 #: one long line) took gigabytes before any error.
 MAX_LINE_BYTES = 64 * 2**20
-#: A run of digits that may be an integer beyond 64 bits, which orjson reads as a float.
-_LONG_DIGITS = re.compile(rb"\d{20,}")
+#: A run of digits that may be an integer beyond 64 bits, which orjson reads as a float (below
+#: -2**63 from 19 digits: -9223372036854775809).
+_LONG_DIGITS = re.compile(rb"\d{19,}")
 
 _SUFFIXES = {
     ".csv": "csv",

@@ -75,8 +75,8 @@ def test_bad_rows_name_the_row_and_column(service: Service, client: object, tmp_
     assert "row 2, column 'a': feature values are finite numbers, not inf" in fails(
         learn, args(service, csv, name, "--label", "y")
     )
-    csv.write_text("a,y\n1,1\n2,1.5\n")  # a float label column
-    assert "row 1, column 'y': a label is a string, integer or boolean" in fails(
+    csv.write_text("a,y\n1,1\n2,1.5\n")  # a float label column: the fraction named, not row 1's 1 (read as 1.0)
+    assert "row 2, column 'y': a label is a string, integer or boolean, not float 1.5" in fails(
         learn, args(service, csv, name, "--label", "y")
     )
     long = tmp_path / "long.csv"
@@ -185,6 +185,7 @@ def test_integers_beyond_64_bits_and_parquet_columns_named_twice_are_refused(
             "row 2, column 'a'",
         ),
         ('{"a": 1, "y": "yes"}\n{"a": 9223372036854775808, "y": "no"}\n', "row 2, column 'a'"),
+        ('{"a": -9223372036854775809, "y": "no"}\n', "row 1, column 'a'"),  # 19 digits, below -2**63
         ('{"a": 1, "y": 99999999999999999999999}\n', "row 1, column 'y'"),
     ]:
         lines.write_text(text)

@@ -257,6 +257,31 @@ def test_ctrl_c_then_a_rerun_learns_each_row_once(service: Service, client: Clie
     assert logged(client, name) == expected_events(frame)
 
 
+def test_a_ctrl_c_while_waiting_on_an_open_pipe_stops_at_once(service: Service, client: Client) -> None:
+    # nothing was in flight, and the run waited for the pipe's next line (10 s and more); the
+    # second Ctrl-C then ended it without saying what was learned, or aborted the interpreter
+    name = fresh_name()
+    model = client.model(name)
+    model.create()
+    args = ["learn", "-", "--format", "jsonl", "--model", name, "--label", "y", "--batch-size", "2", "--no-progress"]
+    proc = subprocess.Popen([str(EXE), *args], env=env(service), stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(b'{"a": 1, "y": "p"}\n{"a": 2, "y": "q"}\n')
+    proc.stdin.flush()  # the pipe stays open, with no new line
+    deadline = time.monotonic() + 60
+    while model.info()["seq"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 5, "the first Ctrl-C waited for a new line"
+    assert proc.returncode == 130, err.decode()
+    assert "interrupted; 2 events are learned (run the same command again to resume)" in err.decode()
+    assert "Fatal Python error" not in err.decode()
+    proc.stdin.close()
+
+
 def test_a_second_ctrl_c_stops_at_once_when_the_service_does_not_answer(service: Service, tmp_path: Path) -> None:
     path = write(table(10, seed=4), tmp_path / "rows.csv")
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers

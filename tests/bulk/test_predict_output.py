@@ -112,3 +112,35 @@ def test_parquet_ids_missing_from_the_first_chunk_take_the_type_of_the_first_giv
     alone = tmp_path / "alone.parquet"
     predict.run(argv(service, trained, source, alone, "--id-column", "rid", "--batch-size", "5"))
     assert pq.read_table(alone).drop_columns(["rid"]).equals(written.drop_columns(["rid"]))
+
+
+def test_an_input_without_rows_writes_a_file_its_readers_open(service: Service, trained: str, tmp_path: Path) -> None:
+    # a 0-byte .parquet (no footer) and a .csv without its header: the day's empty file broke
+    # the pipeline in its reader, while predict said it had done well
+    source = tmp_path / "rows.csv"
+    source.write_text("a,rid,y\n")
+    labels = sorted(str(v) for v in table(600, seed=10)["y"].unique())
+    for suffix in ("csv", "jsonl", "parquet"):
+        out = tmp_path / f"out.{suffix}"
+        predict.run(argv(service, trained, source, out, "--label", "y", "--id-column", "rid"))
+        if suffix == "csv":
+            read = pd.read_csv(out)
+        elif suffix == "parquet":
+            read = pd.read_parquet(out)
+        else:
+            assert out.read_text() == ""  # JSON lines: no line is no row
+            continue
+        assert len(read) == 0 and list(read.columns) == ["rid", *sorted(f"p_{c}" for c in labels)], read.columns
+
+
+def test_a_full_disk_is_one_line_naming_the_output(service: Service, trained: str, tmp_path: Path) -> None:
+    # a traceback ending in OSError [Errno 28], 20-34 lines of it
+    source = write(table(2_000, seed=23), tmp_path / "rows.csv")
+    for suffix in ("csv", "jsonl", "parquet"):
+        out = tmp_path / f"out.{suffix}"
+        partial = Path(f"{out}.partial")
+        partial.symlink_to("/dev/full")  # what the command writes to, full
+        line = fails(predict, argv(service, trained, source, out, "--label", "y"))
+        assert f"--out: cannot write {partial}: No space left on device" in line, line
+        assert not out.exists()
+        partial.unlink()
