@@ -47,7 +47,7 @@ from bench.forests import N_EVENTS, RESULTS, take
 from bench.scoring import Score
 from streamtree import ProbabilityTree
 from streamtree.encoding import encode_for_prediction
-from streamtree.kernels.learn import proba_at
+from streamtree.kernels.predict import proba_at
 from streamtree.state import COL, KIND, LEAF, LEFT, M_CLASSES, M_NODES, NOMINAL, RIGHT
 
 # the seven streams where the default tree is more than 10% behind the best peer, and six it wins

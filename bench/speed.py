@@ -45,7 +45,7 @@ import streamtree
 from bench.streams import STREAMS
 from streamtree import ProbabilityTree
 from streamtree.kernels.hgs import loocv
-from streamtree.kernels.learn import refit
+from streamtree.kernels.refit import refit
 
 RESULTS = Path(__file__).parent / "results"
 GENERATORS = ("Agrawal", "RandomRBF", "LED", "Waveform", "SEA", "Hyperplane")  # the six

@@ -23,9 +23,10 @@ from streamtree import decision, growth
 from streamtree.decision import CostMatrix, Costs, Decision, Decisions
 from streamtree.encoding import encode_batch, encode_for_prediction, encode_one, encode_row, unseen_rows
 from streamtree.exceptions import ConfigError, InputError
-from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.features import FeatureRegistry
 from streamtree.row_plan import Read, RowPlan, one_row
 from streamtree.typing import ClassLabel, FloatArray
+from streamtree.values import check_mapping
 
 __all__ = ["Classifier", "check_label", "check_labels"]
 

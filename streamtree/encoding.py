@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from streamtree.exceptions import InputError
-from streamtree.features import INFINITE, MAX_INT, NOMINAL, NUMERIC, EncodedRow, FeatureRegistry
-from streamtree.values import check_name
+from streamtree.features import EncodedRow, FeatureRegistry
+from streamtree.values import INFINITE, MAX_INT, NOMINAL, NUMERIC, check_name
 
 __all__ = ["encode_batch", "encode_for_prediction", "encode_one", "encode_row", "unseen_rows"]
 

@@ -46,7 +46,10 @@ from streamtree.values import (
     saveable,
 )
 
-__all__ = ["INFINITE", "MAX_INT", "FeatureRegistry", "EncodedRow", "NUMERIC", "NOMINAL", "check_mapping"]
+__all__ = [
+    "FeatureRegistry",
+    "EncodedRow",
+]
 
 
 class _Absent:
@@ -119,7 +122,7 @@ class FeatureRegistry:
 
     def classify(self, name: Hashable, value: Any) -> tuple[int | None, Any]:
         """``(kind, value)`` of one feature value, ``(None, None)`` when missing; the common
-        exact types take the fast path, anything else :func:`_kind_of`."""
+        exact types take the fast path, anything else :func:`~streamtree.values.kind_of`."""
         t = type(value)
         if t is float:
             if value != value:

@@ -72,7 +72,8 @@ from streamtree.classifier import Classifier
 from streamtree.config import FOREST_KEYS, METHODS, validate_forest_config
 from streamtree.dispatch import at_entry, direct
 from streamtree.exceptions import FormatError
-from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.features import FeatureRegistry
+from streamtree.kernels.codes import DONE
 from streamtree.kernels.forest import (
     ALL,
     BAGGING,
@@ -84,14 +85,13 @@ from streamtree.kernels.forest import (
     predict_forest_rows,
     weigh_rows,
 )
-from streamtree.kernels.learn import DONE
 from streamtree.kernels.randomness import mix
 from streamtree.members import MemberArrays
 from streamtree.persistence import FOREST, Capture, capture_forest, read_forest, register_reader
 from streamtree.tree import ProbabilityTree, class_ids
 from streamtree.tree_state import registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
-from streamtree.values import plain
+from streamtree.values import check_mapping, plain
 
 __all__ = ["METHODS", "ProbabilityForest", "poisson_cdf"]
 

@@ -10,11 +10,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from streamtree.encoding import encode_one
-from streamtree.features import NUMERIC, FeatureRegistry
+from streamtree.features import FeatureRegistry
 from streamtree.growth import describe_stop
-from streamtree.kernels.learn import C_LINEAR, C_NB, proba_at, tree_proba
+from streamtree.kernels.codes import C_LINEAR, C_NB
 from streamtree.kernels.linear import lr_proba_row, uncertainty
 from streamtree.kernels.naive_bayes import nb_loglik
+from streamtree.kernels.predict import proba_at, tree_proba
 from streamtree.kernels.route import route
 from streamtree.state import (
     COL,
@@ -52,6 +53,7 @@ from streamtree.state import (
 )
 from streamtree.tree_state import TreeState
 from streamtree.typing import ClassLabel
+from streamtree.values import NUMERIC
 
 __all__ = ["Shown", "drift_summary", "explain", "limit_gauges", "limit_notes", "summary", "tree_as_data"]
 

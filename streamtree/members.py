@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streamtree.kernels.codes import DONE
 from streamtree.kernels.event import ONCE
 from streamtree.kernels.forest import member_list, members_scratch, put_member
-from streamtree.kernels.learn import DONE
 from streamtree.state import DriftArrays, TreeArrays
 from streamtree.tree_state import NO_DRIFT, TreeState
 

@@ -99,7 +99,7 @@ from streamtree.state import (
     new_arrays,
     new_drift,
 )
-from streamtree.tree_state import TreeState
+from streamtree.tree_state import TreeState, prefixed
 from streamtree.typing import ClassLabel
 
 __all__ = [
@@ -220,10 +220,6 @@ def _read(
             f"Model format version {header.get('version')!r} is not supported; this streamtree reads version {max(versions)}."
         )
     return header, arrays
-
-
-def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)}
 
 
 class SavedTree(NamedTuple):
@@ -360,7 +356,7 @@ def _from_version_2(
         d = new_drift(state.config["drift_delta"])
         b, n, s = adwin_from_state(
             {
-                **_prefixed(arrays, "drift.detector."),
+                **prefixed(arrays, "drift.detector."),
                 **{key[len("detector.") :]: value for key, value in drift.items() if key.startswith("detector.")},
             }
         )
@@ -398,7 +394,7 @@ def _tree_from_v2(
     naive_bayes = state.config["naive_bayes"]
     parent = arrays["tree._parent"]
     n = parent.shape[0]
-    stats = _prefixed(arrays, "stats.")
+    stats = prefixed(arrays, "stats.")
     slots = stats["seen"].shape[0]
     t = grow(
         new_arrays(slots=slots, naive_bayes=naive_bayes, prior_weight=state.config["prior_weight"]),
@@ -449,8 +445,8 @@ def _tree_from_v2(
         t.meta[M_REFITS] = int(smoother["n_refits"])
     nb = header.get("naive_bayes")
     if naive_bayes and nb is not None:
-        nb_arrays = _prefixed(arrays, "nb.")
-        nb_stats = _prefixed(nb_arrays, "stats.")
+        nb_arrays = prefixed(arrays, "nb.")
+        nb_stats = prefixed(nb_arrays, "stats.")
         _stats_into(nb_stats, t.nb_num, t.nb_range, t.nb_nom, t.nb_seen)
         # the factor's shift is always the features' first values (the tree's statistics
         # lost theirs when growth stopped)

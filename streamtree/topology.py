@@ -114,7 +114,7 @@ class Topology:
 
     def preorder_subtree_sum_rows(self, values: FloatArray) -> FloatArray:
         """:meth:`subtree_sum` of each row of ``(R, S)`` values, in preorder space (rows,
-        contiguous, are several times faster than ``(S, R)`` columns for small ``R``)."""
+        contiguous, are faster to sum than ``(S, R)`` columns for small ``R``)."""
         csum = np.zeros((values.shape[0], values.shape[1] + 1))
         np.cumsum(values, axis=1, out=csum[:, 1:])
         return csum.take(self.end_preorder, axis=1) - csum[:, :-1]

@@ -32,13 +32,13 @@ from streamtree.classifier import Classifier
 from streamtree.config import validate_config
 from streamtree.dispatch import at_entry
 from streamtree.exceptions import ConfigError, FormatError
-from streamtree.features import FeatureRegistry, check_mapping
+from streamtree.features import FeatureRegistry
 from streamtree.kernels.event import ONCE
 from streamtree.persistence import TREE, Capture, TreeHeader, capture, read, register_reader, restore
 from streamtree.state import M_NODES, M_STOPPED, PARENT
 from streamtree.tree_state import TreeState, registry_shapes
 from streamtree.typing import ClassLabel, FloatArray
-from streamtree.values import plain
+from streamtree.values import check_mapping, plain
 
 __all__ = ["ProbabilityTree", "class_ids"]
 

@@ -26,10 +26,7 @@ from streamtree.dispatch import direct
 from streamtree.exceptions import InputError
 from streamtree.features import FeatureRegistry
 from streamtree.integrity import check_capacities
-from streamtree.kernels.event import NO_PROBA, ONCE, event_handle, learn_event, predict_event
-from streamtree.kernels.handle import drift_handle, tree_handle
-from streamtree.kernels.hgs import sync_alpha
-from streamtree.kernels.learn import (
+from streamtree.kernels.codes import (
     ADOPT,
     C_CRITERION,
     C_DELTA,
@@ -61,11 +58,14 @@ from streamtree.kernels.learn import (
     GROW,
     SPLITTER_CODES,
     START,
-    learn_rows,
-    predict_rows,
 )
-from streamtree.kernels.split import CRITERION_CODES
-from streamtree.smoothing import make_smoother
+from streamtree.kernels.criteria import CRITERION_CODES
+from streamtree.kernels.event import NO_PROBA, ONCE, event_handle, learn_event, predict_event
+from streamtree.kernels.handle import drift_handle, tree_handle
+from streamtree.kernels.hgs import sync_alpha
+from streamtree.kernels.learn import learn_rows
+from streamtree.kernels.predict import predict_rows
+from streamtree.smoothing import smoother_of_config
 from streamtree.state import (
     ADWIN_SCALARS,
     ALPHA,
@@ -86,7 +86,7 @@ from streamtree.state import (
 )
 from streamtree.typing import FloatArray
 
-__all__ = ["CAPACITY_AXES", "NO_DRIFT", "TreeState", "kernel_config", "registry_shapes", "slots_in_use"]
+__all__ = ["CAPACITY_AXES", "NO_DRIFT", "TreeState", "kernel_config", "prefixed", "registry_shapes", "slots_in_use"]
 
 #: What the loop is given (and never reads) when change detection is off.
 NO_DRIFT = new_drift(0.002)
@@ -95,7 +95,7 @@ _LINEAR_FIELDS = ("lr_w", "lr_bias", "lr_scale", "mix_a", "mix_b", "mix_y", "mix
 
 def kernel_config(config: Mapping[str, Any], smoother_code: int) -> tuple[np.ndarray, np.ndarray]:
     """A tree configuration (:meth:`ProbabilityTree.get_config`) as the kernels read it: the
-    ``C_*`` indexes of :mod:`streamtree.kernels.learn` in an int64 and a float64 array."""
+    ``C_*`` indexes of :mod:`streamtree.kernels.codes` in an int64 and a float64 array."""
     cfg_i = np.zeros(CONFIG_INTS, dtype=np.int64)
     cfg_i[C_GRACE] = config["grace_period"]
     cfg_i[C_MAX_DEPTH] = -1 if config["max_depth"] is None else config["max_depth"]
@@ -148,7 +148,7 @@ class TreeState:
     cfg_i, cfg_f
         The configuration as the kernels read it (:func:`kernel_config`).
     smoother
-        The leaf smoother the configuration names (:func:`~streamtree.smoothing.make_smoother`).
+        The leaf smoother the configuration names (:func:`~streamtree.smoothing.smoother_of_config`).
     shapes, before, fkeys
         What the arrays were last fitted to (:func:`registry_shapes`), the registry's sizes
         before the batch being learned when it grew (``None``: as the tree's), and the
@@ -162,7 +162,7 @@ class TreeState:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
-        self.smoother = make_smoother(
+        self.smoother = smoother_of_config(
             config["smoothing"], steps=config["refit_steps"], prior_weight=config["prior_weight"], m=config["m"]
         )
         self.cfg_i, self.cfg_f = kernel_config(config, self.smoother.code)
@@ -278,8 +278,7 @@ class TreeState:
 
     def learn_one(self, num: np.ndarray, nom: np.ndarray, ks: np.ndarray, n_examples: int) -> None:
         """:meth:`learn` of one event learned once, at the loop's entry point, without a
-        prediction: the same call of the loop, through the event handle (:meth:`event`; an
-        event's Python costs about as much as the loop itself)."""
+        prediction: the same call of the loop, through the event handle (:meth:`event`)."""
         stop, reason = direct(learn_event, self.event(), num, nom, ks, n_examples)
         if reason == DONE and self.background is None:
             return  # nothing to resolve: no swap, no background tree to drop
@@ -394,11 +393,11 @@ class TreeState:
         the detector reports its next cut). ``KeyError``, ``IndexError``, ``ValueError`` or
         ``TypeError`` for arrays that are not such a state's, or a capacity far beyond them
         (:func:`~streamtree.integrity.check_capacities`, before anything is allocated)."""
-        self.tree = self._restored(_prefixed(arrays, "tree."), capacities["tree"], "tree")
+        self.tree = self._restored(prefixed(arrays, "tree."), capacities["tree"], "tree")
         if "background.meta" in arrays:
-            self.background = self._restored(_prefixed(arrays, "background."), capacities["background"], "background")
+            self.background = self._restored(prefixed(arrays, "background."), capacities["background"], "background")
         if self.drift is not None and "drift.drift_s" in arrays:
-            self.drift = _drift_arrays(_prefixed(arrays, "drift."))
+            self.drift = _drift_arrays(prefixed(arrays, "drift."))
 
     def _restored(self, arrays: Mapping[str, np.ndarray], capacity: list[int], name: str) -> TreeArrays:
         check_capacities(capacity, [arrays[a].shape[axis] for a, axis in CAPACITY_AXES], name)
@@ -419,7 +418,8 @@ class TreeState:
         return t
 
 
-def _prefixed(arrays: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+def prefixed(arrays: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The entries of ``arrays`` under ``prefix`` (``"tree."`` of ``tree.counts``), keyed without it."""
     return {key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)}
 
 

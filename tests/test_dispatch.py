@@ -7,7 +7,7 @@ import numpy as np
 from streamtree import ProbabilityTree
 from streamtree.dispatch import direct, entry_point
 from streamtree.kernels.handle import tree_handle
-from streamtree.kernels.learn import predict_rows
+from streamtree.kernels.predict import predict_rows
 from tests.test_tree import fitted, stream
 
 

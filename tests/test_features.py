@@ -13,7 +13,8 @@ import pytest
 
 from streamtree import ProbabilityTree
 from streamtree.exceptions import InputError
-from streamtree.features import NOMINAL, NUMERIC, FeatureRegistry
+from streamtree.features import FeatureRegistry
+from streamtree.values import NOMINAL, NUMERIC
 
 
 def test_kinds_follow_the_first_value_and_declarations() -> None:

@@ -10,7 +10,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamtree.features import MAX_INT, FeatureRegistry
+from streamtree.features import FeatureRegistry
+from streamtree.values import MAX_INT
 
 
 class _Declines:

@@ -1,21 +1,22 @@
 """Compiled kernels: pure functions of a tree's arrays (:mod:`streamtree.state`).
 
 Every kernel is ``@numba.njit(cache=True)`` (compiled once, cached on disk), takes and mutates
-only numpy arrays and scalars, and has its formula in its docstring and a test against a slow
+numpy arrays, scalars and the handles of :mod:`streamtree.kernels.handle` and
+:mod:`streamtree.kernels.event` (typed lists of them for a forest), and has its formula in its docstring and a test against a slow
 pure-Python reference (``tests/reference``). No fastmath and no parallel loops: the same
 inputs give the same bits.
 
 Handles and inlined kernels
 ---------------------------
 A tree goes to the kernels as its *handle* (:mod:`streamtree.kernels.handle`), one object
-with a field per array: a tuple of 31 arrays took and released a reference to each array, two
-atomic operations that numba's reference-count pruning cannot remove across branches. The
+with a field per array, so that a call does not take and release a reference to each of its
+arrays (why: ``docs/decisions/compiled-core.md``). The
 kernels every example runs are also ``inline="always"`` (compiled into each caller):
 ``predict.serve``, ``learn.learn_in_tree`` (an example's first learning;
 ``learn_in_tree_call`` for the rarer uses), ``linear_step.learn_linear`` (and
 ``linear_step.serve_to_learn``, ``serve`` for a row the loop learns next), ``predict.temper``,
 ``predict.tree_proba`` and ``leaf_stats.update_stats``. The smoothing itself (``smoothing.path_proba``) and the small
-linear kernels stay calls: inlining them gained too little for its compilation time. An
+linear kernels stay calls (measured: ``docs/decisions/compiled-core.md``). An
 inlined kernel is still callable from Python, and tested so against its reference. What each
 step gained, the same bits: ``docs/decisions/compiled-core.md``.
 
@@ -27,15 +28,16 @@ taking an array added one and released it. A handle's arrays are *borrowed*
 holds them; the entry points (``learn.learn_rows``, ``predict.predict_rows``, the forest's
 ``learn_forest_rows`` and ``predict_forest_rows``, ``split.best_split``'s buffer) borrow their
 arguments and working arrays too. A borrowed array cannot go back to Python: its numba type
-is not boxed. Who owns each array, who may borrow it and for how long: the rules in
-:mod:`streamtree.kernels.borrow` and ``docs/architecture/memory.md``.
+is not boxed. Who owns each array, who may borrow it and for how long: the rules,
+``docs/architecture/memory.md``.
 
 The on-disk cache
 -----------------
 Numba invalidates a cached function when *its own* source file changes, not when a kernel it
 calls (in another module) does; a stale caller can then crash the process. So the kernels'
-cache lives in a directory named by a hash of every kernel source file and of the numba and
-numpy versions: any change compiles afresh. The base directory is ``$STREAMTREE_KERNEL_CACHE``
+cache lives in a directory named by a hash of every kernel source file, of
+``streamtree/state.py`` (the arrays' layout the kernels index by) and of the numba and numpy
+versions: any change compiles afresh. The base directory is ``$STREAMTREE_KERNEL_CACHE``
 (the Docker image sets it), else ``$NUMBA_CACHE_DIR``, else ``~/.cache/streamtree``; when this
 process cannot write there (a read-only filesystem, another user's directory), the compiled
 kernels found there are copied to a private temporary directory and used from it. Numba's

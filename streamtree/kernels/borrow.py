@@ -1,5 +1,5 @@
-"""Borrowed arrays: the same memory, without numba's reference counting; and the rules that
-keep them safe (the page: ``docs/architecture/memory.md``).
+"""Borrowed arrays: the same memory, without numba's reference counting (the rules that keep
+them safe: ``docs/architecture/memory.md``).
 
 Inside compiled code every array value carries a pointer to its owner (numba's *meminfo*), and
 numba counts references to it: a call that takes an array, a view such as ``num[r]`` and an
@@ -13,34 +13,12 @@ increment and decrement test for a null owner and return). Nothing is copied and
 arithmetic changes: the same bits, fewer instructions. It is valid only while something else
 holds the memory.
 
-Ownership rules
----------------
-1. **A tree's arrays** (:class:`~streamtree.state.TreeArrays`, :class:`~streamtree.state.DriftArrays`)
-   are numpy arrays owned by Python: by the tree's state that made them
-   (:class:`~streamtree.tree_state.TreeState`'s ``tree``, ``background``, ``drift``; a tree
-   and each member of a forest have one).
-2. **A handle** (:mod:`streamtree.kernels.handle`) borrows every array of one such set; its
-   Python object holds the set (``handle.arrays``) for as long as it lives. The state keeps
-   each handle beside its arrays (``TreeState.handles``) and lets it go only when the arrays
-   are no longer its tree, background tree or detector.
-3. **A forest's typed lists** of its members' handles hold the handles' compiled structs, not
-   their Python objects: the forest holds each member's state and arrays itself, beside its
-   entry (the held entries of :class:`streamtree.members.MemberArrays`), and replaces the list entry before it lets the arrays go.
-   **An event handle** (:mod:`streamtree.kernels.event`) likewise holds compiled handle
-   structs; its Python object holds their Python objects (``event.held``).
-4. **An entry point** borrows its arguments, which the caller holds for the whole call, and
-   its working arrays, which a variable holds until after their last borrowed use
-   (:func:`hold`).
-5. **Never**: return a borrowed array (or a view of one: a view of a borrowed array is
-   borrowed too) to Python, store one anywhere that outlives the call (a handle's fields are
-   the one exception, under rule 2), or borrow an array nothing holds (``borrow(np.empty(n))``
-   is freed at once).
-
-Only the modules in :data:`BORROWERS` call :func:`borrow` and :func:`hold`
-(``tests/kernels/test_ownership.py`` checks it). Rule 5's first half holds by construction: a
-borrowed array has its own numba type, :class:`BorrowedArray`, which numba refuses to return
-to Python (compiling such a kernel fails), and so do its views. The rest is kept by the
-allowlist, the handles' lifetime and the tests of ``docs/architecture/memory.md``.
+The rules that keep them safe (who holds each array, which modules may borrow, what must
+never happen) are written in one place, ``docs/architecture/memory.md``; the allowlist is
+:data:`BORROWERS` (``tests/kernels/test_ownership.py`` checks the two agree, and that no other
+module calls :func:`borrow` or :func:`hold`). One rule holds by construction here: a borrowed
+array has its own numba type, :class:`BorrowedArray`, which numba refuses to return to Python
+(compiling such a kernel fails), and so do its views, and it never becomes an owned array.
 """
 
 from __future__ import annotations
@@ -59,8 +37,8 @@ __all__ = ["BORROWERS", "BorrowedArray", "borrow", "borrowed", "hold"]
 
 BORROWERS = frozenset(
     {
-        "streamtree.kernels.handle",  # a handle's fields (rule 2)
-        "streamtree.kernels.learn",  # learn_rows (rule 4)
+        "streamtree.kernels.handle",  # a handle's fields ("a handle holds what it borrows")
+        "streamtree.kernels.learn",  # learn_rows ("an entry point holds for the whole call")
         "streamtree.kernels.predict",  # predict_rows
         "streamtree.kernels.forest",  # learn_forest_rows, predict_forest_rows
         "streamtree.kernels.split",  # best_split's working buffer
@@ -141,7 +119,7 @@ def _to_owned(context: Any, builder: Any, fromty: Any, toty: Any, val: Any) -> A
     # numba unifies ``owned if c else borrowed`` (owned first) as owned: refuse it
     raise NumbaError(
         f"a borrowed array ({fromty}) cannot become an owned one ({toty}): borrow the owned "
-        "one too (streamtree.kernels.borrow, rule 5)"
+        "one too (docs/architecture/memory.md, 'never return a borrowed array')"
     )
 
 
@@ -153,7 +131,7 @@ def _borrowed_to_borrowed(context: Any, builder: Any, fromty: Any, toty: Any, va
 @box(BorrowedArray)
 def _box(typ: BorrowedArray, val: Any, c: Any) -> Any:
     raise NumbaError(
-        f"a borrowed array ({typ}) cannot be returned to Python: it has no owner (streamtree.kernels.borrow, rule 5)"
+        f"a borrowed array ({typ}) cannot be returned to Python: it has no owner (docs/architecture/memory.md, 'never return a borrowed array')"
     )
 
 

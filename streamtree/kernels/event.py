@@ -3,9 +3,8 @@
 A tree's per-event call of the learning loop (:func:`~streamtree.kernels.learn.learn_rows`)
 takes three handles (the tree, the background tree, the detector) and five arrays besides the
 event's own. Calling compiled code from Python converts every argument, and a handle costs
-more than an array (its struct is looked up through its Python object): for one event that
-conversion was a third of the loop's time (``docs/decisions/compiled-core.md``, "One object
-per event call"). An *event handle* gathers what stays the same from one event to the next
+more than an array (its struct is looked up through its Python object; what that cost:
+``docs/decisions/compiled-core.md``, "One object per event call"). An *event handle* gathers what stays the same from one event to the next
 (the three handles, the configuration, the feature keys, the learning loop's fixed
 arguments) in one struct: :func:`learn_event` and :func:`predict_event` take it and the
 event, and call the loops with exactly the arguments the model would pass them one by one.

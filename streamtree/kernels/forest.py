@@ -1,9 +1,7 @@
 """A forest's members in one compiled call: learning, prediction and the sampling's draws.
 
-A :class:`~streamtree.forest.ProbabilityForest` of ``T`` members used to call each member's
-learning loop (and prediction) from Python: ``T`` round trips per event, each paying the
-Python orchestration and numba's dispatch of some 30 arrays (what that cost:
-``docs/decisions/forest-one-call.md``). Here one call serves every member:
+One call serves every member of a :class:`~streamtree.forest.ProbabilityForest`, not one
+round trip from Python per member (why: ``docs/decisions/forest-one-call.md``):
 
 - the members' arrays are held in numba typed lists (:func:`member_list`, :func:`put_member`)
   of their handles (:mod:`streamtree.kernels.handle`), one entry per member (the handles of
@@ -24,9 +22,8 @@ Python orchestration and numba's dispatch of some 30 arrays (what that cost:
 - :func:`draw_reps` draws every member's repetitions of the next rows at once;
 - :func:`learn_forest` is what a batch (an event: a batch of one) costs when no member stops:
   the draws, every member's learning and the weighing in one call, on working arrays a
-  forest keeps for single events. Per event, Python's share of a 10-member forest's learning
-  was about a third of it: three calls through numba's dispatcher, and the arrays they take
-  made in Python.
+  forest keeps for single events (one call through numba's dispatcher, not three, and no
+  arrays made in Python per event).
 
 The members' probabilities are weighted by their recent log loss relative to the forest's
 (:func:`weigh_rows`, :func:`member_weights`; all weights 1.0 while the losses are equal). Sums

@@ -188,7 +188,7 @@ def _subspace(t, cfg_i, fkeys, slot, leaf, attempt):  # type: ignore[no-untyped-
     n = 0
     for f in range(n_features):
         allowed[f] = splittable(
-            t.num_stats, t.num_range, t.nom_stats, slot, t.meta[M_CLASSES], n_numeric, n_nominal, t.meta[M_VALUES], f
+            t.num_stats, t.num_range, t.nom_stats, slot, t.meta[M_CLASSES], n_numeric, t.meta[M_VALUES], f
         )
         n += allowed[f]
     m = cfg_i[C_SUBSPACE] if cfg_i[C_SUBSPACE] > 0 else max(1, int(round(math.sqrt(n))))

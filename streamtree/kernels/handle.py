@@ -8,8 +8,8 @@ themselves, not copies: what a kernel writes through it is in the arrays. They a
 Python object of the handle holds the arrays instead (``handle.arrays``), so they live as
 long as it does. A model makes a handle when it gets a new set of arrays (a tree grown, a
 background tree adopted, a model loaded) and keeps it beside them; a forest's lists of its
-members' handles (:mod:`streamtree.kernels.forest`) are brought up to date before every call
-that reads them. A kernel cannot return a handle's array to Python: it is typed borrowed.
+members' handles (built by :mod:`streamtree.kernels.forest`) are brought up to date before
+every call that reads them (:meth:`streamtree.members.MemberArrays.sync`). A kernel cannot return a handle's array to Python: it is typed borrowed.
 
 Why not the named tuple itself: numba unboxes every array argument on every call from Python,
 and inside compiled code handing a tuple of arrays to a function, or to an inlined one with
@@ -112,11 +112,11 @@ def tree_handle(t: TreeArrays) -> Any:
     Examples
     --------
     >>> import numpy as np
-    >>> from streamtree.kernels.learn import predict_rows
+    >>> from streamtree.kernels.predict import predict_rows
     >>> t = new_arrays()
     >>> t.counts[0, :2] = 3.0, 1.0
     >>> t.meta[2] = 2  # two classes known
-    >>> from streamtree.kernels.learn import CONFIG_FLOATS, CONFIG_INTS
+    >>> from streamtree.kernels.codes import CONFIG_FLOATS, CONFIG_INTS
     >>> cfg_i, cfg_f = np.zeros(CONFIG_INTS, dtype=np.int64), np.zeros(CONFIG_FLOATS)
     >>> out = np.empty((1, t.counts.shape[1]))  # smoother code 0: the leaf's relative frequencies
     >>> predict_rows(tree_handle(t), cfg_i, cfg_f, np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64), out)

@@ -53,35 +53,15 @@ from streamtree.kernels.adwin import adwin_update
 from streamtree.kernels.borrow import borrow, hold
 from streamtree.kernels.codes import (
     ADOPT,
-    C_CRITERION,
-    C_DELTA,
     C_DRIFT,
     C_GRACE,
-    C_HALF_LIFE,
-    C_HONEST,
-    C_INHERIT,
     C_LINEAR,
-    C_M,
-    C_MAX_DEPTH,
-    C_MAX_NODES,
-    C_MIN_BRANCH,
     C_NB,
     C_PATIENCE,
     C_REFIT_EVERY,
-    C_REFIT_STEPS,
     C_REPEATS_SEEN,
-    C_SEED,
-    C_SMOOTHER,
-    C_SPLIT_POINTS,
-    C_SPLITTER,
-    C_SUBSPACE,
-    C_TAU,
-    C_TAU_RANGE,
-    CONFIG_FLOATS,
-    CONFIG_INTS,
     DONE,
     GROW,
-    SPLITTER_CODES,
     START,
 )
 from streamtree.kernels.drift import adopt, argmax_error, log_event
@@ -89,7 +69,7 @@ from streamtree.kernels.grow import attempt_split, has_room
 from streamtree.kernels.leaf_stats import unsee, update_stats
 from streamtree.kernels.linear_step import learn_linear, serve_to_learn
 from streamtree.kernels.naive_bayes import nb_score
-from streamtree.kernels.predict import predict_rows, proba_at, serve, tree_loglik, tree_proba
+from streamtree.kernels.predict import proba_at, tree_loglik
 from streamtree.kernels.refit import catch_up, refit
 from streamtree.kernels.route import route
 from streamtree.state import (
@@ -118,50 +98,12 @@ from streamtree.state import (
     SLOT,
 )
 
-# The configuration's codes (streamtree.kernels.codes) and the prediction kernels
-# (streamtree.kernels.predict) are importable from here too, where they were first.
 __all__ = [
-    "ADOPT",
-    "CONFIG_FLOATS",
-    "CONFIG_INTS",
-    "DONE",
-    "GROW",
     "SCRATCH_ROWS",
-    "SPLITTER_CODES",
-    "START",
     "learn_rows",
     "learn_tree_rows",
-    "predict_rows",
-    "proba_at",
-    "refit",
     "scratch",
     "scratch_size",
-    "serve",
-    "tree_proba",
-    "C_CRITERION",
-    "C_DELTA",
-    "C_DRIFT",
-    "C_GRACE",
-    "C_HALF_LIFE",
-    "C_HONEST",
-    "C_INHERIT",
-    "C_LINEAR",
-    "C_M",
-    "C_MAX_DEPTH",
-    "C_MAX_NODES",
-    "C_MIN_BRANCH",
-    "C_NB",
-    "C_PATIENCE",
-    "C_REFIT_EVERY",
-    "C_REFIT_STEPS",
-    "C_REPEATS_SEEN",
-    "C_SEED",
-    "C_SMOOTHER",
-    "C_SPLIT_POINTS",
-    "C_SPLITTER",
-    "C_SUBSPACE",
-    "C_TAU",
-    "C_TAU_RANGE",
 ]
 
 SAMPLE_EVERY = 8  # the naive-Bayes factor scores every this many-th example before learning it

@@ -73,7 +73,6 @@ LOG_FLOOR = math.log(1e-15)  # nb_a's fill: a class unknown when a row was score
 def nb_refresh(
     nb_num: np.ndarray,
     nb_nom: np.ndarray,
-    shift: np.ndarray,
     n_classes: int,
     n_numeric: int,
     n_nominal: int,
@@ -115,13 +114,11 @@ def nb_refresh(
     ----------
     nb_num, nb_nom
         The statistics (slot 0 is read).
-    shift
-        The tree's shift per numeric column (not read: the parameters are of shifted values;
-        :func:`nb_loglik` subtracts it).
     n_classes, n_numeric, n_nominal, n_values
         Logical sizes of the statistics.
     nb_mean, nb_inv2var, nb_const, nb_table
-        Written in place.
+        Written in place (the parameters are of shifted values: :func:`nb_loglik` subtracts
+        the shift).
     """
     if (
         n_numeric > nb_num.shape[1]

@@ -72,7 +72,6 @@ def refit(t, cfg_i) -> None:  # type: ignore[no-untyped-def]
         nb_refresh(
             t.nb_num,
             t.nb_nom,
-            t.shift,
             k,
             t.meta[M_NUMERIC],
             t.meta[M_NOMINAL],

@@ -14,7 +14,7 @@ from numba import njit
 
 from streamtree.state import COL, KIND, LEAF, LEFT, NUMERIC, RIGHT
 
-__all__ = ["route", "route_rows"]
+__all__ = ["route"]
 
 
 @njit(cache=True)
@@ -46,13 +46,3 @@ def route(node: np.ndarray, thr: np.ndarray, num_row: np.ndarray, nom_row: np.nd
             if code < 0:
                 return length
             i = node[i, LEFT] if code == thr[i] else node[i, RIGHT]
-
-
-@njit(cache=True)
-def route_rows(node: np.ndarray, thr: np.ndarray, num: np.ndarray, nom: np.ndarray, n_nodes: int) -> np.ndarray:
-    """The node each row of a batch ends at (see :func:`route`)."""
-    out = np.empty(num.shape[0], dtype=np.int64)
-    path = np.empty(n_nodes, dtype=np.int64)
-    for r in range(num.shape[0]):
-        out[r] = path[route(node, thr, num[r], nom[r], path) - 1]
-    return out

@@ -10,9 +10,6 @@ bit, which moves a numeric candidate's merit by about ``1e-16``.
 Nothing here allocates in a loop: :func:`best_split` takes one scratch array per call (only a
 sum of more than 128 terms, which Hellinger with 12 or more classes needs, allocates the small
 stack of its pairwise summation).
-
-The statistics and the criteria were in this module before; their names are still importable
-from it.
 """
 
 from __future__ import annotations
@@ -24,36 +21,17 @@ from numba import njit
 
 from streamtree.kernels.borrow import borrow, hold
 from streamtree.kernels.criteria import (
-    CRITERION_CODES,
-    GINI,
-    HELLINGER,
-    INFO_GAIN,
     candidate_merit,
-    criterion_range,
-    hoeffding_bound,
-    merit,
     merit_scratch,
-    split_decision,
     total_part,
 )
-from streamtree.kernels.leaf_stats import classes_seen, splittable, update_stats, value_seen
+from streamtree.kernels.leaf_stats import splittable, value_seen
 from streamtree.kernels.reductions import np_sum
 from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_
 
 __all__ = [
-    "CRITERION_CODES",
-    "GINI",
-    "HELLINGER",
-    "INFO_GAIN",
     "best_split",
-    "classes_seen",
-    "criterion_range",
-    "hoeffding_bound",
-    "merit",
     "random_split",
-    "split_decision",
-    "splittable",
-    "update_stats",
 ]
 
 _SQRT1_2 = math.sqrt(0.5)  # M_SQRT1_2
@@ -334,7 +312,7 @@ def random_split(  # type: ignore[no-untyped-def]
     chosen = -1
     for f in range(n_numeric + n_nominal):
         if (chosen < 0 or draws[f] < draws[chosen]) and splittable(
-            num_stats, num_range, nom_stats, slot, k, n_numeric, n_nominal, n_values, f
+            num_stats, num_range, nom_stats, slot, k, n_numeric, n_values, f
         ):
             chosen = f
     if chosen < 0:

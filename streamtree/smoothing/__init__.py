@@ -11,7 +11,18 @@ from streamtree.smoothing.hgs import HGS, loocv
 from streamtree.smoothing.mbranch import MBranch
 from streamtree.smoothing.simple import MLE, Laplace, MEstimate
 
-__all__ = ["HDP", "HGS", "MBranch", "MEstimate", "MLE", "Laplace", "SMOOTHERS", "Smoother", "loocv", "make_smoother"]
+__all__ = [
+    "HDP",
+    "HGS",
+    "MBranch",
+    "MEstimate",
+    "MLE",
+    "Laplace",
+    "SMOOTHERS",
+    "Smoother",
+    "loocv",
+    "smoother_of_config",
+]
 
 SMOOTHERS: dict[str, type[Smoother]] = {
     "mle": MLE,
@@ -23,7 +34,7 @@ SMOOTHERS: dict[str, type[Smoother]] = {
 }
 
 
-def make_smoother(name: str, *, steps: int = 3, prior_weight: float = 1.0, m: float = 1.0) -> Smoother:
+def smoother_of_config(name: str, *, steps: int = 3, prior_weight: float = 1.0, m: float = 1.0) -> Smoother:
     """The smoother an online tree's configuration names (``ProbabilityTree(smoothing=...)``)."""
     if name == "hgs":
         return HGS(steps=steps, prior_weight=prior_weight)

@@ -68,7 +68,6 @@ class Arrays:
         nb_refresh(
             self.nb_num,
             self.nb_nom,
-            self.shift,
             n_classes,
             n_numeric,
             n_nominal,

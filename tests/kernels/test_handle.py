@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from streamtree import ProbabilityTree
+from streamtree.kernels.codes import CONFIG_FLOATS, CONFIG_INTS
 from streamtree.kernels.event import event_handle, predict_event
 from streamtree.kernels.handle import drift_handle, tree_handle
-from streamtree.kernels.learn import CONFIG_FLOATS, CONFIG_INTS, predict_rows
+from streamtree.kernels.predict import predict_rows
 from streamtree.state import M_CLASSES, new_arrays, new_drift
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from streamtree import ProbabilityTree
 from streamtree.encoding import encode_for_prediction
-from streamtree.kernels.learn import proba_at, tree_proba
 from streamtree.kernels.linear import lr_proba, standardise
 from streamtree.kernels.linear_step import serve_to_learn
+from streamtree.kernels.predict import proba_at, tree_proba
 from streamtree.kernels.route import route
 from streamtree.state import F_GAMMA, F_MIX_A, F_MIX_B, F_MIX_C, F_THETA0, M_CLASSES, M_NUMERIC
 from tests.test_linear import linear_stream

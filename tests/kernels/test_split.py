@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamtree.kernels import criteria as kc
+from streamtree.kernels import leaf_stats as kls
 from streamtree.kernels import split as ks
 from streamtree.state import MAX, MIN, N_, NOMINAL, NUMERIC, Q_, S_, SEEN, new_arrays
 from tests.reference.observers import LeafStats
@@ -94,7 +96,7 @@ def _random_leaves(
     )
     arrays.shift[:n_numeric] = shift
     for i in range(n_rows):
-        ks.update_stats(
+        kls.update_stats(
             arrays.num_stats,
             arrays.num_range,
             arrays.nom_stats,
@@ -148,7 +150,7 @@ def _check_best_split(oracle, arrays, slot, dims, criterion, n_split_points, mbf
         n_numeric,
         n_nominal,
         n_values,
-        ks.CRITERION_CODES[criterion],
+        kc.CRITERION_CODES[criterion],
         n_split_points,
         mbf,
         np.ones(n_numeric + n_nominal, dtype=np.bool_),
@@ -194,7 +196,7 @@ def test_update_stats_one_example() -> None:
     arrays = new_arrays(slots=2, classes=3, numeric=3, nominal=2, values=4)
     arrays.shift[:] = [1.0, 0.0, 10.0]
     row = np.array([3.0, np.nan, 7.0])
-    ks.update_stats(
+    kls.update_stats(
         arrays.num_stats,
         arrays.num_range,
         arrays.nom_stats,
@@ -223,7 +225,7 @@ def test_update_stats_row_shorter_than_capacity_and_signed_zeros() -> None:
     oracle.update_many(np.full(3, s), np.array([0, 1, 0]), rows, np.empty((3, 0), dtype=np.int64))
     arrays = new_arrays(slots=1, classes=2, numeric=4, nominal=1, values=1)
     for row, k in zip(rows, [0, 1, 0]):
-        ks.update_stats(
+        kls.update_stats(
             arrays.num_stats,
             arrays.num_range,
             arrays.nom_stats,
@@ -290,7 +292,7 @@ def _leaf(rows: list[list[float]], ys: list[int], n_classes: int, shift: list[fl
     if shift is not None:
         arrays.shift[:] = shift
     for row, k in zip(num, ys):
-        ks.update_stats(
+        kls.update_stats(
             arrays.num_stats,
             arrays.num_range,
             arrays.nom_stats,
@@ -330,7 +332,7 @@ def _split(
         arrays.shift.size,
         n_nominal,
         n_values,
-        ks.CRITERION_CODES[criterion],
+        kc.CRITERION_CODES[criterion],
         n_split_points,
         mbf,
         allowed,
@@ -379,7 +381,7 @@ def test_classes_seen_and_a_leaf_of_one_class_never_splits() -> None:
         n_classes, n_numeric, n_nominal, n_values = dims
         _, arrays, slots = _random_leaves(rng, *dims, n_rows=int(rng.integers(0, 12)), n_slots=2)
         for slot in slots:
-            seen = ks.classes_seen(arrays.num_stats, arrays.nom_stats, slot, n_classes, n_numeric, n_nominal, n_values)
+            seen = kls.classes_seen(arrays.num_stats, arrays.nom_stats, slot, n_classes, n_numeric, n_nominal, n_values)
             present = (arrays.num_stats[slot, :n_numeric, :n_classes, N_] > 0).any(axis=0) | (
                 arrays.nom_stats[slot, :n_nominal, :n_values, :n_classes] > 0
             ).any(axis=(0, 1))
@@ -398,7 +400,7 @@ def test_classes_seen_and_a_leaf_of_one_class_never_splits() -> None:
                     n_numeric,
                     n_nominal,
                     n_values,
-                    ks.CRITERION_CODES[criterion],
+                    kc.CRITERION_CODES[criterion],
                     10,
                     0.0,
                     np.ones(n_numeric + n_nominal, dtype=np.bool_),
@@ -442,7 +444,7 @@ def test_random_split_matches_its_reference(seed: int) -> None:
         num_row = rng.normal(size=n_numeric)
         num_row[rng.random(n_numeric) < 0.5 * (seed % 2)] = np.nan  # some columns never seen
         nom_row = rng.integers(0, 2 if seed % 3 else n_values, size=n_nominal)
-        ks.update_stats(
+        kls.update_stats(
             arrays.num_stats,
             arrays.num_range,
             arrays.nom_stats,

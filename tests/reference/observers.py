@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from streamtree.features import NOMINAL, NUMERIC
 from streamtree.typing import FloatArray
+from streamtree.values import NOMINAL, NUMERIC
 from tests.reference.criteria import CRITERIA
 
 __all__ = ["LeafStats", "SplitSuggestion"]
