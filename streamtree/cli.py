@@ -1,7 +1,7 @@
 """The ``streamtree`` console script.
 
 ``streamtree serve`` and ``streamtree demo`` run the service and its demo stream; they need
-the ``server`` extra (``pip install "streamtree[server]"``), imported only when asked for, so
+the ``server`` extra (``pip install "./streamtree[server]"`` from a clone), imported only when asked for, so
 the library and the client install without it. ``streamtree learn`` and ``streamtree predict``
 bulk-learn and score files through the client (:mod:`streamtree.client`).
 
@@ -26,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("streamtree.bulk.predict", "Write a model's probabilities (or decisions) for each row of a file."),
 }
 
-_SERVER_EXTRA = 'The service needs the server extra: pip install "streamtree[server]"'
+_SERVER_EXTRA = (
+    'The service needs the server extra: install streamtree with it (from a clone: pip install "./streamtree[server]";'
+    ' from a wheel: pip install "streamtree-<version>-py3-none-any.whl[server]")'
+)
 
 
 def _usage() -> str:

@@ -22,7 +22,7 @@ try:
     from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 except ImportError as exc:  # not installed, or older than 1.6 (no validate_data, get_tags)
     raise ImportError(
-        f'streamtree.sklearn needs scikit-learn 1.6 or later: pip install "streamtree[sklearn]" ({exc})'
+        f'streamtree.sklearn needs scikit-learn 1.6 or later (streamtree\'s "sklearn" extra): pip install "scikit-learn>=1.6" ({exc})'
     ) from exc
 
 from streamtree.batch import clone_smoother, make_smoother
@@ -154,9 +154,8 @@ class SmoothedTreeClassifier(ClassifierMixin, BaseEstimator):
         Keyword arguments of the smoother, e.g. ``{"mode": "paper"}`` for HGS's Algorithm 1.
     honest
         ``"auto"`` (default): ``"cv"`` for ``smoothing="hgs"`` with no ``smoothing_params``
-        (measured best: on the HGS paper's 131 datasets its RMSE beats Algorithm 1's on 107,
-        ties 6 and loses 18, and the paper's published HGS numbers on 99 of 130, where
-        ``"none"`` beats them on 41), ``"none"`` otherwise (``"cv"`` chooses HGS's weights
+        (measured best on the HGS paper's datasets: ``docs/decisions/batch-weights.md``),
+        ``"none"`` otherwise (``"cv"`` chooses HGS's weights
         itself, so it would ignore a configured smoother). See :attr:`honest_`.
         ``"none"``: structure, fitted parameters and predictions from all the data.
         ``"split"``: the tree is grown on a fraction ``honest_fraction`` of the data, the

@@ -1,4 +1,4 @@
-"""What ``pip install streamtree`` installs: the wheel and the sdist hold every module of the
+"""What installing streamtree (its wheel or sdist) installs: both hold every module of the
 library and of the server (as ``streamtree_server``, never a top-level ``app``), the server's
 dependencies only in its extra, and the library and client import without them.
 
@@ -112,4 +112,4 @@ def test_the_library_and_client_import_without_the_server_dependencies() -> None
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert 'streamtree serve: The service needs the server extra: pip install "streamtree[server]"' in result.stderr
+    assert "streamtree serve: The service needs the server extra: install streamtree with it" in result.stderr
