@@ -94,6 +94,11 @@ class LearnRequest:
     body_hash: str = ""
     after: str | None = None  # the Idempotency-After: the key of the request this one follows
 
+    def fail(self, exc: BaseException) -> None:
+        """Answer with ``exc``, unless answered already (its client gone, say)."""
+        if not self.future.done():
+            self.future.set_exception(exc)
+
 
 @dataclass
 class Admitted:

@@ -96,11 +96,6 @@ class Cluster:
         """``"writer"`` or ``"replica"`` (also while taking over, until the models are at the log's end)."""
         return "writer" if self.is_writer else "replica"
 
-    @property
-    def shared(self) -> bool:
-        """Whether the store is shared with other instances (PostgreSQL)."""
-        return self._coordinator is not None
-
     async def open(self, store: EventStore) -> None:
         """Ask the store for its coordinator, try to take the lease, and keep it renewed
         while the models load (a store of its own has none: this instance is the writer)."""

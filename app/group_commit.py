@@ -33,19 +33,18 @@ from streamtree.exceptions import InputError
 
 from .admission import LearnRequest, admit, admitted_ids
 from .exceptions import LearnFailure, Loc, NotAvailable, NotWriter, StorageFailure
-from .learned_group import LearnedGroup, answer_error
+from .learned_group import LearnedGroup
 from .learning import bad_row, encode_events
 from .ordering import Ordering
 from .pacing import learn_in_stretches, stretch_events
 from .pending import PendingIds
 from .prequential import Prequential
-from .reads import input_error
 from .settings import Settings
 from .snapshotting import Snapshots
 from .storage import EventStore, IdempotentAnswer, LeaseLost, StorageError
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
-from .validation import Limits, event_loc, field_error
+from .validation import Limits, event_loc, field_error, input_error
 
 __all__ = ["APPLY_EVENTS", "KEY_LOC", "GroupCommit", "Written"]
 
@@ -168,7 +167,7 @@ class GroupCommit:
                     with contextlib.suppress(Exception):  # logged by rebuild; the model then stays unavailable
                         await host.rebuild()
                 for request in group:
-                    answer_error(request, StorageFailure())
+                    request.fail(StorageFailure())
                 self.ordering.release(group)
 
     async def _idle(self) -> None:
@@ -210,12 +209,12 @@ class GroupCommit:
         host = self.host
         if host.recovering:  # a rebuild failed: the model may differ from its log, learn nothing
             for request in group:
-                answer_error(request, host.not_ready())
+                request.fail(host.not_ready())
             self.ordering.release(group)
             return
         if not self.writable():  # another instance is the writer now: learn nothing here
             for request in group:
-                answer_error(request, NotWriter())
+                request.fail(NotWriter())
             self.ordering.release(group)
             return
         done = LearnedGroup(host.pending)
@@ -298,7 +297,7 @@ class GroupCommit:
             log.exception("model %r: reading idempotency keys failed", host.name)
             for request in group:
                 if request.key is not None:
-                    answer_error(request, StorageFailure())
+                    request.fail(StorageFailure())
             return [r for r in group if r.key is None]
         kept: list[LearnRequest] = []
         later: list[LearnRequest] = []
@@ -311,8 +310,7 @@ class GroupCommit:
                 kept.append(request)
             elif (answer := found.get(request.key)) is not None:
                 if answer.body_hash != request.body_hash:
-                    answer_error(
-                        request,
+                    request.fail(
                         field_error(
                             KEY_LOC,
                             "This Idempotency-Key was used with another request body; use a new key for a new request",
@@ -372,25 +370,25 @@ class GroupCommit:
                 # learned since, say): they never will be learned, so the id is let go
                 host.pending.take(event.id)
                 message = f"The features predicted under this id cannot be learned, and the id is forgotten: {exc}"
-                answer_error(request, field_error((*loc, "id"), message, "invalid_input"))
+                request.fail(field_error((*loc, "id"), message, "invalid_input"))
                 return
-            answer_error(request, input_error(exc, (*loc, "features"), (*loc, "label")))
+            request.fail(input_error(exc, (*loc, "features"), (*loc, "label")))
             return
         except Exception:
             # The model may hold part of the chunk: keep the requests learned before it (commit
             # them), go back to the durable state, then retry the chunk one request at a time.
             log.exception("model %r: unexpected error while learning", host.name)
             await self._commit(done)
-            done.texts, done.acks, done.taken = [], [], []
+            done.clear()
             await host.rebuild()
             if len(chunk) > 1:
                 for request in chunk:
                     await self._learn_chunk([request], done)
             else:
-                answer_error(chunk[0], LearnFailure())
+                chunk[0].fail(LearnFailure())
             return
         for request, error in refused:
-            answer_error(request, error)
+            request.fail(error)
         for a in admitted:
             # the prediction each label was admitted with: one made under its id since stays
             for id, admitted_with in admitted_ids(a):

@@ -34,7 +34,6 @@ from .pacing import stretch_events
 from .pending import IdTaken, NoRoom, PendingIds
 from .reads import (
     check_answer_fits,
-    check_learnable,
     decisions,
     explanation,
     labels_for,
@@ -51,7 +50,7 @@ from .settings import Settings
 from .storage import StorageError
 from .storage.thread import StoreThread
 from .telemetry import Telemetry
-from .validation import Limits
+from .validation import Limits, check_learnable
 
 __all__ = ["ModelHost"]
 
@@ -243,7 +242,7 @@ class ModelHost:
         ------
         InvalidInput
             An instance kept has a value the model would refuse to learn
-            (:func:`~app.reads.check_learnable`); nothing changed.
+            (:func:`~app.validation.check_learnable`); nothing changed.
         IdTaken, NoRoom
             Their ``index`` is the batch's instance ``i`` of the first id refused; nothing changed.
         """

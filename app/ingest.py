@@ -26,7 +26,16 @@ from typing import Any
 from .admission import EventBatch, LearnEvent
 from .exceptions import Loc
 from .schemas import INT_BOUND
-from .validation import Limits, check_event, check_features, check_id, check_label, check_length, field_error
+from .validation import (
+    Limits,
+    check_event,
+    check_features,
+    check_id,
+    check_ids_once,
+    check_label,
+    check_length,
+    field_error,
+)
 
 __all__ = ["check_batch", "check_one"]
 
@@ -75,7 +84,7 @@ def check_batch(events: Sequence[Any], limits: Limits) -> EventBatch:
             ids if any(i is not None for i in ids) else None,
         )
     if batch.ids is not None:
-        _check_ids_once(batch.ids)
+        check_ids_once(enumerate(batch.ids), ("body", "events"))
     return batch
 
 
@@ -153,18 +162,3 @@ def _values_ok(values: Sequence[Any], types: set[type], m: int, allowed: frozens
         if min(ints) < -INT_BOUND or max(ints) >= INT_BOUND:
             return False
     return True
-
-
-def _check_ids_once(ids: list[Any]) -> None:
-    """Refuse a batch that names one id twice (at the second): an id labels one prediction, once."""
-    first: dict[str | int, int] = {}
-    for i, key in enumerate(ids):
-        if key is None:
-            continue
-        if key in first:
-            raise field_error(
-                ("body", "events", i, "id"),
-                f"This id is also at events[{first[key]}]; a batch names each id at most once",
-                "duplicate_id",
-            )
-        first[key] = i

@@ -1,5 +1,4 @@
-"""The requests one group commit has learned and not yet stored, and how a request is answered
-with an error (:mod:`app.group_commit`)."""
+"""The requests one group commit has learned and not yet stored (:mod:`app.group_commit`)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from dataclasses import dataclass, field
 from .admission import LearnRequest
 from .pending import PendingIds, Taken
 
-__all__ = ["LearnedGroup", "answer_error"]
+__all__ = ["LearnedGroup"]
 
 
 @dataclass
@@ -27,10 +26,9 @@ class LearnedGroup:
         self.pending.restore(self.taken)
         self.taken = []
         for request, _, _ in self.acks:
-            answer_error(request, exc)
+            request.fail(exc)
 
-
-def answer_error(request: LearnRequest, exc: BaseException) -> None:
-    """Answer ``request`` with ``exc``, unless it is answered already (its client gone, say)."""
-    if not request.future.done():
-        request.future.set_exception(exc)
+    def clear(self) -> None:
+        """Hold nothing again, once every request held is answered (committed, or failed): the
+        group learns on from empty."""
+        self.texts, self.acks, self.taken = [], [], []

@@ -34,7 +34,6 @@ from collections.abc import Callable, Iterable
 
 from .admission import LearnRequest
 from .exceptions import Conflict, TooManyHeld
-from .learned_group import answer_error
 
 __all__ = ["AFTER_NOT_LEARNED", "AFTER_WAIT_SECONDS", "MAX_HELD", "SEEN_KEYS", "Ordering", "after_not_learned"]
 
@@ -110,7 +109,7 @@ class Ordering:
         elif pending or after in self._keyed:
             self._hold(request, None)
         elif after in self._seen:
-            answer_error(request, after_not_learned("it was refused or failed"))
+            request.fail(after_not_learned("it was refused or failed"))
         else:
             self._hold(request, AFTER_WAIT_SECONDS)
         return False
@@ -134,11 +133,11 @@ class Ordering:
         held, self._held, self._keyed, self._n_held = self._held, {}, {}, 0
         for requests in held.values():
             for request in requests.values():
-                answer_error(request, error)
+                request.fail(error)
 
     def _refuse(self, request: LearnRequest, error: Exception) -> None:
         """Answer ``request`` with ``error``; the requests that follow it are refused in turn."""
-        answer_error(request, error)
+        request.fail(error)
         if request.key is not None:
             self._release([request.key])
 

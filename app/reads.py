@@ -3,7 +3,7 @@
 Functions of the model alone (a :class:`~app.hosting.ModelHost` checks that the model may be
 read and counts the predictions): labels become JSON keys (:func:`app.schemas.label_key`),
 and the library's :class:`~streamtree.exceptions.InputError` becomes a 422 naming the field
-(:func:`input_error`).
+(:func:`app.validation.input_error`).
 """
 
 from __future__ import annotations
@@ -16,18 +16,15 @@ import numpy as np
 from streamtree.decision import CostMatrix, decide_many
 from streamtree.exceptions import DecisionError, InputError
 from streamtree.typing import FloatArray
-from streamtree.values import NUMERIC
 
-from .exceptions import InvalidInput, Loc, NoLabels
+from .exceptions import NoLabels
 from .schemas import label_key
-from .validation import Limits, check_answer_size, field_error
+from .validation import Limits, check_answer_size, field_error, input_error
 
 __all__ = [
     "check_answer_fits",
-    "check_learnable",
     "decisions",
     "explanation",
-    "input_error",
     "labels_for",
     "paced_proba_matrix",
     "proba_matrix",
@@ -39,44 +36,6 @@ __all__ = [
 
 #: Values a node takes in ``tree_`` besides its class counts: parent, left, right, depth, split, alpha.
 TREE_VALUES_PER_NODE = 6
-
-
-def input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> InvalidInput:
-    """The library's InputError as a refusal naming the field (a feature, or the label)."""
-    name = getattr(exc, "field", None)
-    if name == "label" and label_loc is not None:
-        loc: Loc = label_loc
-    elif isinstance(name, (str, int)):
-        loc = (*features_loc, name)
-    else:
-        loc = features_loc
-    return field_error(loc, str(exc), "invalid_input")
-
-
-def check_learnable(model: Any, x: dict[str, Any], loc: Loc) -> None:
-    """Refuse (422 at ``loc``) an instance kept for a delayed label whose features the model
-    would refuse to learn: a value of the other kind than its feature's (a prediction reads
-    it as missing, but the label would be refused, and the id could never be labelled)."""
-    registry = getattr(model, "registry", None)
-    if registry is None:
-        return
-    index, kinds = registry.index, registry.kinds
-    for name, value in x.items():
-        fid = index.get(name)
-        if fid is None:
-            continue  # a new feature: registered with the kind of its value when learned
-        try:
-            kind, _ = registry.classify(name, value)
-        except InputError as exc:
-            raise input_error(exc, loc) from None
-        if kind is not None and kind != kinds[fid]:
-            expected = "numeric" if kinds[fid] == NUMERIC else "nominal (str or bool)"
-            raise field_error(
-                (*loc, name),
-                f"Feature {name!r} is {expected} in this model, so a prediction kept for a delayed "
-                f"label cannot hold {value!r}",
-                "invalid_input",
-            )
 
 
 def check_answer_fits(model: Any, n: int, decisions: int, limits: Limits) -> None:

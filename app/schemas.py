@@ -20,7 +20,6 @@ __all__ = [
     "DecideBody",
     "DecideResult",
     "Event",
-    "Explanation",
     "FeatureValue",
     "Features",
     "Health",
@@ -32,8 +31,6 @@ __all__ = [
     "LoggedEvents",
     "LearnResult",
     "ModelInfo",
-    "ModelList",
-    "ModelName",
     "PredictBody",
     "PredictResult",
     "label_key",
@@ -93,10 +90,6 @@ Costs = Annotated[
             "examples": [{"approve": {"fraud": 1000, "ok": 0}, "challenge": {"fraud": 90, "ok": 90}}],
         }
     ),
-]
-ModelName = Annotated[
-    str,
-    Field(pattern=rf"^{MODEL_NAME}$", description="Letters, digits, '_', '.', '-'; at most 64."),
 ]
 
 
@@ -167,8 +160,8 @@ class LearnBody(_Body):
     label: Label | None = None
     id: EventId | None = None
     # Each event's structure is checked by app.validation.check_event in the same pass as its
-    # values (the schema still describes it): pydantic's own pass over a batch of 1,000 dicts
-    # cost about as much as encoding them for the model (measured, 1-8 us an event).
+    # values (the schema still describes it): pydantic's own pass over a batch cost about as
+    # much as encoding its events for the model (docs/decisions/request-path.md).
     events: list[SkipValidation[Event]] | None = Field(default=None, min_length=1)
 
     model_config = ConfigDict(
@@ -304,12 +297,6 @@ class ExplainBody(_Body):
     features: Features
 
 
-class Explanation(BaseModel):
-    """The library's explanation of one prediction (its path through the tree)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 class ModelInfo(BaseModel):
     """A model: its complete config, a summary of its tree and its last sequence number."""
 
@@ -322,12 +309,6 @@ class ModelInfo(BaseModel):
         description="The model's labels as the keys of its probabilities (booleans as "
         '`"true"`/`"false"`, integers in decimal, exact however large), in the order of `summary.classes`.',
     )
-
-
-class ModelList(BaseModel):
-    """All models."""
-
-    models: list[ModelInfo]
 
 
 class Health(BaseModel):

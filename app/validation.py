@@ -1,5 +1,10 @@
 """Checks of the limits that are settings, each refusal naming its field.
 
+Also the refusals of what the library would not learn: its
+:class:`~streamtree.exceptions.InputError` as a 422 naming the field (:func:`input_error`), and
+a prediction kept for a delayed label whose features could never be learned
+(:func:`check_learnable`).
+
 Every refusal is an :class:`~app.exceptions.InvalidInput` whose ``loc`` names the offending
 field from the body down, exactly as pydantic's own errors do; the HTTP layer answers both
 with the same 422 shape, so clients handle one error shape.
@@ -7,12 +12,13 @@ with the same 422 shape, so clients handle one error shape.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from streamtree.decision import MAX_COST, CostMatrix
-from streamtree.exceptions import DecisionError
+from streamtree.exceptions import DecisionError, InputError
+from streamtree.values import NUMERIC
 
 from .exceptions import InvalidInput, Loc
 from .schemas import INT_BOUND
@@ -26,12 +32,15 @@ __all__ = [
     "check_event",
     "check_features",
     "check_id",
+    "check_ids_once",
     "check_instances",
     "check_label",
+    "check_learnable",
     "check_length",
     "check_names",
     "event_loc",
     "field_error",
+    "input_error",
 ]
 
 
@@ -65,6 +74,44 @@ class Limits:
 def field_error(loc: Loc, msg: str, kind: str = "value_error") -> InvalidInput:
     """The refusal of the field at ``loc`` (a 422 over HTTP)."""
     return InvalidInput(loc, msg, kind)
+
+
+def input_error(exc: InputError, features_loc: Loc, label_loc: Loc | None = None) -> InvalidInput:
+    """The library's InputError as a refusal naming the field (a feature, or the label)."""
+    name = getattr(exc, "field", None)
+    if name == "label" and label_loc is not None:
+        loc: Loc = label_loc
+    elif isinstance(name, (str, int)):
+        loc = (*features_loc, name)
+    else:
+        loc = features_loc
+    return field_error(loc, str(exc), "invalid_input")
+
+
+def check_learnable(model: Any, x: dict[str, Any], loc: Loc) -> None:
+    """Refuse (422 at ``loc``) an instance kept for a delayed label whose features the model
+    would refuse to learn: a value of the other kind than its feature's (a prediction reads
+    it as missing, but the label would be refused, and the id could never be labelled)."""
+    registry = getattr(model, "registry", None)
+    if registry is None:
+        return
+    index, kinds = registry.index, registry.kinds
+    for name, value in x.items():
+        fid = index.get(name)
+        if fid is None:
+            continue  # a new feature: registered with the kind of its value when learned
+        try:
+            kind, _ = registry.classify(name, value)
+        except InputError as exc:
+            raise input_error(exc, loc) from None
+        if kind is not None and kind != kinds[fid]:
+            expected = "numeric" if kinds[fid] == NUMERIC else "nominal (str or bool)"
+            raise field_error(
+                (*loc, name),
+                f"Feature {name!r} is {expected} in this model, so a prediction kept for a delayed "
+                f"label cannot hold {value!r}",
+                "invalid_input",
+            )
 
 
 def event_loc(batch: bool, key: str, i: int) -> Loc:
@@ -152,7 +199,7 @@ def check_instances(
         else:
             check_features(x, (*loc, i), limits)
     if len(ids) > 1:
-        _check_ids_once(ids, loc)
+        check_ids_once(ids, loc)
     return xs, ids
 
 
@@ -177,14 +224,18 @@ def _unwrapped(x: dict[str, Any], loc: Loc, limits: Limits) -> tuple[dict[str, A
     return features, key
 
 
-def _check_ids_once(ids: list[tuple[int, str | int]], loc: Loc) -> None:
-    """Refuse a batch that names one id twice (at the second): an id is one prediction's."""
+def check_ids_once(ids: Iterable[tuple[int, str | int | None]], loc: Loc) -> None:
+    """Refuse a batch that names one id twice, at the second (``(*loc, i, "id")``): an id is
+    one prediction's, labelled once. ``ids`` is ``(i, id)`` for items of the list at ``loc``
+    (``("body", "instances")``, ``("body", "events")``); a None id is no id."""
     first: dict[str | int, int] = {}
     for i, key in ids:
+        if key is None:
+            continue
         if key in first:
             raise field_error(
                 (*loc, i, "id"),
-                f"This id is also at instances[{first[key]}]; a batch names each id at most once",
+                f"This id is also at {loc[-1]}[{first[key]}]; a batch names each id at most once",
                 "duplicate_id",
             )
         first[key] = i

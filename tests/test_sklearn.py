@@ -270,7 +270,9 @@ def test_without_scikit_learn_the_import_names_the_extra_to_install() -> None:
         "try:\n    import streamtree.sklearn\nexcept ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert 'needs scikit-learn 1.6 or later (streamtree\'s "sklearn" extra): pip install "scikit-learn>=1.6"' in out.stdout, out
+    assert (
+        'needs scikit-learn 1.6 or later (streamtree\'s "sklearn" extra): pip install "scikit-learn>=1.6"' in out.stdout
+    ), out
 
 
 def test_the_sklearn_extra_asks_for_the_version_the_module_uses() -> None:

@@ -4,8 +4,8 @@ Selected by a ``postgresql://user:password@host:port/dbname`` URL (libpq's; ``po
 too). A new instance needs nothing but the URL: snapshots are rows next to the log, their
 bytes in ``bytea`` pieces of at most ``piece_bytes`` (16 MiB by default) with a CRC-32 each,
 written in the snapshot's transaction and read back one piece at a time in binary, so no
-value comes near the server's 1 GB limit (a 656 MB snapshot in one value could not be read:
-its text form is twice that). The schema is created and migrated at open
+value comes near the server's 1 GB limit (a ``bytea``'s text form is twice its size; why:
+``docs/decisions/background-snapshots.md``). The schema is created and migrated at open
 (:mod:`app.storage.postgres_schema`).
 
 Connections come from a ``psycopg_pool`` pool in autocommit mode. An append is one
@@ -99,8 +99,8 @@ CHECK_IDLE_AFTER = 1.0
 _LAST_SEQ = "COALESCE((SELECT seq + n - 1 FROM streamtree_events WHERE model = {} ORDER BY seq DESC LIMIT 1), 0)"
 
 #: Writes the records (:mod:`app.storage.records`) if they follow the model's last logged event.
-#: Their texts go in binary (``%b``): psycopg's text form of an array quotes a record of a
-#: thousand events in Python, 27 ms against 0.1 ms.
+#: Their texts go in binary (``%b``): psycopg's text form of an array quotes every record in
+#: Python (what that cost: ``docs/decisions/batch-ingestion.md``).
 _APPEND = f"""
 INSERT INTO streamtree_events (model, seq, n, event)
 SELECT %(model)s, u.seq, u.n, u.event

@@ -107,7 +107,7 @@ MIGRATIONS: tuple[str, ...] = (
         FOR EACH STATEMENT EXECUTE FUNCTION streamtree_notify('streamtree_lease');
     """,
     # 5: a snapshot's bytes in pieces with a CRC-32 each, so no value comes near PostgreSQL's
-    # 1 GB limit (a bytea's text form is twice its size: a 656 MB snapshot could not be read);
+    # 1 GB limit (a bytea's text form is twice its size: docs/decisions/background-snapshots.md);
     # rows written before keep their bytes in model_bytes (pieces NULL) and read as before. The
     # lease records the application_name its holder's store sessions carry, so an instance
     # taking an expired lease can end them: a stopped holder's open transaction would
@@ -135,7 +135,7 @@ MIGRATIONS: tuple[str, ...] = (
     # by newlines (app.storage.records): a batch is one row, not one per event. Rows written
     # before hold one event each. The notice names the last event of the statement's records.
     # A record is compressed with lz4 where the server has it (PostgreSQL 14 on, built with
-    # lz4): pglz took 3.3 ms of the server's CPU for a record of 1,000 events, lz4 0.8.
+    # lz4): it costs the server's CPU less than pglz (docs/decisions/batch-ingestion.md).
     """
     ALTER TABLE streamtree_events ADD COLUMN n integer NOT NULL DEFAULT 1;
     DO $$ BEGIN

@@ -4,10 +4,9 @@ An append of many events (a batch) is stored as few rows, not one row per event:
 *record*, holds ``n`` consecutive events numbered from its ``seq``, their texts joined by
 newlines (the service logs compact JSON, which never holds a raw newline). A store then writes
 one row and one index entry for a batch of a thousand events where it wrote a thousand, which
-is most of an append's cost (SQLite: 2.2 ms against 0.8 ms per 1,000 events, fsync included;
-PostgreSQL: a thousand-row ``COPY`` against one row). Reads still answer event by event
-(:meth:`app.storage.base.EventStore.read_events`), so every event stays addressable by its seq
-for export, replay and replicas.
+is most of an append's cost (measured: ``docs/decisions/batch-ingestion.md``). Reads still
+answer event by event (:meth:`app.storage.base.EventStore.read_events`), so every event stays
+addressable by its seq for export, replay and replicas.
 
 A record holds at most :data:`RECORD_BYTES` of text (an event larger than that is a record of
 its own), and an event whose text holds a newline is a record of its own too, so any text the

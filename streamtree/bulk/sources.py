@@ -219,7 +219,9 @@ class Source:
         try:
             import pyarrow.parquet as pq
         except ImportError:  # pragma: no cover - the parquet extra
-            raise BulkError('reading Parquet needs pyarrow (streamtree\'s "parquet" extra): pip install pyarrow') from None
+            raise BulkError(
+                'reading Parquet needs pyarrow (streamtree\'s "parquet" extra): pip install pyarrow'
+            ) from None
         source: IO[bytes] = self._raw
         if self._size is None:  # Parquet's footer is at the end: spool a stream to disk, not to memory
             self._spool = tempfile.TemporaryFile()
