@@ -11,9 +11,9 @@ import sys
 # (learn_in_tree_call, for a background tree) come with their callers, from the cache too.
 PROGRAM = """
 import streamtree
-from streamtree.kernels import forest, handle, learn, naive_bayes, route
+from streamtree.kernels import forest, handle, learn, naive_bayes, predict, route
 streamtree.warm_up()
-entry_points = [learn.learn_rows, learn.predict_rows, learn.proba_at, handle._tree_handle, handle._drift_handle,
+entry_points = [learn.learn_rows, predict.predict_rows, predict.proba_at, handle._tree_handle, handle._drift_handle,
                 naive_bayes.nb_loglik, route.route, forest.learn_forest_rows, forest.predict_forest_rows,
                 forest.learn_forest, forest.member_list, forest.put_member]
 print(",".join(f.__name__ for f in entry_points if not f.signatures))
