@@ -17,7 +17,7 @@ from streamtree.smoothing import SMOOTHERS, Smoother
 from streamtree.topology import Topology
 from streamtree.typing import FloatArray, IntArray
 
-__all__ = ["make_smoother", "smooth"]
+__all__ = ["clone_smoother", "make_smoother", "smooth"]
 
 
 def clone_smoother(smoother: Smoother) -> Smoother:

@@ -309,9 +309,10 @@ class ProbabilityForest(Classifier):
         return arrays
 
     # -- learning -----------------------------------------------------------------------
-    def _reps(self, n: int) -> np.ndarray:
-        """``(n_trees, n)``: how many times each member learns each of the next ``n`` examples
-        (:func:`~streamtree.kernels.forest.draw_reps`)."""
+    def repetitions(self, n: int) -> np.ndarray:
+        """``(n_trees, n)``: how many times each member will learn each of the next ``n``
+        examples (the sampling's draws, :func:`~streamtree.kernels.forest.draw_reps`: a
+        function of the seed and the example numbers alone, so the forest is not changed)."""
         reps = np.empty((self.n_trees, n), dtype=np.int64)
         draw_reps(_SAMPLING_CODES[self._sampling], self.seed, self.n_examples, self._poisson_cdf, reps)
         return reps

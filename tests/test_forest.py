@@ -111,7 +111,7 @@ def test_dst_gives_each_example_to_exactly_one_member() -> None:
 def test_bagging_learns_each_example_poisson_times_at_the_methods_rate(method: str, rate: float) -> None:
     forest = ProbabilityForest(n_trees=8, method=method, seed=5)
     assert forest.get_config()["poisson_rate"] == rate
-    reps = forest._reps(20_000)
+    reps = forest.repetitions(20_000)
     assert reps.shape == (8, 20_000)
     assert reps.mean() == pytest.approx(rate, abs=0.03)
     assert (reps == 0).mean() == pytest.approx(math.exp(-rate), abs=0.01)
@@ -349,7 +349,7 @@ def test_the_compiled_draws_are_numpys(method: str, first: int, n: int) -> None:
     fast = ProbabilityForest(n_trees=7, method=method, seed=11)
     slow = LoopForest(n_trees=7, method=method, seed=11)
     fast.n_examples = slow.n_examples = first
-    assert np.array_equal(fast._reps(n), slow._reps(n))
+    assert np.array_equal(fast.repetitions(n), slow.repetitions(n))
 
 
 @pytest.mark.parametrize("copier", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))])

@@ -94,7 +94,7 @@ def test_poisson_rate_draws_each_members_repetitions_with_that_mean() -> None:
     from tests.reference.forest import LoopForest
 
     forest = ProbabilityForest(n_trees=20, poisson_rate=6.0, tree=FAST)
-    reps = LoopForest(n_trees=20, poisson_rate=6.0, tree=FAST)._reps(5000)
+    reps = LoopForest(n_trees=20, poisson_rate=6.0, tree=FAST).repetitions(5000)
     assert abs(reps.mean() - 6.0) < 0.1 and abs(reps.var() - 6.0) < 0.3
     assert (reps == 0).mean() < 0.01  # e**-6: a member skips one example in 400
     for x, y in stream(300):

@@ -231,6 +231,7 @@ class Learning:
             progress.close()
             if self.learned:
                 resume = "" if isinstance(e, FileChanged) else " (run the same command again to resume)"
+                # answers received: one lost with the connection may be learned too (the guide says so)
                 raise BulkError(f"{e}; {self.learned:,} events are learned{resume}") from None
             raise
         finally:  # every answer collected was awaited; one still on its way is not waited for

@@ -24,7 +24,7 @@ from streamtree.typing import ClassLabel, FloatArray
 class LoopForest(ProbabilityForest):
     """A forest whose members learn and predict one Python call each."""
 
-    def _reps(self, n: int) -> np.ndarray:
+    def repetitions(self, n: int) -> np.ndarray:
         first = self.n_examples
         if self._sampling == "all":
             return np.ones((self.n_trees, n), dtype=np.int64)
@@ -58,7 +58,7 @@ class LoopForest(ProbabilityForest):
         first_values: dict[int, float],
         want_proba: bool,
     ) -> FloatArray | None:
-        reps = self._reps(len(labels))
+        reps = self.repetitions(len(labels))
         probas = []
         for member, member_reps in zip(self.members, reps):
             proba = member._learn(num, nom, labels, first_values, True, member_reps)
