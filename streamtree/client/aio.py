@@ -337,9 +337,12 @@ class AsyncRemoteModel(Handle):
         answer = await self.client.call("POST", self._paths.predict, {"instances": instances})
         return list(answer["probabilities"])
 
-    async def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
+    async def _predict_rows(
+        self, X: Any, ids: Any, columns: Iterable[str] | None, batch_size: int
+    ) -> list[dict[Hashable, float]]:
+        size = bodies.check_batch_size(batch_size)
         out: list[dict[Hashable, float]] = []
-        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), size)):
             if not chunk:
                 continue
             try:
@@ -348,19 +351,24 @@ class AsyncRemoteModel(Handle):
                 else:
                     rows = (await self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
             except (ServiceError, ConnectionFailed) as e:
-                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                bodies.note_failure(e, n * size, len(chunk), "instances")
                 raise
             out += [await self.decode(p) for p in rows]
         return out
 
-    async def predict_proba_many(self, X: Any, ids: Iterable[str | int] | None = None, columns: Any = None) -> Any:
+    async def predict_proba_many(
+        self, X: Any, ids: Iterable[str | int] | None = None, columns: Any = None, batch_size: int = bodies.BATCH
+    ) -> Any:
         """A DataFrame of class probabilities, one row per row of ``X``, one column per label;
-        with ``ids`` (one per row), each row's features wait for its label."""
-        return bodies.frame(await self._predict_rows(X, ids, columns), X)
+        with ``ids`` (one per row), each row's features wait for its label. Sent in requests of
+        ``batch_size`` rows: the default fits any model within the service's default bounds;
+        a service whose ``max_answer_values`` (or ``max_batch``) is lower says in its 422 how
+        many fit."""
+        return bodies.frame(await self._predict_rows(X, ids, columns, batch_size), X)
 
-    async def predict_many(self, X: Any, columns: Any = None) -> Any:
+    async def predict_many(self, X: Any, columns: Any = None, batch_size: int = bodies.BATCH) -> Any:
         """A Series of the most probable label of each row of ``X``."""
-        return bodies.predictions(await self._predict_rows(X, None, columns), X)
+        return bodies.predictions(await self._predict_rows(X, None, columns, batch_size), X)
 
     # -- decisions ----------------------------------------------------------------------------
     async def decide(
@@ -391,12 +399,15 @@ class AsyncRemoteModel(Handle):
         costs: Mapping[str, Mapping[Any, float]],
         ids: Iterable[str | int] | None = None,
         columns: Any = None,
+        batch_size: int = bodies.BATCH,
     ) -> dict[str, Any]:
         """:meth:`decide` for every row of ``X``: lists ``decisions``, ``expected_costs`` and
         ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``; with
-        ``ids`` (one per row), each row's features wait for its label."""
+        ``ids`` (one per row), each row's features wait for its label. In requests of
+        ``batch_size`` rows, as :meth:`predict_proba_many`."""
+        size = bodies.check_batch_size(batch_size)
         answers = []
-        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), size)):
             if not chunk:
                 continue
             try:
@@ -406,7 +417,7 @@ class AsyncRemoteModel(Handle):
                     body = {"instances": chunk, "costs": costs_body(costs)}
                     answers.append(dict(await self.with_id(self._paths.decide, body)))
             except (ServiceError, ConnectionFailed) as e:
-                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                bodies.note_failure(e, n * size, len(chunk), "instances")
                 raise
         out = bodies.merge_decisions(answers)
         out["probabilities"] = [await self.decode(p) for p in out["probabilities"]]

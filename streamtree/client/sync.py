@@ -381,9 +381,12 @@ class RemoteModel(Handle):
             raise TypeError(f"instances: a list of feature dicts, not {type(instances).__name__}")
         return list(self.client.call("POST", self._paths.predict, {"instances": instances})["probabilities"])
 
-    def _predict_rows(self, X: Any, ids: Any, columns: Iterable[str] | None) -> list[dict[Hashable, float]]:
+    def _predict_rows(
+        self, X: Any, ids: Any, columns: Iterable[str] | None, batch_size: int
+    ) -> list[dict[Hashable, float]]:
+        size = bodies.check_batch_size(batch_size)
         out: list[dict[Hashable, float]] = []
-        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), size)):
             if not chunk:
                 continue
             try:
@@ -392,19 +395,24 @@ class RemoteModel(Handle):
                 else:
                     rows = (self.with_id(self._paths.predict, {"instances": chunk}))["probabilities"]
             except (ServiceError, ConnectionFailed) as e:
-                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                bodies.note_failure(e, n * size, len(chunk), "instances")
                 raise
             out += [self.decode(p) for p in rows]
         return out
 
-    def predict_proba_many(self, X: Any, ids: Iterable[str | int] | None = None, columns: Any = None) -> Any:
+    def predict_proba_many(
+        self, X: Any, ids: Iterable[str | int] | None = None, columns: Any = None, batch_size: int = bodies.BATCH
+    ) -> Any:
         """A DataFrame of class probabilities, one row per row of ``X``, one column per label;
-        with ``ids`` (one per row), each row's features wait for its label."""
-        return bodies.frame(self._predict_rows(X, ids, columns), X)
+        with ``ids`` (one per row), each row's features wait for its label. Sent in requests of
+        ``batch_size`` rows: the default fits any model within the service's default bounds;
+        a service whose ``max_answer_values`` (or ``max_batch``) is lower says in its 422 how
+        many fit."""
+        return bodies.frame(self._predict_rows(X, ids, columns, batch_size), X)
 
-    def predict_many(self, X: Any, columns: Any = None) -> Any:
+    def predict_many(self, X: Any, columns: Any = None, batch_size: int = bodies.BATCH) -> Any:
         """A Series of the most probable label of each row of ``X``."""
-        return bodies.predictions(self._predict_rows(X, None, columns), X)
+        return bodies.predictions(self._predict_rows(X, None, columns, batch_size), X)
 
     # -- decisions ----------------------------------------------------------------------------
     def decide(
@@ -433,12 +441,15 @@ class RemoteModel(Handle):
         costs: Mapping[str, Mapping[Any, float]],
         ids: Iterable[str | int] | None = None,
         columns: Any = None,
+        batch_size: int = bodies.BATCH,
     ) -> dict[str, Any]:
         """:meth:`decide` for every row of ``X``: lists ``decisions``, ``expected_costs`` and
         ``probabilities`` (keyed by labels), one entry per row, and the last ``seq``; with
-        ``ids`` (one per row), each row's features wait for its label."""
+        ``ids`` (one per row), each row's features wait for its label. In requests of
+        ``batch_size`` rows, as :meth:`predict_proba_many`."""
+        size = bodies.check_batch_size(batch_size)
         answers = []
-        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), bodies.BATCH)):
+        for n, chunk in enumerate(bodies.chunks(bodies.instances(X, ids, columns), size)):
             if not chunk:
                 continue
             try:
@@ -448,7 +459,7 @@ class RemoteModel(Handle):
                     body = {"instances": chunk, "costs": costs_body(costs)}
                     answers.append(dict(self.with_id(self._paths.decide, body)))
             except (ServiceError, ConnectionFailed) as e:
-                bodies.note_failure(e, n * bodies.BATCH, len(chunk), "instances")
+                bodies.note_failure(e, n * size, len(chunk), "instances")
                 raise
         out = bodies.merge_decisions(answers)
         out["probabilities"] = [self.decode(p) for p in out["probabilities"]]

@@ -3,8 +3,10 @@ against the service's own log and an in-process model fed the same events."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import orjson
@@ -221,3 +223,40 @@ def test_a_refused_label_does_not_change_what_the_answers_name(model: RemoteMode
     model.create()
     model.learn_many([{"a": 0.0}, {"a": 1.0}], [0, 1])  # the labels of the new model are integers
     assert set(model.predict_proba_one({"a": 1.0})) == {0, 1}
+
+
+def test_predictions_and_decisions_in_requests_of_batch_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # the client sent 1,000 instances a request whatever the service bounds: a service whose
+    # max_answer_values is under 1,000 x labels refused every call, naming how many fit
+    from streamtree.client import AsyncClient
+    from tests.client.conftest import serve, stop
+
+    labels = [f"l{i}" for i in range(10)]
+    X = pd.DataFrame({"x": [float(i % 10) for i in range(150)]})
+    costs = {"a": dict.fromkeys(labels, 1.0), "b": dict.fromkeys(labels, 2.0)}
+    proc, service = serve(tmp_path / "data", max_answer_values="1000")
+    try:
+        with Client(service.url) as client:
+            m = client.model("m")
+            m.create()
+            m.learn_many(pd.DataFrame({"x": [float(i) for i in range(10)]}), labels)
+            with pytest.raises(InvalidRequest) as exc:
+                m.predict_proba_many(X)  # 150 x 10 values in one answer
+            assert exc.value.loc == ("body", "instances") and "send at most 100 instances" in str(exc.value)
+            proba = m.predict_proba_many(X, batch_size=100)
+            assert len(proba) == 150 and list(proba.columns) == labels
+            assert list(m.predict_many(X, batch_size=100)) == list(proba.idxmax(axis=1))
+            decided = m.decide_many(X, costs, batch_size=83)  # 12 values an instance
+            assert len(decided["decisions"]) == 150 and decided["probabilities"][149] == proba.iloc[149].to_dict()
+            with pytest.raises(ValueError, match="batch_size: an integer >= 1, got 0"):
+                m.predict_proba_many(X, batch_size=0)
+
+        async def the_same_awaited() -> Any:
+            async with AsyncClient(service.url) as aclient:
+                am = aclient.model("m")
+                return await am.predict_proba_many(X, batch_size=100), await am.decide_many(X, costs, batch_size=83)
+
+        aproba, adecided = asyncio.run(the_same_awaited())
+        assert aproba.equals(proba) and adecided["decisions"] == decided["decisions"]
+    finally:
+        stop(proc)
