@@ -12,7 +12,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimitMiddleware", "TOO_LARGE", "held_full"]
+__all__ = ["BodyLimitMiddleware", "TOO_LARGE"]
 
 log = logging.getLogger("streamtree.app")
 
@@ -20,14 +20,6 @@ TOO_LARGE = "Request body is too large."
 
 #: Seconds a request refused for the bodies held is asked to wait (``Retry-After``).
 HELD_RETRY_AFTER = 1
-
-
-def held_full(max_held: int) -> str:
-    """The 503's ``detail`` for a request past the bodies the server may hold."""
-    return (
-        f"The server holds {max_held:,} bytes of request bodies already (max_held_body_bytes), "
-        "the most it takes at once; retry shortly."
-    )
 
 
 class BodyTooLarge(HTTPException):
@@ -41,7 +33,12 @@ class HeldFull(HTTPException):
     """Raised from ``receive`` when a body without a Content-Length takes the bytes held past the budget."""
 
     def __init__(self, max_held: int) -> None:
-        super().__init__(status_code=503, detail=held_full(max_held), headers={"Retry-After": str(HELD_RETRY_AFTER)})
+        super().__init__(
+            status_code=503,
+            detail=f"The server holds {max_held:,} bytes of request bodies already (max_held_body_bytes), "
+            "the most it takes at once; retry shortly.",
+            headers={"Retry-After": str(HELD_RETRY_AFTER)},
+        )
 
 
 class BodyLimitMiddleware:
@@ -138,10 +135,8 @@ class BodyLimitMiddleware:
             self.held -= counted
 
     async def _held_full(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer :class:`HeldFull` here, as FastAPI answers it raised inside a route."""
         log.debug("%s %s refused (503): max_held_body_bytes reached", scope["method"], scope["path"])
-        response = JSONResponse(
-            {"detail": held_full(self.max_held)},
-            status_code=503,
-            headers={"Retry-After": str(HELD_RETRY_AFTER)},
-        )
+        refusal = HeldFull(self.max_held)
+        response = JSONResponse({"detail": refusal.detail}, status_code=refusal.status_code, headers=refusal.headers)
         await response(scope, receive, send)

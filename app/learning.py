@@ -273,13 +273,31 @@ def apply_logged(model: Any, prequential: Prequential, seq: int, name: str, page
     if first != seq + 1 or last != first + len(page) - 1:
         i, found = next((i, s) for i, (s, _) in enumerate(page) if s != seq + 1 + i)
         raise RuntimeError(f"model {name!r}: event log jumps from seq {seq + i} to {found}")
+    # the replay's and a replica's every event: decoded in bulk, each record checked one by
+    # one (decode_logged) only to name the one at fault
     try:
-        events = [decode_logged(name, s, text) for s, text in page]
-    except DamagedRecord as exc:
-        raise RuntimeError(exc.reason) from None
-    xs, ys, ts = [e[0] for e in events], [e[1] for e in events], [e[2] for e in events]
+        events = [orjson.loads(text) for _, text in page]
+        xs, ys, ts = [e["x"] for e in events], [e["y"] for e in events], [e.get("t") for e in events]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not what the service logs
+        damaged = first_damaged(name, page)
+        raise RuntimeError(
+            damaged.reason if damaged else f"model {name!r}: logged events are not events ({exc!r})"
+        ) from None
     try:
         learn_scored(model, prequential, xs, ys, ts)
     except StreamtreeError as exc:
-        raise RuntimeError(f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}") from exc
+        damaged = first_damaged(name, page)  # a record of another shape (features not an object)
+        why = damaged.reason if damaged else f"model {name!r}: logged events {first}..{last} cannot be replayed: {exc}"
+        raise RuntimeError(why) from exc
     return last
+
+
+def first_damaged(name: str, page: Sequence[tuple[int, str]]) -> DamagedRecord | None:
+    """The first record of ``page`` that is not an event the service logged
+    (:func:`decode_logged`), or None."""
+    for seq, text in page:
+        try:
+            decode_logged(name, seq, text)
+        except DamagedRecord as exc:
+            return exc
+    return None

@@ -156,12 +156,10 @@ def tree_data(model: Any, member: int | None, limits: Limits) -> dict[str, Any]:
         shown = members[member]
     values = shown.n_nodes * (len(model.classes_) + TREE_VALUES_PER_NODE)
     if values > limits.max_answer_values:
-        what = f"The forest's {len(members)} trees hold" if members is not None and member is None else "The tree holds"
-        hint = (
-            f": ask for one tree at a time (?member=0 to ?member={len(members) - 1})"
-            if members is not None and member is None
-            else ""
-        )
+        what, hint = "The tree holds", ""
+        if members is not None and member is None:
+            what = f"The forest's {len(members)} trees hold"
+            hint = f": ask for one tree at a time (?member=0 to ?member={len(members) - 1})"
         raise field_error(
             loc,
             f"{what} {shown.n_nodes:,} nodes of {len(model.classes_):,} classes: {values:,} values, over "
